@@ -1,0 +1,37 @@
+"""Data streams for EdgeDrift: real data sets, CSV files and the synthetic drifting streams of the paper.
+
+Everything returns a :class:`Stream` (rows in arrival order, ±1 labels for classification). The
+generators based on river import it lazily, so this package imports without river installed.
+"""
+
+from edgedrift.data.datasets import (
+    KNOWN_DATASETS,
+    ChecksumError,
+    cache_dir,
+    data_dir,
+    fetch,
+    load_covtype,
+    load_csv,
+    load_dataset,
+    load_elec2,
+)
+from edgedrift.data.generators import hyperplane, rbf_drift, ridge_stream, sea, sine1plus
+from edgedrift.data.stream import Stream
+
+__all__ = [
+    "KNOWN_DATASETS",
+    "ChecksumError",
+    "Stream",
+    "cache_dir",
+    "data_dir",
+    "fetch",
+    "hyperplane",
+    "load_covtype",
+    "load_csv",
+    "load_dataset",
+    "load_elec2",
+    "rbf_drift",
+    "ridge_stream",
+    "sea",
+    "sine1plus",
+]

@@ -1,0 +1,496 @@
+"""Real data sets (ELEC2, Covertype), generic CSV files and the ``load_dataset`` spec dispatcher.
+
+Files are looked up in a local data directory first (``EDGEDRIFT_DATA_DIR``, e.g. the shared test data),
+then in a download cache (``EDGEDRIFT_CACHE_DIR`` or ``~/.cache/edgedrift``), and only then downloaded from
+the public original, always verified against a SHA-256 so that every run sees the same bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import inspect
+import math
+import os
+import re
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgedrift.data import generators
+from edgedrift.data.stream import Stream
+from edgedrift.models.losses import FloatArray, Task
+
+ELEC2_URL = "https://raw.githubusercontent.com/scikit-multiflow/streaming-datasets/master/elec.csv"
+ELEC2_SHA256 = "cdf901433885f29eca6911f70c0eeafb50d90596c879c30c5b99f5a2e8e734ff"
+ELEC2_COLUMNS = ("period", "nswprice", "nswdemand", "vicprice", "vicdemand", "transfer", "class")
+
+#: The figshare copy of UCI's covtype.data.gz that scikit-learn's ``fetch_covtype`` downloads.
+COVTYPE_URL = "https://ndownloader.figshare.com/files/5976039"
+COVTYPE_SHA256 = "614360d0257557dd1792834a85a1cdebfadc3c4f30b011d56afee7ffb5b15771"
+COVTYPE_FEATURES: tuple[str, ...] = (
+    "Elevation",
+    "Aspect",
+    "Slope",
+    "Horizontal_Distance_To_Hydrology",
+    "Vertical_Distance_To_Hydrology",
+    "Horizontal_Distance_To_Roadways",
+    "Hillshade_9am",
+    "Hillshade_Noon",
+    "Hillshade_3pm",
+    "Horizontal_Distance_To_Fire_Points",
+    *(f"Wilderness_Area_{i}" for i in range(1, 5)),
+    *(f"Soil_Type_{i}" for i in range(1, 41)),
+)
+#: Bumped whenever the layout of the parsed covtype ``.npz`` cache changes.
+_COVTYPE_NPZ_VERSION = 1
+
+_DOWNLOAD_TIMEOUT_S = 60.0
+_CHUNK = 1 << 20
+_PROGRESS_EVERY = 4 << 20
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ChecksumError(ValueError):
+    """A file's SHA-256 differs from the expected one."""
+
+
+def data_dir() -> Path | None:
+    """The local data directory from ``EDGEDRIFT_DATA_DIR``, or None when the variable is unset/empty."""
+    value = os.environ.get("EDGEDRIFT_DATA_DIR", "")
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(f"EDGEDRIFT_DATA_DIR={value!r} is not an existing directory")
+    return path
+
+
+def cache_dir() -> Path:
+    """The download cache: ``EDGEDRIFT_CACHE_DIR`` or ``~/.cache/edgedrift`` (created on first download)."""
+    value = os.environ.get("EDGEDRIFT_CACHE_DIR", "")
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "edgedrift"
+
+
+def _env_key(name: str) -> str:
+    return "EDGEDRIFT_" + re.sub(r"[^A-Z0-9]", "_", name.upper())
+
+
+def _resolve_source(name: str, url: str, sha256: str | None) -> tuple[str, str | None]:
+    """URL and checksum after the ``EDGEDRIFT_<NAME>_URL`` / ``EDGEDRIFT_<NAME>_SHA256`` overrides."""
+    key = _env_key(name)
+    url = os.environ.get(f"{key}_URL") or url
+    override = os.environ.get(f"{key}_SHA256")
+    if override:
+        sha256 = override
+    if sha256 is not None:
+        sha256 = sha256.strip().lower()
+        if not _SHA256_RE.match(sha256):
+            raise ValueError(f"{name}: expected SHA-256 must be 64 hex digits, got {sha256!r}")
+    return url, sha256
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _checksum_error(name: str, where: str, expected: str, actual: str) -> ChecksumError:
+    return ChecksumError(f"{name}: SHA-256 mismatch for {where}: expected {expected}, got {actual}")
+
+
+def _download(name: str, url: str, dest: Path, sha256: str | None) -> None:
+    """Stream ``url`` to a temporary file next to ``dest``, verify it, then atomically move it into place."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    tmp = Path(tmp_name)
+    try:
+        h = hashlib.sha256()
+        done = 0
+        next_report = _PROGRESS_EVERY
+        print(f"edgedrift: downloading {name} from {url}", file=sys.stderr)
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with urllib.request.urlopen(url, timeout=_DOWNLOAD_TIMEOUT_S) as resp:
+                    length = resp.headers.get("Content-Length")
+                    total = f" of {int(length) / 1e6:.1f} MB" if length and length.isdigit() else ""
+                    while chunk := resp.read(_CHUNK):
+                        out.write(chunk)
+                        h.update(chunk)
+                        done += len(chunk)
+                        if done >= next_report:
+                            print(f"edgedrift: {name}: {done / 1e6:.1f} MB{total}", file=sys.stderr)
+                            next_report += _PROGRESS_EVERY
+            except (urllib.error.URLError, OSError) as exc:
+                raise OSError(
+                    f"{name}: download from {url} failed: {exc}. Put {dest.name} into EDGEDRIFT_DATA_DIR "
+                    f"or {dest.parent}, or point {_env_key(name)}_URL at a reachable copy."
+                ) from exc
+        actual = h.hexdigest()
+        if sha256 is not None and actual != sha256:
+            raise _checksum_error(name, f"download from {url}", sha256, actual)
+        os.replace(tmp, dest)
+        print(f"edgedrift: {name}: {done / 1e6:.1f} MB saved to {dest} (sha256 {actual})", file=sys.stderr)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def fetch(name: str, url: str, sha256: str | None, filename: str) -> Path:
+    """Path of data file ``filename``: from ``data_dir()``, else the cache, else downloaded into the cache.
+
+    The SHA-256 (when known) is checked wherever the file comes from; a download is verified before it is
+    moved into the cache, so a failed or corrupted download never leaves a file behind. A corrupted cached
+    file is replaced by a fresh download. ``EDGEDRIFT_<NAME>_URL`` and ``EDGEDRIFT_<NAME>_SHA256`` override
+    ``url`` and ``sha256`` (e.g. for a mirror or a local test server).
+    """
+    url, sha256 = _resolve_source(name, url, sha256)
+    local = data_dir()
+    if local is not None and (local / filename).is_file():
+        path = local / filename
+        if sha256 is not None and (actual := file_sha256(path)) != sha256:
+            raise _checksum_error(name, str(path), sha256, actual)
+        return path
+    cached = cache_dir() / name / filename
+    if cached.is_file():
+        if sha256 is None or (actual := file_sha256(cached)) == sha256:
+            return cached
+        print(
+            f"edgedrift: {name}: cached {cached} has sha256 {actual}, expected {sha256}; downloading again",
+            file=sys.stderr,
+        )
+        cached.unlink()
+    _download(name, url, cached, sha256)
+    return cached
+
+
+def load_elec2(drop_period: bool = True) -> Stream:
+    """ELEC2 (Harries 1999; DRUiD paper Section 5.2): 45,312 half-hourly NSW price moves, UP = +1.
+
+    The normalised scikit-multiflow copy has the date and day already removed. ``drop_period=True`` gives
+    the paper's 5 features (nswprice, nswdemand, vicprice, vicdemand, transfer); False keeps ``period``
+    first (6 features, as in the Online-BLS paper).
+    """
+    path = fetch("elec2", ELEC2_URL, ELEC2_SHA256, "elec.csv")
+    with path.open(newline="") as f:
+        header = tuple(c.strip() for c in next(csv.reader(f), []))
+    if header != ELEC2_COLUMNS:
+        raise ValueError(f"{path}: unexpected ELEC2 header {header}, expected {ELEC2_COLUMNS}")
+    data = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2)
+    labels = data[:, -1]
+    if not np.isin(labels, (0.0, 1.0)).all():
+        raise ValueError(f"{path}: ELEC2 class column must be 0/1, found {np.unique(labels)[:10]}")
+    first = 1 if drop_period else 0
+    return Stream(
+        name="elec2" if drop_period else "elec2-6",
+        X=np.ascontiguousarray(data[:, first:-1]),
+        y=np.where(labels == 1.0, 1.0, -1.0),
+        task="classification",
+        feature_names=ELEC2_COLUMNS[first:-1],
+        meta={"source": str(path), "classes": {-1.0: "DOWN (0)", 1.0: "UP (1)"}},
+    )
+
+
+def _parse_covtype(path: Path) -> tuple[FloatArray, np.ndarray[Any, np.dtype[np.int8]]]:
+    """Parse covtype.data(.gz): 54 integer features and the cover type 1..7 per line."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        data = np.loadtxt(f, delimiter=",", dtype=np.float64, ndmin=2)
+    if data.shape[1] != len(COVTYPE_FEATURES) + 1:
+        raise ValueError(f"{path}: expected {len(COVTYPE_FEATURES) + 1} columns, got {data.shape[1]}")
+    cover = data[:, -1]
+    if not np.isin(cover, np.arange(1.0, 8.0)).all():
+        raise ValueError(f"{path}: cover type must be 1..7, found {np.unique(cover)[:10]}")
+    return np.ascontiguousarray(data[:, :-1]), cover.astype(np.int8)
+
+
+def _compact(X: FloatArray) -> np.ndarray[Any, Any]:
+    """The smallest lossless dtype for the npz cache (covtype's features are small integers)."""
+    if X.size and np.array_equal(X, np.round(X)):
+        lo, hi = X.min(), X.max()
+        for dtype in (np.int16, np.int32):
+            info = np.iinfo(dtype)
+            if info.min <= lo and hi <= info.max:
+                return X.astype(dtype)
+    return X
+
+
+def load_covtype() -> Stream:
+    """Forest Covertype (Blackard & Dean 1999; DRUiD paper Section 5.3): Lodgepole Pine (class 2) = +1.
+
+    581,012 samples, 54 attributes, the other six cover types = -1 (nearly balanced). The parsed arrays are
+    cached as ``covtype.npz`` in the cache directory, tagged with the archive's SHA-256, so later loads skip
+    both the download and the slow text parsing.
+    """
+    _, sha256 = _resolve_source("covtype", COVTYPE_URL, COVTYPE_SHA256)
+    npz_path = cache_dir() / "covtype" / "covtype.npz"
+    X: FloatArray | None = None
+    cover: np.ndarray[Any, Any] | None = None
+    if npz_path.is_file():
+        try:
+            with np.load(npz_path, allow_pickle=False) as npz:
+                if int(npz["version"]) == _COVTYPE_NPZ_VERSION and str(npz["source_sha256"]) == str(sha256):
+                    X = npz["X"].astype(np.float64)
+                    cover = npz["cover"]
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            print(f"edgedrift: covtype: ignoring unreadable cache {npz_path}: {exc}", file=sys.stderr)
+            X = cover = None
+    source = str(npz_path)
+    if X is None or cover is None:
+        gz = fetch("covtype", COVTYPE_URL, COVTYPE_SHA256, "covtype.data.gz")
+        source = str(gz)
+        X, cover = _parse_covtype(gz)
+        npz_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=npz_path.parent, prefix=".covtype.", suffix=".npz.part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                np.savez(
+                    out,
+                    X=_compact(X),
+                    cover=cover,
+                    source_sha256=np.str_(sha256),
+                    version=np.int64(_COVTYPE_NPZ_VERSION),
+                )
+            os.replace(tmp_name, npz_path)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+    return Stream(
+        name="covtype",
+        X=X,
+        y=np.where(cover == 2, 1.0, -1.0),
+        task="classification",
+        feature_names=COVTYPE_FEATURES,
+        meta={
+            "source": source,
+            "classes": {-1.0: "cover types 1, 3-7", 1.0: "Lodgepole Pine (2)"},
+            "cover_type_counts": {
+                int(c): int(k) for c, k in zip(*np.unique(cover, return_counts=True), strict=True)
+            },
+        },
+    )
+
+
+def _as_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def load_csv(
+    path: str | os.PathLike[str],
+    target: str,
+    task: Task | None = None,
+    features: list[str] | tuple[str, ...] | None = None,
+) -> Stream:
+    """Any CSV file with a header row, in file order, as a stream.
+
+    ``features`` defaults to every other column that holds numbers (columns without a single number,
+    e.g. dates or ids, are skipped and listed in ``meta["skipped_columns"]``). The task is classification
+    when asked for, or when ``task`` is None and the target has exactly two distinct values; the two values
+    are mapped in sorted order (numeric order if both are numbers) to -1/+1 and kept as
+    ``meta["classes"] = {-1.0: first, 1.0: second}``. Otherwise the target must be numeric (regression).
+    """
+    if task not in (None, "classification", "regression"):
+        raise ValueError(f"task must be 'classification', 'regression' or None, got {task!r}")
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"CSV file not found: {file}")
+    with file.open(newline="") as f:
+        reader = csv.reader(f)
+        header = [c.strip() for c in next(reader, [])]
+        rows: list[tuple[int, list[str]]] = [
+            (reader.line_num, [c.strip() for c in row]) for row in reader if any(c.strip() for c in row)
+        ]
+    if not header:
+        raise ValueError(f"{file}: empty file, expected a header row")
+    if len(set(header)) != len(header):
+        raise ValueError(f"{file}: duplicate column names in header {header}")
+    if not rows:
+        raise ValueError(f"{file}: no data rows")
+    for line, row in rows:
+        if len(row) != len(header):
+            raise ValueError(f"{file}: line {line} has {len(row)} fields, the header has {len(header)}")
+    if target not in header:
+        raise ValueError(f"{file}: unknown target column {target!r}; columns are {header}")
+    t = header.index(target)
+
+    skipped: list[str] = []
+    if features is None:
+        feature_cols = []
+        for j, col in enumerate(header):
+            if j == t:
+                continue
+            if any(_as_float(row[j]) is not None for _, row in rows):
+                feature_cols.append(j)
+            else:
+                skipped.append(col)
+    else:
+        unknown = [c for c in features if c not in header]
+        if unknown:
+            raise ValueError(f"{file}: unknown feature column(s) {unknown}; columns are {header}")
+        if target in features:
+            raise ValueError(f"{file}: the target {target!r} cannot also be a feature")
+        if len(set(features)) != len(features):
+            raise ValueError(f"{file}: duplicate feature columns in {list(features)}")
+        feature_cols = [header.index(c) for c in features]
+    if not feature_cols:
+        raise ValueError(f"{file}: no numeric feature columns besides the target {target!r}")
+
+    X = np.empty((len(rows), len(feature_cols)))
+    for i, (line, row) in enumerate(rows):
+        for k, j in enumerate(feature_cols):
+            value = _as_float(row[j])
+            if value is None:
+                raise ValueError(
+                    f"{file}: non-numeric value {row[j]!r} in feature column {header[j]!r}, "
+                    f"data row {i + 1} (line {line})"
+                )
+            if not math.isfinite(value):
+                raise ValueError(
+                    f"{file}: NaN/inf value {row[j]!r} in feature column {header[j]!r}, "
+                    f"data row {i + 1} (line {line})"
+                )
+            X[i, k] = value
+
+    raw = [row[t] for _, row in rows]
+    numeric = [_as_float(v) for v in raw]
+    for i, (value, (line, _)) in enumerate(zip(numeric, rows, strict=True)):
+        if value is not None and not math.isfinite(value):
+            raise ValueError(
+                f"{file}: NaN/inf value {raw[i]!r} in target column {target!r}, "
+                f"data row {i + 1} (line {line})"
+            )
+    all_numeric = all(v is not None for v in numeric)
+    labels: list[Any] = list(numeric) if all_numeric else raw
+    distinct = sorted(set(labels))
+    meta: dict[str, Any] = {"source": str(file), "target": target}
+    if skipped:
+        meta["skipped_columns"] = tuple(skipped)
+
+    resolved: Task
+    if task == "classification" or (task is None and len(distinct) == 2):
+        if len(distinct) != 2:
+            shown = distinct[:10]
+            raise ValueError(
+                f"{file}: classification needs exactly two classes in target {target!r}, "
+                f"found {len(distinct)}: {shown}{' ...' if len(distinct) > 10 else ''}"
+            )
+        resolved = "classification"
+        negative, positive = distinct
+        y = np.fromiter((1.0 if v == positive else -1.0 for v in labels), dtype=np.float64, count=len(labels))
+        meta["classes"] = {-1.0: negative, 1.0: positive}
+    else:
+        if not all_numeric:
+            i = next(i for i, v in enumerate(numeric) if v is None)
+            raise ValueError(
+                f"{file}: regression needs a numeric target, but column {target!r} has {raw[i]!r} "
+                f"at data row {i + 1} (line {rows[i][0]}); {len(distinct)} distinct values is too many "
+                "for binary classification"
+            )
+        resolved = "regression"
+        y = np.array(numeric, dtype=np.float64)
+    return Stream(
+        name=file.stem,
+        X=X,
+        y=y,
+        task=resolved,
+        feature_names=tuple(header[j] for j in feature_cols),
+        meta=meta,
+    )
+
+
+_GENERATORS: dict[str, tuple[Callable[..., Stream], dict[str, Any]]] = {
+    "sine1": (generators.sine1plus, {"d": 2, "sigma": 1.0}),
+    "sine1+": (generators.sine1plus, {}),
+    "ridge": (generators.ridge_stream, {}),
+    "sea": (generators.sea, {}),
+    "hyperplane": (generators.hyperplane, {}),
+    "rbf": (generators.rbf_drift, {}),
+}
+_REAL: dict[str, Callable[[], Stream]] = {
+    "elec2": lambda: load_elec2(drop_period=True),
+    "elec2-6": lambda: load_elec2(drop_period=False),
+    "covtype": load_covtype,
+}
+KNOWN_DATASETS: tuple[str, ...] = (*_REAL, "csv:PATH", *_GENERATORS)
+
+
+def _coerce(spec: str, key: str, text: str, default: Any) -> Any:
+    """Convert a spec parameter to the type of the generator's default value."""
+    try:
+        if isinstance(default, tuple):
+            return tuple(_coerce(spec, key, part, 0) for part in text.split(";") if part.strip())
+        if isinstance(default, bool):
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1")
+        if isinstance(default, int):
+            value = float(text)
+            if not value.is_integer():
+                raise ValueError(text)
+            return int(value)
+        return float(text)
+    except ValueError:
+        expected = type(default).__name__ if default is not None else "float"
+        raise ValueError(
+            f"dataset spec {spec!r}: parameter {key}={text!r} is not a valid {expected}"
+        ) from None
+
+
+def _parse_params(spec: str, text: str, func: Callable[..., Stream], fixed: dict[str, Any]) -> dict[str, Any]:
+    signature = inspect.signature(func).parameters
+    allowed = [k for k in signature if k not in fixed]
+    params: dict[str, Any] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"dataset spec {spec!r}: expected key=value, got {item!r}")
+        if key not in allowed:
+            raise ValueError(f"dataset spec {spec!r}: unknown parameter {key!r}; allowed: {allowed}")
+        if key in params:
+            raise ValueError(f"dataset spec {spec!r}: parameter {key!r} given twice")
+        params[key] = _coerce(spec, key, value.strip(), signature[key].default)
+    return params
+
+
+def load_dataset(spec: str, target: str | None = None, seed: int = 0) -> Stream:
+    """A stream from a spec string: ``elec2``, ``elec2-6``, ``covtype``, ``csv:PATH`` (with ``target``),
+    or a generator ``sine1``, ``sine1+``, ``ridge``, ``sea``, ``hyperplane``, ``rbf`` with optional
+    ``:key=value,...`` parameters (e.g. ``sine1+:d=10,sigma=100``; tuples as ``drift_at=100;200``).
+
+    ``seed`` seeds the generators unless the spec sets ``seed`` itself; real data sets ignore it.
+    """
+    name, _, rest = spec.strip().partition(":")
+    name = name.strip().lower()
+    if name == "csv":
+        if not rest:
+            raise ValueError(f"dataset spec {spec!r}: expected csv:PATH")
+        if target is None:
+            raise ValueError(f"dataset spec {spec!r}: a CSV data set needs a target column (target=...)")
+        return load_csv(rest, target)
+    if target is not None:
+        raise ValueError(f"dataset spec {spec!r}: target={target!r} only applies to csv:PATH")
+    if name in _REAL:
+        if rest.strip():
+            raise ValueError(f"dataset spec {spec!r}: {name} takes no parameters")
+        return _REAL[name]()
+    if name in _GENERATORS:
+        func, fixed = _GENERATORS[name]
+        params = {"seed": seed, **fixed, **_parse_params(spec, rest, func, fixed)}
+        return func(**params)
+    raise ValueError(f"unknown dataset {spec!r}; known: {', '.join(KNOWN_DATASETS)}")

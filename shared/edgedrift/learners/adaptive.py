@@ -1,0 +1,46 @@
+"""SGD with per-feature adaptive steps (AdaGrad, RMSProp) on online-standardised features.
+
+Per coordinate j: v_j accumulates g_j² (AdaGrad: v_j += g_j²; RMSProp: v_j ← ρ v_j + (1 − ρ) g_j²) and
+w_j ← w_j − η g_j / (√v_j + ε). Standardising x with an exponentially weighted mean and variance makes
+the problem well conditioned even when the feature scales drift; RMSProp's forgetting keeps the step
+size alive on an endless stream, where AdaGrad's steps shrink for ever.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from edgedrift.learners.base import IncrementalLearner
+from edgedrift.models.losses import FloatArray, Loss, Task
+
+
+class AdaptiveSGD(IncrementalLearner):
+    """AdaGrad or RMSProp steps on standardised features (``scale=True`` by default)."""
+
+    def __init__(self, n_features: int, loss: str | Loss = "logistic", lr: float = 0.3,
+                 method: Literal["rmsprop", "adagrad"] = "rmsprop", rho: float = 0.9, eps: float = 1e-8,
+                 scale: bool = True, scale_alpha: float = 0.01, task: Task | None = None) -> None:
+        super().__init__(n_features, loss, scale, scale_alpha, task)
+        self.lr = lr
+        self.method = method
+        self.rho = rho
+        self.eps = eps
+        self._v = np.zeros(n_features + 1)
+        self._g = np.empty(n_features + 1)
+
+    def _update(self, xa: FloatArray, y: float) -> None:
+        c = self.loss.dz_one(y, float(xa @ self.w))
+        g = np.multiply(xa, c, out=self._g)
+        v = self._v
+        if self.method == "rmsprop":
+            v *= self.rho
+            v += (1.0 - self.rho) * g * g
+        else:
+            v += g * g
+        self.w -= self.lr * g / (np.sqrt(v) + self.eps)
+
+    def reset(self) -> None:
+        super().reset()
+        self._v[:] = 0.0

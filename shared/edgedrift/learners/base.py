@@ -1,0 +1,134 @@
+"""The incremental-learner interface (river style) and the online standardiser they may use.
+
+Learners work on augmented features (x, 1), optionally standardised online. ``anchor(model)`` re-anchors
+a learner on a batch model: β₁ is mapped from its training space into the learner's current feature
+space, so the learner continues from the batch solution (β_cur ← β₁ in Algorithm 1).
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from typing import Literal
+
+import numpy as np
+
+from edgedrift.models.linear import LinearModel
+from edgedrift.models.losses import FloatArray, Loss, Task, get_loss
+
+
+class EWStandardizer:
+    """Exponentially weighted mean and variance per feature, so the scaling follows drift.
+
+    With weight a for the newest sample: δ = x − μ, μ ← μ + aδ, σ² ← (1 − a)(σ² + aδ²). The first
+    1/a samples use a = 1/n (the running mean), so the start is not dominated by the first sample.
+    """
+
+    def __init__(self, n_features: int, alpha: float = 0.01, eps: float = 1e-8) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError("alpha must be in (0, 1]")
+        self.alpha = alpha
+        self.eps = eps
+        self.n = 0
+        self.mean = np.zeros(n_features)
+        self.var = np.zeros(n_features)
+        self.inv_std = np.ones(n_features)
+        self._d = np.empty(n_features)
+
+    def update(self, x: FloatArray) -> None:
+        self.n += 1
+        a = max(self.alpha, 1.0 / self.n)
+        d = self._d
+        np.subtract(x, self.mean, out=d)
+        self.mean += a * d
+        self.var += a * d * d
+        self.var *= 1.0 - a
+        np.sqrt(self.var + self.eps, out=self.inv_std)
+        np.divide(1.0, self.inv_std, out=self.inv_std)
+
+    def transform_into(self, x: FloatArray, out: FloatArray) -> None:
+        np.subtract(x, self.mean, out=out)
+        out *= self.inv_std
+
+
+class IncrementalLearner(ABC):
+    """A linear incremental learner over (optionally standardised) augmented features."""
+
+    #: Order of one update in the number of features: "O(d)" first-order, "O(d^2)" second-order.
+    order: Literal["O(d)", "O(d^2)"] = "O(d)"
+
+    def __init__(self, n_features: int, loss: str | Loss = "logistic", scale: bool = False,
+                 scale_alpha: float = 0.01, task: Task | None = None) -> None:
+        self.loss = get_loss(loss) if isinstance(loss, str) else loss
+        # A squared loss may also serve a classifier (least-squares / RLS on ±1 targets, sign prediction).
+        self._task: Task = task or self.loss.task
+        self.n_features = n_features
+        self.w = np.zeros(n_features + 1)
+        self.scaler = EWStandardizer(n_features, scale_alpha) if scale else None
+        self._xa = np.ones(n_features + 1)
+        self.n_learned = 0
+
+    @property
+    def task(self) -> Task:
+        return self._task
+
+    def _features(self, x: FloatArray) -> FloatArray:
+        """x̃ = (x or its standardised value, 1) in a reused buffer."""
+        xa = self._xa
+        if self.scaler is None:
+            xa[:-1] = x
+        else:
+            self.scaler.transform_into(x, xa[:-1])
+        return xa
+
+    def score_one(self, x: FloatArray) -> float:
+        """The linear score x̃ᵀw."""
+        return float(self._features(x) @ self.w)
+
+    def predict_one(self, x: FloatArray) -> float:
+        z = self.score_one(x)
+        if self.task == "regression":
+            return z
+        return 1.0 if z >= 0.0 else -1.0
+
+    def predict_many(self, X: FloatArray) -> FloatArray:
+        """Vectorised predictions for a batch (the scaler is not updated)."""
+        Z = X if self.scaler is None else (X - self.scaler.mean) * self.scaler.inv_std
+        z = Z @ self.w[:-1] + self.w[-1]
+        if self.task == "regression":
+            return np.asarray(z, dtype=np.float64)
+        return np.where(z >= 0.0, 1.0, -1.0)
+
+    def learn_one(self, x: FloatArray, y: float) -> None:
+        """One update on a labeled sample (the scaler first takes in x, then the weights move)."""
+        if self.scaler is not None:
+            self.scaler.update(x)
+        self._update(self._features(x), y)
+        self.n_learned += 1
+
+    @abstractmethod
+    def _update(self, xa: FloatArray, y: float) -> None:
+        """Move w given the augmented features xa of a labeled sample."""
+
+    def anchor(self, model: LinearModel) -> None:
+        """Continue from the batch model: express its raw-space weights in this learner's space."""
+        a, b = model.raw_coef, model.raw_intercept
+        if self.scaler is None:
+            self.w[:-1] = a
+            self.w[-1] = b
+        else:
+            std = 1.0 / self.scaler.inv_std
+            self.w[:-1] = a * std
+            self.w[-1] = b + float(a @ self.scaler.mean)
+
+    def clone(self) -> IncrementalLearner:
+        """A fresh, untrained copy with the same hyper-parameters."""
+        fresh = copy.deepcopy(self)
+        fresh.reset()
+        return fresh
+
+    def reset(self) -> None:
+        self.w[:] = 0.0
+        self.n_learned = 0
+        if self.scaler is not None:
+            self.scaler = EWStandardizer(self.n_features, self.scaler.alpha, self.scaler.eps)

@@ -1,0 +1,85 @@
+"""A second-order learner with a forgetting factor: online Newton / recursive least squares.
+
+It tracks the minimiser of the discounted objective
+
+    Σ_{i≤t} λ^{t−i} ℓ(yᵢ, x̃ᵢᵀw) + (a₀/2) ‖w − m‖²
+
+with P ≈ (its Hessian)⁻¹. The prior (precision a₀, mean m) does *not* decay: without it the forgetting
+would erase all curvature along directions the recent samples do not excite and P would blow up
+(wind-up), which with λ = 0.9 happens within a few dozen labels. ``anchor(model)`` moves the prior mean m
+to the batch model, so between recomputes the learner is shrunk towards the last batch solution.
+
+Per labeled sample (score z, c = ∂ℓ/∂z, curvature h = ∂²ℓ/∂z² floored at ``h_min``), all O(d²):
+
+1. forgetting: P ← P/λ (the data part of the Hessian decays by λ);
+2. the prior's lost mass a₀(1 − λ) is added back as one rank-one term on coordinate j = t mod (d+1),
+   scaled by d+1 so that each coordinate gets a₀(1 − λ) per label on average (Sherman–Morrison), with
+   its Newton step w ← w − P e_j · a₀(1 − λ)(d+1)(w_j − m_j);
+3. the sample: P ← P − h P x̃ x̃ᵀ P / (1 + h x̃ᵀ P x̃) and w ← w − c P x̃;
+4. P ← (P + Pᵀ)/2, which keeps the covariance-form recursion numerically stable under forgetting.
+
+For the squared loss (h = 2) this is RLS with forgetting; for the logistic loss the online Newton /
+extended-Kalman-filter update.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgedrift.learners.base import IncrementalLearner
+from edgedrift.models.linear import LinearModel
+from edgedrift.models.losses import FloatArray, Loss, Task
+
+
+class ForgettingNewton(IncrementalLearner):
+    """Online Newton / RLS with forgetting factor ``forgetting`` (λ) and a non-decaying prior."""
+
+    order = "O(d^2)"
+
+    def __init__(self, n_features: int, loss: str | Loss = "logistic", forgetting: float = 0.95,
+                 prior: float = 1.0, h_min: float = 1e-3, scale: bool = True,
+                 scale_alpha: float = 0.01, task: Task | None = None) -> None:
+        super().__init__(n_features, loss, scale, scale_alpha, task)
+        if not 0.0 < forgetting <= 1.0:
+            raise ValueError("forgetting must be in (0, 1]")
+        if prior <= 0.0:
+            raise ValueError("prior must be > 0")
+        self.forgetting = forgetting
+        self.prior = prior
+        self.h_min = h_min
+        dim = n_features + 1
+        self.P = np.eye(dim) / prior
+        self.m = np.zeros(dim)
+        self._rho = prior * (1.0 - forgetting) * dim
+        self._Px = np.empty(dim)
+
+    def _update(self, xa: FloatArray, y: float) -> None:
+        w, P = self.w, self.P
+        P *= 1.0 / self.forgetting
+        if self._rho > 0.0:
+            j = self.n_learned % w.size
+            Pj = P[:, j].copy()
+            s = 1.0 + self._rho * Pj[j]
+            P -= np.outer(Pj, Pj * (self._rho / s))
+            w -= Pj * (self._rho * (w[j] - self.m[j]) / s)
+        z = float(xa @ w)
+        c = self.loss.dz_one(y, z)
+        h = max(self.loss.d2z_one(y, z), self.h_min)
+        Px = np.dot(P, xa, out=self._Px)
+        denom = 1.0 / h + float(xa @ Px)
+        P -= np.outer(Px, Px / denom)
+        w -= (c / (h * denom)) * Px
+        # Keep P exactly symmetric: P/λ amplifies the antisymmetric part of the round-off every step,
+        # and without this P loses positive definiteness within a few hundred labels at λ ≤ 0.95.
+        P += P.T
+        P *= 0.5
+
+    def anchor(self, model: LinearModel) -> None:
+        """Continue from the batch model and shrink towards it from now on (prior mean m = β₁)."""
+        super().anchor(model)
+        self.m[:] = self.w
+
+    def reset(self) -> None:
+        super().reset()
+        self.P[:] = np.eye(self.n_features + 1) / self.prior
+        self.m[:] = 0.0

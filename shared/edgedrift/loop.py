@@ -1,0 +1,188 @@
+"""The edge loop: predict, then (for labeled samples) window, monitor, learn, and recompute when told.
+
+This is the one implementation of the loop. The offline evaluator drives it sample by sample with an
+in-process trainer; the edge agent drives it from MQTT with an HTTP trainer. A strategy is a choice of
+monitor, incremental learner and prediction policy:
+
+* ``predict_with="batch"``: always the batch model β₁ (periodic sliding window, PredSign, DDM batch);
+* ``"monitor"``: β₁, but the incremental model β_cur while the monitor warns (Algorithm 1);
+* ``"incremental"``: always the incremental learner, which a recompute re-anchors (incremental SGD,
+  EdgeDrift's hybrid ``druid``, the error-driven triggers in incremental mode).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from edgedrift.learners.base import IncrementalLearner
+from edgedrift.models.linear import LinearModel
+from edgedrift.models.losses import FloatArray
+from edgedrift.monitors.base import Monitor
+from edgedrift.window import CountWindow, TimeWindow
+
+PredictWith = Literal["batch", "monitor", "incremental"]
+#: A batch trainer: window (X, y) -> model, or None while an asynchronous recompute is pending.
+Recompute = Callable[[FloatArray, FloatArray], LinearModel | None]
+
+
+@dataclass
+class RecomputeEvent:
+    """One batch recompute (or, for incremental-mode triggers, one learner swap)."""
+
+    sample: int
+    n_train: int
+    bytes_up: int
+    bytes_down: int
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoopCounters:
+    samples: int = 0
+    labeled: int = 0
+    recomputes: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+
+def window_upload_bytes(n: int, d: int) -> int:
+    """Bytes to ship a window as the compact binary body: float32 features and labels, 64-byte header."""
+    return 64 + 4 * n * (d + 1)
+
+
+class EdgeLoop:
+    """Test-then-train loop over one stream, shared by the evaluator and the edge agent."""
+
+    def __init__(self, window: CountWindow | TimeWindow, monitor: Monitor, recompute: Recompute,
+                 learner: IncrementalLearner | None = None, predict_with: PredictWith = "batch",
+                 anchor_on_recompute: bool = True, swap_learner_on_drift: bool = False) -> None:
+        if predict_with != "batch" and learner is None:
+            raise ValueError(f"predict_with={predict_with!r} needs an incremental learner")
+        if swap_learner_on_drift and learner is None:
+            raise ValueError("swap_learner_on_drift needs an incremental learner")
+        self.window = window
+        self.monitor = monitor
+        self.recompute_fn = recompute
+        self.learner = learner
+        self.predict_with = predict_with
+        self.anchor_on_recompute = anchor_on_recompute
+        self.swap_learner_on_drift = swap_learner_on_drift
+        self.model: LinearModel | None = None
+        self.counters = LoopCounters()
+        self.events: list[RecomputeEvent] = []
+        self.pending_recompute = False
+        self._background: IncrementalLearner | None = None
+
+    def start(self, model: LinearModel, X: FloatArray, y: FloatArray, warm_learner: bool = False) -> None:
+        """Install the first batch model, trained on (X, y) (not counted as a recompute).
+
+        The labeled warm-up samples fill the window; ``warm_learner`` also streams them through the
+        incremental learner (so its scaler and memory are warm) before it is anchored on the model.
+        """
+        for xi, yi in zip(X, y, strict=True):
+            self.window.push(xi, float(yi))
+            if warm_learner and self.learner is not None:
+                self.learner.learn_one(xi, float(yi))
+        self._install(model, X, y)
+
+    def _install(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+        self.model = model
+        self.monitor.reset(model, X, y)
+        if self.learner is not None and self.anchor_on_recompute:
+            self.learner.anchor(model)
+
+    def install(self, model: LinearModel) -> None:
+        """Swap in a model that arrived asynchronously (trained on the window as it is now)."""
+        X, y = self.window.contents()
+        self._install(model, X, y)
+        self.pending_recompute = False
+
+    def uses_incremental(self) -> bool:
+        """Whether the next prediction comes from the incremental learner."""
+        if self.predict_with == "incremental":
+            return True
+        return (self.predict_with == "monitor" and self.monitor.incremental_during_warning
+                and self.monitor.warning_detected)
+
+    def predict_one(self, x: FloatArray) -> float:
+        if self.uses_incremental():
+            assert self.learner is not None
+            return self.learner.predict_one(x)
+        assert self.model is not None, "call start() with an initial model first"
+        return self.model.predict_one(x)
+
+    def process_one(self, x: FloatArray, y: float | None = None, ts: float = math.nan) -> float:
+        """Predict x; if it carries a label, learn from it afterwards. Returns the prediction."""
+        y_hat = self.predict_one(x)
+        self.counters.samples += 1
+        if y is None:
+            self.monitor.update_unlabeled(x)
+        else:
+            self.learn_one(x, y, y_hat, ts)
+        return y_hat
+
+    def learn_one(self, x: FloatArray, y: float, y_hat: float | None = None, ts: float = math.nan) -> None:
+        """A labeled sample (possibly late): window, monitor, learner, and a recompute if one is due."""
+        if y_hat is None:
+            y_hat = self.predict_one(x)
+        assert self.model is not None
+        error = (y - y_hat) ** 2 if self.model.task == "regression" else float(y != y_hat)
+        self.counters.labeled += 1
+        n_evicted = self.window.push(x, y, ts)
+        self.monitor.update(x, y, error, self.window, n_evicted)
+        if self.learner is not None:
+            self.learner.learn_one(x, y)
+        if self.swap_learner_on_drift:
+            self._track_background(x, y)
+        if self.monitor.drift_detected and not self.pending_recompute:
+            self._recompute()
+
+    def _track_background(self, x: FloatArray, y: float) -> None:
+        """Incremental mode (MOA's drift-detection classifier): a learner trained since the warning."""
+        if self._background is not None:
+            self._background.learn_one(x, y)
+        elif self.monitor.warning_detected:
+            assert self.learner is not None
+            self._background = self.learner.clone()
+            self._background.learn_one(x, y)
+
+    def _recompute(self) -> None:
+        stats = self.monitor.stats
+        X, y = self.window.contents()
+        if self.swap_learner_on_drift:
+            assert self.learner is not None
+            self.learner = self._background if self._background is not None else self.learner.clone()
+            self._background = None
+            assert self.model is not None
+            self.monitor.reset(self.model, X, y)
+            self._count(0, 0, stats)
+            return
+        k = self.monitor.train_on_last()
+        if k is not None:
+            X, y = X[-k:], y[-k:]
+        model = self.recompute_fn(X, y)
+        up = window_upload_bytes(len(y), self.window.n_features)
+        if model is None:
+            self.pending_recompute = True
+            self._count(up, 0, stats)
+            return
+        self._count(up, len(json.dumps(model.to_document())), stats)
+        self._install(model, X, y)
+
+    def _count(self, up: int, down: int, stats: dict[str, Any]) -> None:
+        self.counters.recomputes += 1
+        self.counters.bytes_up += up
+        self.counters.bytes_down += down
+        self.events.append(RecomputeEvent(self.counters.samples, self.window.__len__(), up, down, stats))
+
+    def predict_many(self, X: FloatArray) -> FloatArray:
+        """Vectorised predictions for a batch under the current predictor (no learning)."""
+        if self.uses_incremental():
+            assert self.learner is not None
+            return self.learner.predict_many(X)
+        assert self.model is not None
+        return self.model.predict(X)

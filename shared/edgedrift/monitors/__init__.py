@@ -1,0 +1,10 @@
+"""Recompute triggers: the bound monitors (DRUiD, PredSign) and the baselines."""
+
+from edgedrift.monitors.base import Monitor, NeverMonitor, PeriodicMonitor
+from edgedrift.monitors.druid import DruidMonitor, DruidPaperMonitor, chi_scale_mle
+from edgedrift.monitors.error_driven import ErrorDrivenMonitor
+from edgedrift.monitors.gradient import DeltaG
+from edgedrift.monitors.predsign import PredSignMonitor
+
+__all__ = ["DeltaG", "DruidMonitor", "DruidPaperMonitor", "ErrorDrivenMonitor", "Monitor", "NeverMonitor",
+           "PeriodicMonitor", "PredSignMonitor", "chi_scale_mle"]

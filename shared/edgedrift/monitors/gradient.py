@@ -1,0 +1,92 @@
+"""Δg of Theorem 1, maintained in O(d) per added or evicted labeled sample.
+
+Δg = Σ_{i∈D_A} ∇ℓᵢ(β₁) − Σ_{i∈D_R} ∇ℓᵢ(β₁): D_A are the samples added since β₁ was trained and still in
+the window, D_R the training samples of β₁ that have left it. Gradients are taken in β₁'s training
+space (augmented, and standardised if the model carries a scaler).
+
+The radius vector also carries β₁'s optimality residual ρ = β₁ + C₁ Σ_{D₁} ∇ℓᵢ(β₁) (zero at the exact
+optimum), computed once per batch model: with it r = ½(β₁ + C₂ Σ_{D₂} ∇ℓᵢ(β₁)) exactly, so the bound of
+Theorem 1 holds even though the solver stops at a finite tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgedrift.bounds import radius_vector
+from edgedrift.models.linear import LinearModel
+from edgedrift.models.losses import FloatArray
+
+
+class DeltaG:
+    """Running Δg for one batch model; call :meth:`reset` for every new model."""
+
+    def __init__(self) -> None:
+        self.model: LinearModel | None = None
+        self.vec = np.zeros(0)
+        self.residual = np.zeros(0)
+        self._xa = np.zeros(0)
+        self._tmp = np.zeros(0)
+        self._orig = 0
+        self._evicted = 0
+        self.n_added = 0
+
+    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+        """Start from Δg = 0 for ``model`` trained on the window (X, y)."""
+        self.model = model
+        dim = model.n_features + 1
+        self.vec = np.zeros(dim)
+        self._tmp = np.empty(dim)
+        self._xa = np.empty(dim)
+        self._xa[-1] = model.bias
+        self._mean: FloatArray | None = None if model.scaler is None else model.scaler.mean
+        self._inv_scale: FloatArray = np.ones(dim - 1) if model.scaler is None else 1.0 / model.scaler.scale
+        self._raw_coef = model.raw_coef
+        self._raw_intercept = model.raw_intercept
+        self._dz = model.loss.dz_one
+        self.residual = model.beta + model.C * model.gradient_sum(X, y) if len(y) else model.beta.copy()
+        self._orig = len(y)
+        self._evicted = 0
+        self.n_added = 0
+
+    def _augment(self, x: FloatArray) -> FloatArray:
+        xa = self._xa
+        if self._mean is None:
+            xa[:-1] = x
+        else:
+            np.subtract(x, self._mean, out=xa[:-1])
+            xa[:-1] *= self._inv_scale
+        return xa
+
+    def add(self, x: FloatArray, y: float) -> None:
+        """Δg += ∇ℓ(β₁) of a new labeled sample."""
+        c = self._dz(y, float(x @ self._raw_coef) + self._raw_intercept)
+        np.multiply(self._augment(x), c, out=self._tmp)
+        self.vec += self._tmp
+        self.n_added += 1
+
+    def remove(self, X: FloatArray, y: FloatArray, k: int) -> None:
+        """Δg −= ∇ℓ(β₁) of the k samples the window just evicted (rows of X, y)."""
+        for i in range(k):
+            xi = X[i]
+            c = self._dz(float(y[i]), float(xi @ self._raw_coef) + self._raw_intercept)
+            np.multiply(self._augment(xi), c, out=self._tmp)
+            self.vec -= self._tmp
+        self._evicted += k
+
+    @property
+    def n_removed(self) -> int:
+        """|D_R|: training samples of β₁ that have left the window (FIFO eviction)."""
+        return min(self._evicted, self._orig)
+
+    @property
+    def n_new_in_window(self) -> int:
+        """|D_A|: samples added since the reset that are still in the window."""
+        return self.n_added - max(0, self._evicted - self._orig)
+
+    def radius(self, C2: float | None = None) -> FloatArray:
+        """r of eq. (2), corrected for β₁'s optimality residual (see the module docstring)."""
+        assert self.model is not None
+        C1 = self.model.C
+        C2 = C1 if C2 is None else C2
+        return radius_vector(self.model.beta, self.vec, C1, C2) + (0.5 * C2 / C1) * self.residual

@@ -1,0 +1,65 @@
+"""PredSign (DRUiD paper, Sections 4.2 and 5.1): recompute when the Lemma 1 bounds disagree too often.
+
+Labeled samples update Δg (and so r); every unlabeled sample x is scored with the bounds
+L, U = x̃ᵀβ₁ − x̃ᵀr ∓ ‖x̃‖‖r‖ of eq. (7). When sign(L) ≠ sign(U) the new model β₂ might classify x
+differently; after more than T_D such samples since the last recompute, PredSign recomputes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from edgedrift.models.linear import LinearModel
+from edgedrift.models.losses import FloatArray
+from edgedrift.monitors.druid import _BoundMonitor
+from edgedrift.window import CountWindow, TimeWindow
+
+
+class PredSignMonitor(_BoundMonitor):
+    """Counts sign disagreements of the prediction bounds on unlabeled samples; threshold ``t_d``."""
+
+    name = "predsign"
+
+    def __init__(self, t_d: int) -> None:
+        super().__init__()
+        if t_d < 0:
+            raise ValueError("t_d must be >= 0")
+        self.t_d = t_d
+        self.n_disagree = 0
+        self._centre = np.zeros(0)
+        self._r_norm = 0.0
+
+    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+        super().reset(model, X, y)
+        self.n_disagree = 0
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Cache β₁ − r and ‖r‖; they change only when a labeled sample arrives."""
+        r = self.delta_g.radius()
+        assert self.delta_g.model is not None
+        self._centre = self.delta_g.model.beta - r
+        self._r_norm = float(np.linalg.norm(r))
+
+    def update(self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow,
+               n_evicted: int) -> None:
+        self._track(x, y, window, n_evicted)
+        self._refresh()
+
+    def update_unlabeled(self, x: FloatArray) -> None:
+        xa = self.delta_g._augment(x)
+        centre = float(xa @ self._centre)
+        half = math.sqrt(float(xa @ xa)) * self._r_norm
+        if (centre - half >= 0.0) != (centre + half >= 0.0):
+            self.n_disagree += 1
+            self.warning_detected = True
+            if self.n_disagree > self.t_d:
+                self.drift_detected = True
+                self.n_detections += 1
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats, "disagreements": self.n_disagree, "t_d": self.t_d}

@@ -1,0 +1,139 @@
+"""Sliding windows over labeled samples: count-based and time-based, on a preallocated ring buffer.
+
+``push`` returns how many samples it evicted and leaves them in ``evicted_X`` / ``evicted_y`` (valid until
+the next push), so a monitor can update Δg in O(d) per evicted sample without any allocation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from edgedrift.models.losses import FloatArray
+
+
+class _RingWindow:
+    """Chronological ring buffer of (x, y, ts); the subclasses decide what to evict."""
+
+    def __init__(self, n_features: int, capacity: int) -> None:
+        if n_features < 1 or capacity < 1:
+            raise ValueError("n_features and capacity must be >= 1")
+        self.n_features = n_features
+        self._X = np.empty((capacity, n_features))
+        self._y = np.empty(capacity)
+        self._ts = np.empty(capacity)
+        self._start = 0
+        self._size = 0
+        self.evicted_X = np.empty((1, n_features))
+        self.evicted_y = np.empty(1)
+        self.n_pushed = 0
+
+    @property
+    def capacity(self) -> int:
+        return int(self._X.shape[0])
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _evict_oldest(self, k: int) -> None:
+        """Move the k oldest samples into the evicted buffers and drop them."""
+        if k > self.evicted_y.size:
+            self.evicted_X = np.empty((max(k, 2 * self.evicted_y.size), self.n_features))
+            self.evicted_y = np.empty(self.evicted_X.shape[0])
+        idx = (self._start + np.arange(k)) % self.capacity if k > 1 else self._start
+        self.evicted_X[:k] = self._X[idx]
+        self.evicted_y[:k] = self._y[idx]
+        self._start = (self._start + k) % self.capacity
+        self._size -= k
+
+    def _append(self, x: FloatArray, y: float, ts: float) -> None:
+        i = (self._start + self._size) % self.capacity
+        self._X[i] = x
+        self._y[i] = y
+        self._ts[i] = ts
+        self._size += 1
+        self.n_pushed += 1
+
+    def _order(self) -> NDArray[np.intp] | slice:
+        end = self._start + self._size
+        if end <= self.capacity:
+            return slice(self._start, end)
+        return np.concatenate([np.arange(self._start, self.capacity), np.arange(end - self.capacity)])
+
+    def contents(self) -> tuple[FloatArray, FloatArray]:
+        """Copies of the samples (oldest first), ready to ship to a batch trainer."""
+        order = self._order()
+        return self._X[order].copy(), self._y[order].copy()
+
+    def timestamps(self) -> FloatArray:
+        return self._ts[self._order()].copy()
+
+    def clear(self) -> None:
+        self._start = 0
+        self._size = 0
+
+
+class CountWindow(_RingWindow):
+    """The last ``size`` labeled samples (the paper's window of 2000 samples = 200 labels at 10%)."""
+
+    def __init__(self, size: int, n_features: int) -> None:
+        super().__init__(n_features, size)
+        self.size = size
+
+    @property
+    def is_full(self) -> bool:
+        return self._size == self.size
+
+    def push(self, x: FloatArray, y: float, ts: float = math.nan) -> int:
+        """Add a sample; evict the oldest one when full. Returns the number evicted (0 or 1)."""
+        evicted = 0
+        if self._size == self.size:
+            self._evict_oldest(1)
+            evicted = 1
+        self._append(x, y, ts)
+        return evicted
+
+
+class TimeWindow(_RingWindow):
+    """Labeled samples whose timestamp is within ``horizon`` of the newest one (ts > t_new − horizon).
+
+    The buffer starts at ``initial_capacity`` and doubles when a burst of samples needs more room.
+    Timestamps must not decrease.
+    """
+
+    def __init__(self, horizon: float, n_features: int, initial_capacity: int = 1024) -> None:
+        if horizon <= 0:
+            raise ValueError("horizon must be > 0")
+        super().__init__(n_features, initial_capacity)
+        self.horizon = horizon
+        self._last_ts = -math.inf
+
+    def push(self, x: FloatArray, y: float, ts: float = math.nan) -> int:
+        """Add a sample with timestamp ``ts``; returns how many expired samples were evicted."""
+        if not math.isfinite(ts):
+            raise ValueError("a time-based window needs a finite timestamp")
+        if ts < self._last_ts:
+            raise ValueError(f"timestamps must not decrease ({ts} < {self._last_ts})")
+        self._last_ts = ts
+        cutoff = ts - self.horizon
+        k = 0
+        while k < self._size and self._ts[(self._start + k) % self.capacity] <= cutoff:
+            k += 1
+        if k:
+            self._evict_oldest(k)
+        if self._size == self.capacity:
+            self._grow()
+        self._append(x, y, ts)
+        return k
+
+    def _grow(self) -> None:
+        order = self._order()
+        cap = 2 * self.capacity
+        X, y, ts = np.empty((cap, self.n_features)), np.empty(cap), np.empty(cap)
+        X[:self._size], y[:self._size], ts[:self._size] = self._X[order], self._y[order], self._ts[order]
+        self._X, self._y, self._ts, self._start = X, y, ts, 0
+
+
+Window = CountWindow | TimeWindow
