@@ -57,9 +57,16 @@ def window_upload_bytes(n: int, d: int) -> int:
 class EdgeLoop:
     """Test-then-train loop over one stream, shared by the evaluator and the edge agent."""
 
-    def __init__(self, window: CountWindow | TimeWindow, monitor: Monitor, recompute: Recompute,
-                 learner: IncrementalLearner | None = None, predict_with: PredictWith = "batch",
-                 anchor_on_recompute: bool = True, swap_learner_on_drift: bool = False) -> None:
+    def __init__(
+        self,
+        window: CountWindow | TimeWindow,
+        monitor: Monitor,
+        recompute: Recompute,
+        learner: IncrementalLearner | None = None,
+        predict_with: PredictWith = "batch",
+        anchor_on_recompute: bool = True,
+        swap_learner_on_drift: bool = False,
+    ) -> None:
         if predict_with != "batch" and learner is None:
             raise ValueError(f"predict_with={predict_with!r} needs an incremental learner")
         if swap_learner_on_drift and learner is None:
@@ -105,8 +112,11 @@ class EdgeLoop:
         """Whether the next prediction comes from the incremental learner."""
         if self.predict_with == "incremental":
             return True
-        return (self.predict_with == "monitor" and self.monitor.incremental_during_warning
-                and self.monitor.warning_detected)
+        return (
+            self.predict_with == "monitor"
+            and self.monitor.incremental_during_warning
+            and self.monitor.warning_detected
+        )
 
     def predict_one(self, x: FloatArray) -> float:
         if self.uses_incremental():

@@ -52,8 +52,9 @@ def fit(X: np.ndarray, y: np.ndarray, loss: str, C: float) -> LinearModel:
     C1=st.sampled_from([0.01, 0.1, 1.0, 10.0]),
     c_ratio=st.sampled_from([1.0, 0.5, 2.0]),
 )
-def test_model_distance_and_prediction_bounds(seed: int, loss: str, d: int, n1: int, slide: int,
-                                              shift: float, C1: float, c_ratio: float) -> None:
+def test_model_distance_and_prediction_bounds(
+    seed: int, loss: str, d: int, n1: int, slide: int, shift: float, C1: float, c_ratio: float
+) -> None:
     X, y = make_stream(seed, n1 + slide + 40, d, loss, shift)
     beta1 = fit(X[:n1], y[:n1], loss, C1)
     window = CountWindow(n1, d)
@@ -73,7 +74,7 @@ def test_model_distance_and_prediction_bounds(seed: int, loss: str, d: int, n1: 
     gap = float(np.linalg.norm(beta1.beta - beta2.beta))
     assert gap <= distance_bound(r) * (1 + 1e-6) + 1e-7
 
-    Xq = beta1.augment(X[n1 + slide:])
+    Xq = beta1.augment(X[n1 + slide :])
     lower, upper = prediction_bounds(Xq, beta1.beta, r)
     score2 = Xq @ beta2.beta
     tol = 1e-6 * (1 + np.abs(score2))

@@ -37,8 +37,16 @@ class LinearTrainer:
     solver: Solver = "liblinear"
 
     def __call__(self, X: FloatArray, y: FloatArray) -> LinearModel:
-        return train_linear(X, y, loss=self.loss, C=self.C, bias=self.bias, standardize=self.standardize,
-                            eps=self.eps, solver=self.solver)
+        return train_linear(
+            X,
+            y,
+            loss=self.loss,
+            C=self.C,
+            bias=self.bias,
+            standardize=self.standardize,
+            eps=self.eps,
+            solver=self.solver,
+        )
 
     def with_C(self, C: float) -> LinearTrainer:
         return LinearTrainer(self.loss, C, self.bias, self.standardize, self.eps, self.solver)
@@ -109,7 +117,7 @@ def tune_C(
         total = 0.0
         for k in range(folds):
             test = np.zeros(n, dtype=bool)
-            test[edges[k]:edges[k + 1]] = True
+            test[edges[k] : edges[k + 1]] = True
             y_train = y[~test]
             if task == "classification" and np.unique(y_train).size < 2:
                 pred = np.full(int(test.sum()), y_train[0])

@@ -19,9 +19,18 @@ from edgedrift.models.losses import FloatArray, Loss, Task
 class AdaptiveSGD(IncrementalLearner):
     """AdaGrad or RMSProp steps on standardised features (``scale=True`` by default)."""
 
-    def __init__(self, n_features: int, loss: str | Loss = "logistic", lr: float = 0.3,
-                 method: Literal["rmsprop", "adagrad"] = "rmsprop", rho: float = 0.9, eps: float = 1e-8,
-                 scale: bool = True, scale_alpha: float = 0.01, task: Task | None = None) -> None:
+    def __init__(
+        self,
+        n_features: int,
+        loss: str | Loss = "logistic",
+        lr: float = 0.3,
+        method: Literal["rmsprop", "adagrad"] = "rmsprop",
+        rho: float = 0.9,
+        eps: float = 1e-8,
+        scale: bool = True,
+        scale_alpha: float = 0.01,
+        task: Task | None = None,
+    ) -> None:
         super().__init__(n_features, loss, scale, scale_alpha, task)
         self.lr = lr
         self.method = method

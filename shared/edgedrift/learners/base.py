@@ -57,8 +57,14 @@ class IncrementalLearner(ABC):
     #: Order of one update in the number of features: "O(d)" first-order, "O(d^2)" second-order.
     order: Literal["O(d)", "O(d^2)"] = "O(d)"
 
-    def __init__(self, n_features: int, loss: str | Loss = "logistic", scale: bool = False,
-                 scale_alpha: float = 0.01, task: Task | None = None) -> None:
+    def __init__(
+        self,
+        n_features: int,
+        loss: str | Loss = "logistic",
+        scale: bool = False,
+        scale_alpha: float = 0.01,
+        task: Task | None = None,
+    ) -> None:
         self.loss = get_loss(loss) if isinstance(loss, str) else loss
         # A squared loss may also serve a classifier (least-squares / RLS on ±1 targets, sign prediction).
         self._task: Task = task or self.loss.task

@@ -22,9 +22,18 @@ Schedule = Literal["constant", "inverse", "invscaling"]
 class SGD(IncrementalLearner):
     """Plain SGD on the chosen loss (the paper's incremental baseline and β_cur update)."""
 
-    def __init__(self, n_features: int, loss: str | Loss = "logistic", lr: float = 0.01,
-                 schedule: Schedule = "inverse", l2: float = 1e-4, power_t: float = 0.5,
-                 scale: bool = False, scale_alpha: float = 0.01, task: Task | None = None) -> None:
+    def __init__(
+        self,
+        n_features: int,
+        loss: str | Loss = "logistic",
+        lr: float = 0.01,
+        schedule: Schedule = "inverse",
+        l2: float = 1e-4,
+        power_t: float = 0.5,
+        scale: bool = False,
+        scale_alpha: float = 0.01,
+        task: Task | None = None,
+    ) -> None:
         super().__init__(n_features, loss, scale, scale_alpha, task)
         self.lr = lr
         self.schedule = schedule
@@ -51,8 +60,9 @@ class SGD(IncrementalLearner):
 class Perceptron(IncrementalLearner):
     """Rosenblatt's perceptron: on a mistake (y x̃ᵀw ≤ 0), w ← w + η y x̃. Classification only."""
 
-    def __init__(self, n_features: int, lr: float = 1.0, scale: bool = True,
-                 scale_alpha: float = 0.01) -> None:
+    def __init__(
+        self, n_features: int, lr: float = 1.0, scale: bool = True, scale_alpha: float = 0.01
+    ) -> None:
         super().__init__(n_features, "logistic", scale, scale_alpha)
         self.lr = lr
 

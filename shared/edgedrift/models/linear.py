@@ -139,8 +139,9 @@ class LinearModel:
         )
 
     def with_meta(self, **meta: Any) -> LinearModel:
-        return LinearModel(self.loss, self.beta, self.C, self.bias, self.scaler, self.n_train,
-                           {**self.meta, **meta})
+        return LinearModel(
+            self.loss, self.beta, self.C, self.bias, self.scaler, self.n_train, {**self.meta, **meta}
+        )
 
     def to_document(self) -> dict[str, Any]:
         """The versioned JSON document (see :func:`predict_document` for numpy-only prediction)."""

@@ -125,9 +125,7 @@ class SquaredLoss(Loss):
         return 2.0
 
 
-LOSSES: dict[str, Loss] = {
-    loss.name: loss for loss in (LogisticLoss(), SquaredHingeLoss(), SquaredLoss())
-}
+LOSSES: dict[str, Loss] = {loss.name: loss for loss in (LogisticLoss(), SquaredHingeLoss(), SquaredLoss())}
 
 
 def get_loss(name: str) -> Loss:

@@ -6,5 +6,14 @@ from edgedrift.monitors.error_driven import ErrorDrivenMonitor
 from edgedrift.monitors.gradient import DeltaG
 from edgedrift.monitors.predsign import PredSignMonitor
 
-__all__ = ["DeltaG", "DruidMonitor", "DruidPaperMonitor", "ErrorDrivenMonitor", "Monitor", "NeverMonitor",
-           "PeriodicMonitor", "PredSignMonitor", "chi_scale_mle"]
+__all__ = [
+    "DeltaG",
+    "DruidMonitor",
+    "DruidPaperMonitor",
+    "ErrorDrivenMonitor",
+    "Monitor",
+    "NeverMonitor",
+    "PeriodicMonitor",
+    "PredSignMonitor",
+    "chi_scale_mle",
+]

@@ -34,8 +34,9 @@ class Monitor(ABC):
         """A new batch model ``model`` trained on (X, y) was installed: start monitoring it."""
 
     @abstractmethod
-    def update(self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow,
-               n_evicted: int) -> None:
+    def update(
+        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
+    ) -> None:
         """A labeled sample (already pushed into ``window``, which evicted ``n_evicted`` samples).
 
         ``error`` is the current predictor's loss on the sample before learning it (0/1 for
@@ -63,8 +64,9 @@ class NeverMonitor(Monitor):
     def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
         self.drift_detected = False
 
-    def update(self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow,
-               n_evicted: int) -> None:
+    def update(
+        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
+    ) -> None:
         return None
 
 
@@ -84,8 +86,9 @@ class PeriodicMonitor(Monitor):
         self._since = 0
         self.drift_detected = False
 
-    def update(self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow,
-               n_evicted: int) -> None:
+    def update(
+        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
+    ) -> None:
         self._since += 1
         self.drift_detected = self._since >= self.period
         if self.drift_detected:

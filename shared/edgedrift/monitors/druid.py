@@ -90,8 +90,9 @@ class DruidPaperMonitor(_BoundMonitor):
         super().reset(model, X, y)
         self.threshold = math.inf
 
-    def update(self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow,
-               n_evicted: int) -> None:
+    def update(
+        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
+    ) -> None:
         self._track(x, y, window, n_evicted)
         n_a = self.delta_g.n_added
         norm = float(np.linalg.norm(self.delta_g.vec))
@@ -124,8 +125,14 @@ class DruidMonitor(_BoundMonitor):
 
     name = "druid"
 
-    def __init__(self, alpha: float = 0.99, t_n: int = 50, min_labels: int = 10, ridge: float = 1e-6,
-                 incremental_during_warning: bool = False) -> None:
+    def __init__(
+        self,
+        alpha: float = 0.99,
+        t_n: int = 50,
+        min_labels: int = 10,
+        ridge: float = 1e-6,
+        incremental_during_warning: bool = False,
+    ) -> None:
         super().__init__()
         if not 0.0 < alpha < 1.0:
             raise ValueError("alpha must be in (0, 1)")
@@ -149,8 +156,9 @@ class DruidMonitor(_BoundMonitor):
         self._S_inv = np.asarray(np.linalg.inv(S), dtype=np.float64)
         self.threshold = float(sps.chi2.ppf(self.alpha, dim))
 
-    def update(self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow,
-               n_evicted: int) -> None:
+    def update(
+        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
+    ) -> None:
         self._track(x, y, window, n_evicted)
         dg = self.delta_g
         if dg.n_added < self.min_labels:
@@ -174,5 +182,9 @@ class DruidMonitor(_BoundMonitor):
 
     @property
     def stats(self) -> dict[str, Any]:
-        return {**super().stats, "statistic": self.statistic, "threshold": self.threshold,
-                "exceedance_rate": self.exceedance_rate}
+        return {
+            **super().stats,
+            "statistic": self.statistic,
+            "threshold": self.threshold,
+            "exceedance_rate": self.exceedance_rate,
+        }

@@ -32,8 +32,13 @@ def paper_eddm_levels(alpha: float) -> tuple[float, float]:
 class ErrorDrivenMonitor(Monitor):
     """river's DDM / EDDM / ADWIN on the error stream of the current predictor."""
 
-    def __init__(self, detector: Detector, level: float, mode: Literal["batch", "incremental"] = "batch",
-                 min_train: int = 1) -> None:
+    def __init__(
+        self,
+        detector: Detector,
+        level: float,
+        mode: Literal["batch", "incremental"] = "batch",
+        min_train: int = 1,
+    ) -> None:
         super().__init__()
         from river import drift
 
@@ -62,8 +67,9 @@ class ErrorDrivenMonitor(Monitor):
         self.drift_detected = False
         self.warning_detected = False
 
-    def update(self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow,
-               n_evicted: int) -> None:
+    def update(
+        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
+    ) -> None:
         self._det.update(error)
         self.warning_detected = bool(getattr(self._det, "warning_detected", False))
         self.drift_detected = bool(self._det.drift_detected)

@@ -44,8 +44,9 @@ class PredSignMonitor(_BoundMonitor):
         self._centre = self.delta_g.model.beta - r
         self._r_norm = float(np.linalg.norm(r))
 
-    def update(self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow,
-               n_evicted: int) -> None:
+    def update(
+        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
+    ) -> None:
         self._track(x, y, window, n_evicted)
         self._refresh()
 
