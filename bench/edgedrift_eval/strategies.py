@@ -74,12 +74,6 @@ def _newton(ctx: Context, forgetting: float = 0.9) -> IncrementalLearner:
     return ForgettingNewton(ctx.n_features, ctx.loss, forgetting=forgetting, prior=0.1, task=ctx.task)
 
 
-def _newton_prior(ctx: Context, forgetting: float = 0.9) -> IncrementalLearner:
-    return ForgettingNewton(
-        ctx.n_features, ctx.loss, forgetting=forgetting, prior=0.1, reanchor="prior", task=ctx.task
-    )
-
-
 def _perceptron(ctx: Context) -> IncrementalLearner:
     return Perceptron(ctx.n_features)
 
@@ -89,7 +83,6 @@ LEARNERS: dict[str, tuple[LearnerFactory, dict[str, tuple[float, ...]]]] = {
     "sgd": (_sgd, {"lr": (0.001, 0.01, 0.1, 1.0)}),
     "rmsprop": (_rmsprop, {"lr": (0.03, 0.1, 0.3, 1.0)}),
     "newton": (_newton, {"forgetting": (0.8, 0.9, 0.95, 0.98, 0.995)}),
-    "newton-prior": (_newton_prior, {"forgetting": (0.8, 0.9, 0.95, 0.98, 0.995)}),
     "perceptron": (_perceptron, {}),
 }
 
@@ -169,7 +162,7 @@ def _loop(
 
 def _druid(learner: str) -> Build:
     def build(ctx: Context, alpha: float | None) -> Runner:
-        monitor = DruidMonitor(alpha=alpha or 0.999, t_n=max(1, ctx.window_labels // 4))
+        monitor = DruidMonitor(alpha=alpha or 0.999, t_n=ctx.window_labels)
         return _loop(ctx, monitor, learner, "incremental")
 
     return build
@@ -201,14 +194,6 @@ STRATEGIES: dict[str, Strategy] = {
             "EdgeDrift: second-order forgetting learner predicts; the whitened DRUiD bound decides "
             "when a batch model re-anchors it",
             _druid("newton"),
-            "alpha",
-            (0.5, 0.9, 0.99, 0.999, 0.9999, 0.999999, 1 - 1e-9),
-            edgedrift=True,
-        ),
-        Strategy(
-            "druid-prior",
-            "EdgeDrift hybrid; a recompute moves only the learner's prior mean",
-            _druid("newton-prior"),
             "alpha",
             (0.5, 0.9, 0.99, 0.999, 0.9999, 0.999999, 1 - 1e-9),
             edgedrift=True,

@@ -173,7 +173,10 @@ class EdgeLoop:
             return
         k = self.monitor.train_on_last()
         if k is not None:
+            # Train on the newest k samples only, and restart the window there, so that the new batch
+            # model's training set is exactly the window (D₁ of Theorem 1).
             X, y = X[-k:], y[-k:]
+            self.window.keep_last(k)
         model = self.recompute_fn(X, y)
         up = window_upload_bytes(len(y), self.window.n_features)
         if model is None:

@@ -74,6 +74,12 @@ class _RingWindow:
         self._start = 0
         self._size = 0
 
+    def keep_last(self, k: int) -> None:
+        """Drop all but the newest k samples (a window restart after a detected change)."""
+        drop = self._size - max(0, min(k, self._size))
+        self._start = (self._start + drop) % self.capacity
+        self._size -= drop
+
 
 class CountWindow(_RingWindow):
     """The last ``size`` labeled samples (the paper's window of 2000 samples = 200 labels at 10%)."""

@@ -24,8 +24,6 @@ extended-Kalman-filter update.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from edgedrift.learners.base import IncrementalLearner
@@ -45,7 +43,6 @@ class ForgettingNewton(IncrementalLearner):
         forgetting: float = 0.95,
         prior: float = 1.0,
         h_min: float = 1e-3,
-        reanchor: Literal["weights", "prior"] = "weights",
         scale: bool = True,
         scale_alpha: float = 0.01,
         task: Task | None = None,
@@ -58,7 +55,6 @@ class ForgettingNewton(IncrementalLearner):
         self.forgetting = forgetting
         self.prior = prior
         self.h_min = h_min
-        self.reanchor = reanchor
         dim = n_features + 1
         self.P = np.eye(dim) / prior
         self.m = np.zeros(dim)
@@ -87,17 +83,9 @@ class ForgettingNewton(IncrementalLearner):
         P *= 0.5
 
     def anchor(self, model: LinearModel) -> None:
-        """Shrink towards the batch model from now on (prior mean m = β₁).
-
-        ``reanchor="weights"`` also restarts w from β₁ (β_cur ← β₁ in Algorithm 1); ``"prior"`` keeps
-        the learner's current w once it has learned something, so a recompute refreshes the long
-        memory without discarding the short one.
-        """
-        w = self.w.copy()
+        """Restart from the batch model (β_cur ← β₁) and shrink towards it from now on (m = β₁)."""
         super().anchor(model)
         self.m[:] = self.w
-        if self.reanchor == "prior" and self.n_learned > 0:
-            self.w[:] = w
 
     def reset(self) -> None:
         super().reset()

@@ -119,7 +119,17 @@ class DruidMonitor(_BoundMonitor):
 
     Parameters: ``alpha`` is the per-label false-alarm quantile; ``t_n`` the number of consecutive
     exceedances that triggers a recompute; ``min_labels`` the labels to wait after a recompute before
-    testing (the χ² approximation needs a few samples); ``incremental_during_warning`` switches
+    testing (the χ² approximation needs a few samples); ``shrinkage`` pulls the estimated gradient
+    covariance towards its diagonal (S ← (1 − s)S + s·diag(S)), which keeps the test calibrated when a
+    direction is barely excited in the training window; ``clip_quantile`` sets the Huber-style clip of
+    each sample's gradient (whitened norm ≤ the χ²_{d+1} quantile's root): the test runs on the clipped
+    Δg, whose covariance is estimated from the equally clipped gradients, so one outlier that sits in
+    the window for N labels cannot fake a drift; the covariance pools β₁'s training gradients (for the
+    removed part of Δg) with the gradients of the samples added since (the out-of-sample part), shrunk
+    towards the former with ``prior_labels`` pseudo-samples and refreshed every ``refresh`` labels;
+    ``restart`` trains the recompute on the run of
+    exceedances only (the samples since the suspected change) and restarts the window there, instead
+    of training on a window that still holds the old concept; ``incremental_during_warning`` switches
     prediction to the incremental model while exceedances run, as in Algorithm 1.
     """
 
@@ -130,7 +140,12 @@ class DruidMonitor(_BoundMonitor):
         alpha: float = 0.99,
         t_n: int = 50,
         min_labels: int = 10,
-        ridge: float = 1e-6,
+        shrinkage: float = 0.0,
+        clip_quantile: float = 0.99,
+        prior_labels: int = 50,
+        refresh: int = 10,
+        rank_tol: float = 1e-3,
+        restart: bool = False,
         incremental_during_warning: bool = False,
     ) -> None:
         super().__init__()
@@ -139,22 +154,70 @@ class DruidMonitor(_BoundMonitor):
         self.alpha = alpha
         self.t_n = t_n
         self.min_labels = min_labels
-        self.ridge = ridge
+        self.shrinkage = shrinkage
+        self.clip_quantile = clip_quantile
+        self.prior_labels = prior_labels
+        self.refresh = refresh
+        self.rank_tol = rank_tol
+        self.df = 0
+        self.restart = restart
         self.incremental_during_warning = incremental_during_warning
         self.threshold = math.inf
         self.statistic = 0.0
         self.n_tests = 0
         self.n_exceedances = 0
-        self._S_inv: FloatArray = np.zeros((0, 0))
+        self._W: FloatArray = np.zeros((0, 0))
+        self._S_in: FloatArray = np.zeros((0, 0))
 
     def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
         super().reset(model, X, y)
         dim = model.n_features + 1
         G = model.gradients(X, y)
-        S: FloatArray = np.atleast_2d(np.cov(G, rowvar=False)) if len(y) > 1 else np.eye(dim)
-        S[np.diag_indices(dim)] += self.ridge * max(float(np.trace(S)) / dim, 1e-12)
-        self._S_inv = np.asarray(np.linalg.inv(S), dtype=np.float64)
-        self.threshold = float(sps.chi2.ppf(self.alpha, dim))
+        W, df = self._whitener(self._covariance(G, dim))
+        radius = math.sqrt(float(sps.chi2.ppf(self.clip_quantile, df)))
+        self.delta_g.enable_robust(W.T @ W, radius)
+        norms = np.linalg.norm(G @ W.T, axis=1)
+        G *= np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
+        self._S_in = self._covariance(G, dim)
+        self._set_whitener(self._S_in)
+
+    def _whitener(self, S: FloatArray) -> tuple[FloatArray, int]:
+        """W with ‖W v‖² = vᵀS⁺v over the well-determined directions of S, and their number.
+
+        Nearly collinear features make S numerically singular; a plain inverse would turn estimation
+        noise along those directions into huge statistics, so directions whose eigenvalue on the
+        correlation scale D^{-1/2} S D^{-1/2} is below ``rank_tol`` × the largest are left out and the χ²
+        degrees of freedom drop to the effective rank. Working on the correlation scale keeps this
+        invariant to feature scaling (Sine1+ scales one feature by σ).
+        """
+        sd = np.sqrt(np.maximum(np.diag(S), 1e-300))
+        lam, U = np.linalg.eigh(S / np.outer(sd, sd))
+        keep = lam > self.rank_tol * max(float(lam[-1]), 1e-300)
+        W: FloatArray = (U[:, keep] / np.sqrt(lam[keep])).T / sd
+        return W, int(keep.sum())
+
+    def _set_whitener(self, S: FloatArray) -> None:
+        self._W, df = self._whitener(S)
+        if df != self.df:
+            self.df = df
+            self.threshold = float(sps.chi2.ppf(self.alpha, df))
+
+    def _refresh_covariance(self) -> None:
+        """Cov(Δg) ≈ |D_A|·S_out + |D_R|·S_in: the added samples are out-of-sample, the removed ones are
+        β₁'s own training samples. S_out is the covariance of the clipped added gradients, shrunk towards
+        S_in with the weight of ``prior_labels`` pseudo-samples while few have arrived."""
+        dg = self.delta_g
+        n = dg.n_added
+        mean = dg.added_sum / n
+        S_out = (dg.added_outer - n * np.outer(mean, mean)) / max(n - 1, 1)
+        S_out = (n * S_out + self.prior_labels * self._S_in) / (n + self.prior_labels)
+        n_a, n_r = dg.n_new_in_window, dg.n_removed
+        self._set_whitener((n_a * S_out + n_r * self._S_in) / max(n_a + n_r, 1))
+
+    def _covariance(self, G: FloatArray, dim: int) -> FloatArray:
+        """Covariance of per-sample gradients, optionally shrunk towards its diagonal."""
+        S: FloatArray = np.atleast_2d(np.cov(G, rowvar=False)) if len(G) > 1 else np.eye(dim)
+        return (1.0 - self.shrinkage) * S + self.shrinkage * np.diag(np.diag(S))
 
     def update(
         self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
@@ -163,8 +226,10 @@ class DruidMonitor(_BoundMonitor):
         dg = self.delta_g
         if dg.n_added < self.min_labels:
             return
-        v = dg.vec
-        self.statistic = float(v @ self._S_inv @ v) / (dg.n_new_in_window + dg.n_removed)
+        if dg.n_added % self.refresh == 0:
+            self._refresh_covariance()
+        u = self._W @ dg.robust
+        self.statistic = float(u @ u) / (dg.n_new_in_window + dg.n_removed)
         self.n_tests += 1
         if self.statistic > self.threshold:
             self.n_exceedances += 1
@@ -175,6 +240,10 @@ class DruidMonitor(_BoundMonitor):
         self.drift_detected = self.num_warnings >= self.t_n
         if self.drift_detected:
             self.n_detections += 1
+
+    def train_on_last(self) -> int | None:
+        """With ``restart``: the samples of the current run of exceedances (at least ``min_labels``)."""
+        return max(self.num_warnings, self.min_labels) if self.restart else None
 
     @property
     def exceedance_rate(self) -> float:

@@ -48,6 +48,28 @@ class DeltaG:
         self._orig = len(y)
         self._evicted = 0
         self.n_added = 0
+        self._metric: FloatArray | None = None
+        self.robust = np.zeros(dim)
+        # Moments of the clipped gradients of the added (out-of-sample) samples, for calibration.
+        self.added_sum = np.zeros(dim)
+        self.added_outer = np.zeros((dim, dim))
+
+    def enable_robust(self, metric: FloatArray, radius: float) -> None:
+        """Also keep ``robust`` = Σ_A clip(gᵢ) − Σ_R clip(gᵢ), every gradient shrunk to norm ≤ radius
+        in the metric ``metric`` (gᵀMg ≤ radius²), so a single outlier cannot dominate a test statistic.
+        The clip is a fixed function of the sample, so an evicted sample removes what it added."""
+        self._metric = metric
+        self._radius2 = radius * radius
+        self.robust[:] = 0.0
+        self.added_sum[:] = 0.0
+        self.added_outer[:] = 0.0
+
+    def _clipped(self, g: FloatArray) -> FloatArray:
+        assert self._metric is not None
+        q = float(g @ self._metric @ g)
+        if q > self._radius2:
+            g *= (self._radius2 / q) ** 0.5
+        return g
 
     def _augment(self, x: FloatArray) -> FloatArray:
         xa = self._xa
@@ -63,6 +85,11 @@ class DeltaG:
         c = self._dz(y, float(x @ self._raw_coef) + self._raw_intercept)
         np.multiply(self._augment(x), c, out=self._tmp)
         self.vec += self._tmp
+        if self._metric is not None:
+            g = self._clipped(self._tmp)
+            self.robust += g
+            self.added_sum += g
+            self.added_outer += np.outer(g, g)
         self.n_added += 1
 
     def remove(self, X: FloatArray, y: FloatArray, k: int) -> None:
@@ -72,6 +99,8 @@ class DeltaG:
             c = self._dz(float(y[i]), float(xi @ self._raw_coef) + self._raw_intercept)
             np.multiply(self._augment(xi), c, out=self._tmp)
             self.vec -= self._tmp
+            if self._metric is not None:
+                self.robust -= self._clipped(self._tmp)
         self._evicted += k
 
     @property
