@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from edgedrift.learners.base import IncrementalLearner
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
@@ -191,6 +193,46 @@ class EdgeLoop:
         self.counters.bytes_up += up
         self.counters.bytes_down += down
         self.events.append(RecomputeEvent(self.counters.samples, self.window.__len__(), up, down, stats))
+
+    def process_many(
+        self, X: FloatArray, y: FloatArray | None = None, ts: FloatArray | None = None
+    ) -> FloatArray:
+        """A batch (``y`` NaN where unlabeled): all samples are predicted with the state at the batch's
+        start, then its labeled samples are learned as one mini-batch and the monitor sees them step by
+        step; a recompute it calls for happens at the end of the batch."""
+        X = np.asarray(X, dtype=np.float64)
+        preds = self.predict_many(X)
+        self.counters.samples += len(X)
+        if y is None:
+            self.monitor.update_unlabeled_many(X)
+            return preds
+        y = np.asarray(y, dtype=np.float64)
+        labeled = ~np.isnan(y)
+        if not labeled.all():
+            self.monitor.update_unlabeled_many(X[~labeled])
+        if labeled.any():
+            self.learn_many(X[labeled], y[labeled], preds[labeled], None if ts is None else ts[labeled])
+        return preds
+
+    def learn_many(
+        self, X: FloatArray, y: FloatArray, y_hat: FloatArray | None = None, ts: FloatArray | None = None
+    ) -> None:
+        """Labeled samples as one mini-batch (see :meth:`process_many`)."""
+        if self.swap_learner_on_drift:
+            for i in range(len(y)):
+                self.learn_one(X[i], float(y[i]), None, math.nan if ts is None else float(ts[i]))
+            return
+        if y_hat is None:
+            y_hat = self.predict_many(X)
+        assert self.model is not None
+        errors = (y - y_hat) ** 2 if self.model.task == "regression" else (y != y_hat).astype(np.float64)
+        self.counters.labeled += len(y)
+        n_evicted = self.window.push_many(X, y, ts)
+        self.monitor.update_many(X, y, errors, self.window, n_evicted)
+        if self.learner is not None:
+            self.learner.learn_many(X, y)
+        if self.monitor.drift_detected and not self.pending_recompute:
+            self._recompute()
 
     def predict_many(self, X: FloatArray) -> FloatArray:
         """Vectorised predictions for a batch under the current predictor (no learning)."""

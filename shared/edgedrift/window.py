@@ -37,11 +37,14 @@ class _RingWindow:
     def __len__(self) -> int:
         return self._size
 
-    def _evict_oldest(self, k: int) -> None:
-        """Move the k oldest samples into the evicted buffers and drop them."""
+    def _ensure_evicted(self, k: int) -> None:
         if k > self.evicted_y.size:
             self.evicted_X = np.empty((max(k, 2 * self.evicted_y.size), self.n_features))
             self.evicted_y = np.empty(self.evicted_X.shape[0])
+
+    def _evict_oldest(self, k: int) -> None:
+        """Move the k oldest samples into the evicted buffers and drop them."""
+        self._ensure_evicted(k)
         idx = (self._start + np.arange(k)) % self.capacity if k > 1 else self._start
         self.evicted_X[:k] = self._X[idx]
         self.evicted_y[:k] = self._y[idx]
@@ -55,6 +58,22 @@ class _RingWindow:
         self._ts[i] = ts
         self._size += 1
         self.n_pushed += 1
+
+    def _append_many(self, X: FloatArray, y: FloatArray, ts: FloatArray) -> None:
+        """Append rows that fit (the caller made room), wrapping around the ring."""
+        k = len(y)
+        idx = (self._start + self._size + np.arange(k)) % self.capacity
+        self._X[idx] = X
+        self._y[idx] = y
+        self._ts[idx] = ts
+        self._size += k
+        self.n_pushed += k
+
+    def last(self, k: int) -> tuple[FloatArray, FloatArray]:
+        """Copies of the newest k samples (oldest first)."""
+        k = min(k, self._size)
+        idx = (self._start + self._size - k + np.arange(k)) % self.capacity
+        return self._X[idx], self._y[idx]
 
     def _order(self) -> NDArray[np.intp] | slice:
         end = self._start + self._size
@@ -101,6 +120,26 @@ class CountWindow(_RingWindow):
         self._append(x, y, ts)
         return evicted
 
+    def push_many(self, X: FloatArray, y: FloatArray, ts: FloatArray | None = None) -> int:
+        """Add k samples in order; returns how many were evicted (oldest first in ``evicted_X``).
+
+        When k exceeds the free room, the oldest samples go first, including, when k > size, the first
+        new ones, exactly as k calls of :meth:`push` would.
+        """
+        k = len(y)
+        ts_arr = np.full(k, math.nan) if ts is None else np.asarray(ts, dtype=np.float64)
+        n_ev = max(0, self._size + k - self.size)
+        if n_ev:
+            self._ensure_evicted(n_ev)
+            old = min(n_ev, self._size)
+            self._evict_oldest(old)
+            self.evicted_X[old:n_ev] = X[: n_ev - old]
+            self.evicted_y[old:n_ev] = y[: n_ev - old]
+        keep = slice(max(0, k - self.size), k)
+        self._append_many(X[keep], y[keep], ts_arr[keep])
+        self.n_pushed += k - (keep.stop - keep.start)
+        return n_ev
+
 
 class TimeWindow(_RingWindow):
     """Labeled samples whose timestamp is within ``horizon`` of the newest one (ts > t_new − horizon).
@@ -133,6 +172,33 @@ class TimeWindow(_RingWindow):
             self._grow()
         self._append(x, y, ts)
         return k
+
+    def push_many(self, X: FloatArray, y: FloatArray, ts: FloatArray | None = None) -> int:
+        """Add k timestamped samples; returns how many expired (old ones first, then expired new ones)."""
+        if ts is None:
+            raise ValueError("a time-based window needs timestamps")
+        ts = np.asarray(ts, dtype=np.float64)
+        if len(ts) == 0:
+            return 0
+        if not np.all(np.isfinite(ts)):
+            raise ValueError("a time-based window needs finite timestamps")
+        if ts[0] < self._last_ts or np.any(np.diff(ts) < 0):
+            raise ValueError("timestamps must not decrease")
+        self._last_ts = float(ts[-1])
+        cutoff = self._last_ts - self.horizon
+        old_ts = self._ts[self._order()]
+        k_old = int(np.searchsorted(old_ts, cutoff, side="right"))
+        k_new = int(np.searchsorted(ts, cutoff, side="right"))
+        self._ensure_evicted(k_old + k_new)
+        if k_old:
+            self._evict_oldest(k_old)
+        self.evicted_X[k_old : k_old + k_new] = X[:k_new]
+        self.evicted_y[k_old : k_old + k_new] = y[:k_new]
+        while self._size + len(y) - k_new > self.capacity:
+            self._grow()
+        self._append_many(X[k_new:], y[k_new:], ts[k_new:])
+        self.n_pushed += k_new
+        return k_old + k_new
 
     def _grow(self) -> None:
         order = self._order()

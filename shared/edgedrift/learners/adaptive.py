@@ -50,6 +50,18 @@ class AdaptiveSGD(IncrementalLearner):
             v += g * g
         self.w -= self.lr * g / (np.sqrt(v) + self.eps)
 
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+        """Gradients at the batch's starting weights; v takes them in as k sequential steps would."""
+        G = self.loss.dz(y, Xa @ self.w)[:, None] * Xa
+        k = len(y)
+        if self.method == "rmsprop":
+            decay = self.rho ** np.arange(k - 1, -1, -1)
+            self._v *= self.rho**k
+            self._v += (1.0 - self.rho) * (decay @ (G * G))
+        else:
+            self._v += np.einsum("ij,ij->j", G, G)
+        self.w -= self.lr * G.sum(axis=0) / (np.sqrt(self._v) + self.eps)
+
     def reset(self) -> None:
         super().reset()
         self._v[:] = 0.0

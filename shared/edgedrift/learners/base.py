@@ -46,6 +46,27 @@ class EWStandardizer:
         np.sqrt(self.var + self.eps, out=self.inv_std)
         np.divide(1.0, self.inv_std, out=self.inv_std)
 
+    def update_many(self, X: FloatArray) -> None:
+        """k samples at once: the same exponentially weighted mean and variance as k calls of update.
+
+        Once past the warm-up (a = alpha), the weights are a(1 − a)^{k−1−i} on the new rows and
+        (1 − a)^k on the old moments, and the variance is taken around the new mean.
+        """
+        while len(X) and self.n < 1.0 / self.alpha:
+            self.update(X[0])
+            X = X[1:]
+        k = len(X)
+        if k == 0:
+            return
+        a = self.alpha
+        decay = (1.0 - a) ** k
+        w = a * (1.0 - a) ** np.arange(k - 1, -1, -1)
+        mean = decay * self.mean + w @ X
+        self.var = decay * (self.var + (self.mean - mean) ** 2) + w @ ((X - mean) ** 2)
+        self.mean = mean
+        self.n += k
+        self.inv_std = 1.0 / np.sqrt(self.var + self.eps)
+
     def transform_into(self, x: FloatArray, out: FloatArray) -> None:
         np.subtract(x, self.mean, out=out)
         out *= self.inv_std
@@ -99,8 +120,7 @@ class IncrementalLearner(ABC):
 
     def predict_many(self, X: FloatArray) -> FloatArray:
         """Vectorised predictions for a batch (the scaler is not updated)."""
-        Z = X if self.scaler is None else (X - self.scaler.mean) * self.scaler.inv_std
-        z = Z @ self.w[:-1] + self.w[-1]
+        z = self._features_many(X) @ self.w
         if self.task == "regression":
             return np.asarray(z, dtype=np.float64)
         return np.where(z >= 0.0, 1.0, -1.0)
@@ -115,6 +135,30 @@ class IncrementalLearner(ABC):
     @abstractmethod
     def _update(self, xa: FloatArray, y: float) -> None:
         """Move w given the augmented features xa of a labeled sample."""
+
+    def learn_many(self, X: FloatArray, y: FloatArray) -> None:
+        """A batch of labeled samples as one mini-batch step (the scaler first takes in all of X).
+
+        Learners with a vectorised rule override :meth:`_update_many`; the default applies
+        :meth:`_update` per sample.
+        """
+        if self.scaler is not None:
+            self.scaler.update_many(X)
+        Xa = self._features_many(X)
+        self._update_many(Xa, np.asarray(y, dtype=np.float64))
+        self.n_learned += len(y)
+
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+        for xa, yi in zip(Xa, y, strict=True):
+            self._update(xa, float(yi))
+
+    def _features_many(self, X: FloatArray) -> FloatArray:
+        Xa = np.ones((len(X), self.n_features + 1))
+        if self.scaler is None:
+            Xa[:, :-1] = X
+        else:
+            np.multiply(X - self.scaler.mean, self.scaler.inv_std, out=Xa[:, :-1])
+        return Xa
 
     def anchor(self, model: LinearModel) -> None:
         """Continue from the batch model: express its raw-space weights in this learner's space."""

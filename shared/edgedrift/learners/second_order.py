@@ -82,6 +82,36 @@ class ForgettingNewton(IncrementalLearner):
         P += P.T
         P *= 0.5
 
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+        """One Newton step for the whole batch, by the Woodbury identity (a k-by-k solve).
+
+        The data part decays by λ^k, the batch's k cyclic prior coordinates and its k samples are added
+        as one low-rank block, and the gradient is taken at the batch's starting weights.
+        """
+        w, P, k = self.w, self.P, len(y)
+        dim = w.size
+        P *= self.forgetting ** (-k)
+        z = Xa @ w
+        c = self.loss.dz(y, z)
+        h = np.maximum(self.loss.d2z(y, z), self.h_min)
+        grad = c @ Xa
+        rows, weights = [Xa], [h]
+        if self._rho > 0.0:
+            hits = np.bincount((self.n_learned + np.arange(k)) % dim, minlength=dim)
+            j = np.flatnonzero(hits)
+            rho = self._rho * hits[j]
+            grad[j] += rho * (w[j] - self.m[j])
+            rows.append(np.eye(dim)[j])
+            weights.append(rho)
+        U, wt = np.vstack(rows), np.concatenate(weights)
+        UP = U @ P
+        S = UP @ U.T
+        S[np.diag_indices_from(S)] += 1.0 / wt
+        P -= UP.T @ np.linalg.solve(S, UP)
+        P += P.T
+        P *= 0.5
+        w -= P @ grad
+
     def anchor(self, model: LinearModel) -> None:
         """Restart from the batch model (β_cur ← β₁) and shrink towards it from now on (m = β₁)."""
         super().anchor(model)

@@ -56,6 +56,14 @@ class SGD(IncrementalLearner):
             w[:-1] *= 1.0 - eta * self.l2
         w -= (eta * c) * xa
 
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+        """k steps with the gradients taken at the batch's starting weights."""
+        c = self.loss.dz(y, Xa @ self.w)
+        eta = self.step_size()
+        if self.l2:
+            self.w[:-1] *= (1.0 - eta * self.l2) ** len(y)
+        self.w -= eta * (c @ Xa)
+
 
 class Perceptron(IncrementalLearner):
     """Rosenblatt's perceptron: on a mistake (y x̃ᵀw ≤ 0), w ← w + η y x̃. Classification only."""
@@ -69,3 +77,8 @@ class Perceptron(IncrementalLearner):
     def _update(self, xa: FloatArray, y: float) -> None:
         if y * float(xa @ self.w) <= 0.0:
             self.w += (self.lr * y) * xa
+
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+        """Mistakes judged with the batch's starting weights."""
+        wrong = y * (Xa @ self.w) <= 0.0
+        self.w += self.lr * (y[wrong] @ Xa[wrong])

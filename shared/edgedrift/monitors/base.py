@@ -9,11 +9,35 @@ window it was trained on.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
 
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
-from edgedrift.window import CountWindow, TimeWindow
+
+
+class Evictions(Protocol):
+    """Where a monitor reads the samples a window push evicted (a window, or a slice of a batch)."""
+
+    evicted_X: FloatArray
+    evicted_y: FloatArray
+
+
+@dataclass
+class _EvictionSlice:
+    evicted_X: FloatArray
+    evicted_y: FloatArray
+
+
+def eviction_steps(k: int, n_evicted: int) -> np.ndarray:
+    """After step t (1…k) of a batch push, how many of its ``n_evicted`` evictions have happened.
+
+    A count window evicts nothing while it fills and then one sample per push, so the evictions are the
+    last ``n_evicted`` steps; a time window's batch evictions are placed the same way.
+    """
+    return np.maximum(0, np.arange(1, k + 1) - (k - n_evicted))
 
 
 class Monitor(ABC):
@@ -34,9 +58,7 @@ class Monitor(ABC):
         """A new batch model ``model`` trained on (X, y) was installed: start monitoring it."""
 
     @abstractmethod
-    def update(
-        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
-    ) -> None:
+    def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         """A labeled sample (already pushed into ``window``, which evicted ``n_evicted`` samples).
 
         ``error`` is the current predictor's loss on the sample before learning it (0/1 for
@@ -45,6 +67,32 @@ class Monitor(ABC):
 
     def update_unlabeled(self, x: FloatArray) -> None:  # noqa: B027 - optional hook, a no-op by default
         """An unlabeled sample; only prediction-bound monitors (PredSign) use it."""
+
+    def update_many(
+        self, X: FloatArray, y: FloatArray, errors: FloatArray, window: Evictions, n_evicted: int
+    ) -> None:
+        """A batch of labeled samples already pushed into the window, which evicted ``n_evicted``.
+
+        Flags reflect the whole batch: ``drift_detected`` is set if any step of it called for a
+        recompute. This default replays :meth:`update` per sample with the interleaving of
+        :func:`eviction_steps`; vectorised monitors override it.
+        """
+        ev_X = window.evicted_X[:n_evicted].copy()
+        ev_y = window.evicted_y[:n_evicted].copy()
+        done = 0
+        drift = False
+        for t, e in enumerate(eviction_steps(len(y), n_evicted)):
+            self.update(
+                X[t], float(y[t]), float(errors[t]), _EvictionSlice(ev_X[done:e], ev_y[done:e]), int(e - done)
+            )
+            done = int(e)
+            drift = drift or self.drift_detected
+        self.drift_detected = drift
+
+    def update_unlabeled_many(self, X: FloatArray) -> None:
+        """A batch of unlabeled samples."""
+        for x in X:
+            self.update_unlabeled(x)
 
     def train_on_last(self) -> int | None:
         """How many of the newest window samples the recompute should use (None: the whole window)."""
@@ -64,9 +112,7 @@ class NeverMonitor(Monitor):
     def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
         self.drift_detected = False
 
-    def update(
-        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
-    ) -> None:
+    def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         return None
 
 
@@ -86,9 +132,7 @@ class PeriodicMonitor(Monitor):
         self._since = 0
         self.drift_detected = False
 
-    def update(
-        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
-    ) -> None:
+    def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         self._since += 1
         self.drift_detected = self._since >= self.period
         if self.drift_detected:

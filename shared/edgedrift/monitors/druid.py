@@ -24,9 +24,8 @@ from scipy import stats as sps
 
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
-from edgedrift.monitors.base import Monitor
+from edgedrift.monitors.base import Evictions, Monitor, eviction_steps
 from edgedrift.monitors.gradient import DeltaG
-from edgedrift.window import CountWindow, TimeWindow
 
 
 def chi_scale_mle(values: FloatArray, df: int) -> float:
@@ -37,6 +36,13 @@ def chi_scale_mle(values: FloatArray, df: int) -> float:
     """
     v = np.asarray(values, dtype=np.float64)
     return math.sqrt(float(np.mean(v * v)) / df)
+
+
+def consecutive_counts(carry: int, exceed: np.ndarray) -> np.ndarray:
+    """Length of the current run of exceedances after each step, starting from a run of ``carry``."""
+    idx = np.arange(len(exceed))
+    last_miss = np.maximum.accumulate(np.where(exceed, -1, idx))
+    return np.where(exceed, idx - last_miss + np.where(last_miss < 0, carry, 0), 0)
 
 
 class _BoundMonitor(Monitor):
@@ -53,7 +59,7 @@ class _BoundMonitor(Monitor):
         self.drift_detected = False
         self.warning_detected = False
 
-    def _track(self, x: FloatArray, y: float, window: CountWindow | TimeWindow, n_evicted: int) -> None:
+    def _track(self, x: FloatArray, y: float, window: Evictions, n_evicted: int) -> None:
         if n_evicted:
             self.delta_g.remove(window.evicted_X, window.evicted_y, n_evicted)
         self.delta_g.add(x, y)
@@ -90,9 +96,7 @@ class DruidPaperMonitor(_BoundMonitor):
         super().reset(model, X, y)
         self.threshold = math.inf
 
-    def update(
-        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
-    ) -> None:
+    def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         self._track(x, y, window, n_evicted)
         n_a = self.delta_g.n_added
         norm = float(np.linalg.norm(self.delta_g.vec))
@@ -219,9 +223,7 @@ class DruidMonitor(_BoundMonitor):
         S: FloatArray = np.atleast_2d(np.cov(G, rowvar=False)) if len(G) > 1 else np.eye(dim)
         return (1.0 - self.shrinkage) * S + self.shrinkage * np.diag(np.diag(S))
 
-    def update(
-        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
-    ) -> None:
+    def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         self._track(x, y, window, n_evicted)
         dg = self.delta_g
         if dg.n_added < self.min_labels:
@@ -238,6 +240,40 @@ class DruidMonitor(_BoundMonitor):
             self.num_warnings = 0
         self.warning_detected = self.num_warnings > 0
         self.drift_detected = self.num_warnings >= self.t_n
+        if self.drift_detected:
+            self.n_detections += 1
+
+    def update_many(
+        self, X: FloatArray, y: FloatArray, errors: FloatArray, window: Evictions, n_evicted: int
+    ) -> None:
+        """Vectorised batch update: the statistic at every step from cumulative sums of contributions."""
+        dg = self.delta_g
+        k = len(y)
+        before = dg.robust.copy()
+        n_added0 = dg.n_added
+        added = np.arange(1, k + 1)
+        evicted = eviction_steps(k, n_evicted)
+        counts = dg.counts_after(added, evicted)
+        R_add = dg.add_many(X, y)
+        R_ev = dg.remove_many(window.evicted_X[:n_evicted], window.evicted_y[:n_evicted])
+        if n_added0 // self.refresh != dg.n_added // self.refresh and dg.n_added >= self.min_labels:
+            self._refresh_covariance()
+        traj = before + np.cumsum(R_add, axis=0)
+        if n_evicted:
+            traj -= np.vstack([np.zeros((1, traj.shape[1])), np.cumsum(R_ev, axis=0)])[evicted]
+        tested = n_added0 + added >= self.min_labels
+        if not tested.any():
+            return
+        U = traj[tested] @ self._W.T
+        stat = np.einsum("ij,ij->i", U, U) / counts[tested]
+        exc = stat > self.threshold
+        run = consecutive_counts(self.num_warnings, exc)
+        self.statistic = float(stat[-1])
+        self.n_tests += int(tested.sum())
+        self.n_exceedances += int(exc.sum())
+        self.num_warnings = int(run[-1])
+        self.warning_detected = self.num_warnings > 0
+        self.drift_detected = bool((run >= self.t_n).any())
         if self.drift_detected:
             self.n_detections += 1
 

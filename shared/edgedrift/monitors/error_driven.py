@@ -13,8 +13,7 @@ from typing import Any, Literal
 
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
-from edgedrift.monitors.base import Monitor
-from edgedrift.window import CountWindow, TimeWindow
+from edgedrift.monitors.base import Evictions, Monitor
 
 Detector = Literal["ddm", "eddm", "adwin"]
 
@@ -67,9 +66,7 @@ class ErrorDrivenMonitor(Monitor):
         self.drift_detected = False
         self.warning_detected = False
 
-    def update(
-        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
-    ) -> None:
+    def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         self._det.update(error)
         self.warning_detected = bool(getattr(self._det, "warning_detected", False))
         self.drift_detected = bool(self._det.drift_detected)

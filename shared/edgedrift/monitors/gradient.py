@@ -12,6 +12,7 @@ Theorem 1 holds even though the solver stops at a finite tolerance.
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg.blas import dger
 
 from edgedrift.bounds import radius_vector
 from edgedrift.models.linear import LinearModel
@@ -44,6 +45,8 @@ class DeltaG:
         self._raw_coef = model.raw_coef
         self._raw_intercept = model.raw_intercept
         self._dz = model.loss.dz_one
+        self._loss = model.loss
+        self._bias = model.bias
         self.residual = model.beta + model.C * model.gradient_sum(X, y) if len(y) else model.beta.copy()
         self._orig = len(y)
         self._evicted = 0
@@ -89,7 +92,7 @@ class DeltaG:
             g = self._clipped(self._tmp)
             self.robust += g
             self.added_sum += g
-            self.added_outer += np.outer(g, g)
+            dger(1.0, g, g, a=self.added_outer.T, overwrite_a=1)  # in place: added_outer += g gᵀ
         self.n_added += 1
 
     def remove(self, X: FloatArray, y: FloatArray, k: int) -> None:
@@ -102,6 +105,55 @@ class DeltaG:
             if self._metric is not None:
                 self.robust -= self._clipped(self._tmp)
         self._evicted += k
+
+    def gradients(self, X: FloatArray, y: FloatArray) -> FloatArray:
+        """Per-sample gradients ∇ℓᵢ(β₁) in β₁'s training space, shape (k, d+1)."""
+        c = self._loss.dz(y, X @ self._raw_coef + self._raw_intercept)
+        G = np.empty((len(y), X.shape[1] + 1))
+        if self._mean is None:
+            G[:, :-1] = X
+        else:
+            np.multiply(X - self._mean, self._inv_scale, out=G[:, :-1])
+        G[:, -1] = self._bias
+        G *= c[:, None]
+        return G
+
+    def clip(self, G: FloatArray) -> FloatArray:
+        """Row-wise robust clip of :meth:`enable_robust` (G itself when robust tracking is off)."""
+        if self._metric is None:
+            return G
+        q = np.einsum("ij,jk,ik->i", G, self._metric, G)
+        factor = np.sqrt(np.minimum(1.0, self._radius2 / np.maximum(q, 1e-300)))
+        return np.asarray(G * factor[:, None], dtype=np.float64)
+
+    def add_many(self, X: FloatArray, y: FloatArray) -> FloatArray:
+        """Add a batch; returns its (clipped) per-sample contributions, for step-wise statistics."""
+        G = self.gradients(X, y)
+        self.vec += G.sum(axis=0)
+        R = self.clip(G)
+        if self._metric is not None:
+            self.robust += R.sum(axis=0)
+            self.added_sum += R.sum(axis=0)
+            self.added_outer += R.T @ R
+        self.n_added += len(y)
+        return R
+
+    def remove_many(self, X: FloatArray, y: FloatArray) -> FloatArray:
+        """Remove a batch of evicted samples; returns their (clipped) contributions."""
+        G = self.gradients(X, y)
+        self.vec -= G.sum(axis=0)
+        R = self.clip(G)
+        if self._metric is not None:
+            self.robust -= R.sum(axis=0)
+        self._evicted += len(y)
+        return R
+
+    def counts_after(self, added: np.ndarray, evicted: np.ndarray) -> FloatArray:
+        """|D_A| + |D_R| after the given numbers of further additions and evictions (vectorised)."""
+        ev = self._evicted + evicted
+        removed = np.minimum(ev, self._orig)
+        new = self.n_added + added - np.maximum(0, ev - self._orig)
+        return np.asarray(removed + new, dtype=np.float64)
 
     @property
     def n_removed(self) -> int:

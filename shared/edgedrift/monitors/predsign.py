@@ -14,8 +14,8 @@ import numpy as np
 
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
+from edgedrift.monitors.base import Evictions
 from edgedrift.monitors.druid import _BoundMonitor
-from edgedrift.window import CountWindow, TimeWindow
 
 
 class PredSignMonitor(_BoundMonitor):
@@ -44,9 +44,7 @@ class PredSignMonitor(_BoundMonitor):
         self._centre = self.delta_g.model.beta - r
         self._r_norm = float(np.linalg.norm(r))
 
-    def update(
-        self, x: FloatArray, y: float, error: float, window: CountWindow | TimeWindow, n_evicted: int
-    ) -> None:
+    def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         self._track(x, y, window, n_evicted)
         self._refresh()
 
@@ -58,6 +56,20 @@ class PredSignMonitor(_BoundMonitor):
             self.n_disagree += 1
             self.warning_detected = True
             if self.n_disagree > self.t_d:
+                self.drift_detected = True
+                self.n_detections += 1
+
+    def update_unlabeled_many(self, X: FloatArray) -> None:
+        dg = self.delta_g
+        assert dg.model is not None
+        Xa = dg.model.augment(X)
+        centre = Xa @ self._centre
+        half = np.linalg.norm(Xa, axis=1) * self._r_norm
+        n = int(np.count_nonzero((centre - half >= 0.0) != (centre + half >= 0.0)))
+        if n:
+            self.n_disagree += n
+            self.warning_detected = True
+            if self.n_disagree > self.t_d and not self.drift_detected:
                 self.drift_detected = True
                 self.n_detections += 1
 
