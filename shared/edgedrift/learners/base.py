@@ -94,6 +94,11 @@ class IncrementalLearner(ABC):
         self.scaler = EWStandardizer(n_features, scale_alpha) if scale else None
         self._xa = np.ones(n_features + 1)
         self.n_learned = 0
+        # Raw-space weights (x·raw_w + raw_b == x̃ᵀw), rebuilt lazily after learning, so that predicting
+        # an unlabeled sample is a single dot product.
+        self._raw_w = np.zeros(n_features)
+        self._raw_b = 0.0
+        self._stale = True
 
     @property
     def task(self) -> Task:
@@ -110,7 +115,18 @@ class IncrementalLearner(ABC):
 
     def score_one(self, x: FloatArray) -> float:
         """The linear score x̃ᵀw."""
-        return float(self._features(x) @ self.w)
+        if self._stale:
+            self._refresh_raw()
+        return float(x @ self._raw_w) + self._raw_b
+
+    def _refresh_raw(self) -> None:
+        if self.scaler is None:
+            self._raw_w[:] = self.w[:-1]
+            self._raw_b = float(self.w[-1])
+        else:
+            np.multiply(self.w[:-1], self.scaler.inv_std, out=self._raw_w)
+            self._raw_b = float(self.w[-1]) - float(self._raw_w @ self.scaler.mean)
+        self._stale = False
 
     def predict_one(self, x: FloatArray) -> float:
         z = self.score_one(x)
@@ -131,6 +147,7 @@ class IncrementalLearner(ABC):
             self.scaler.update(x)
         self._update(self._features(x), y)
         self.n_learned += 1
+        self._stale = True
 
     @abstractmethod
     def _update(self, xa: FloatArray, y: float) -> None:
@@ -147,6 +164,7 @@ class IncrementalLearner(ABC):
         Xa = self._features_many(X)
         self._update_many(Xa, np.asarray(y, dtype=np.float64))
         self.n_learned += len(y)
+        self._stale = True
 
     def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
         for xa, yi in zip(Xa, y, strict=True):
@@ -163,6 +181,7 @@ class IncrementalLearner(ABC):
     def anchor(self, model: LinearModel) -> None:
         """Continue from the batch model: express its raw-space weights in this learner's space."""
         a, b = model.raw_coef, model.raw_intercept
+        self._stale = True
         if self.scaler is None:
             self.w[:-1] = a
             self.w[-1] = b
@@ -180,5 +199,6 @@ class IncrementalLearner(ABC):
     def reset(self) -> None:
         self.w[:] = 0.0
         self.n_learned = 0
+        self._stale = True
         if self.scaler is not None:
             self.scaler = EWStandardizer(self.n_features, self.scaler.alpha, self.scaler.eps)

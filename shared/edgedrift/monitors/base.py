@@ -89,10 +89,8 @@ class Monitor(ABC):
             drift = drift or self.drift_detected
         self.drift_detected = drift
 
-    def update_unlabeled_many(self, X: FloatArray) -> None:
-        """A batch of unlabeled samples."""
-        for x in X:
-            self.update_unlabeled(x)
+    def update_unlabeled_many(self, X: FloatArray) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """A batch of unlabeled samples; only prediction-bound monitors (PredSign) use them."""
 
     def train_on_last(self) -> int | None:
         """How many of the newest window samples the recompute should use (None: the whole window)."""

@@ -17,6 +17,7 @@ Two variants share the Δg bookkeeping of :class:`~edgedrift.monitors.gradient.D
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,12 @@ def chi_scale_mle(values: FloatArray, df: int) -> float:
     """
     v = np.asarray(values, dtype=np.float64)
     return math.sqrt(float(np.mean(v * v)) / df)
+
+
+@lru_cache(maxsize=256)
+def chi2_quantile(alpha: float, df: int) -> float:
+    """α-quantile of χ²_df (cached: scipy's ppf costs tens of microseconds)."""
+    return float(sps.chi2.ppf(alpha, df))
 
 
 def consecutive_counts(carry: int, exceed: np.ndarray) -> np.ndarray:
@@ -130,7 +137,8 @@ class DruidMonitor(_BoundMonitor):
     Δg, whose covariance is estimated from the equally clipped gradients, so one outlier that sits in
     the window for N labels cannot fake a drift; the covariance pools β₁'s training gradients (for the
     removed part of Δg) with the gradients of the samples added since (the out-of-sample part), shrunk
-    towards the former with ``prior_labels`` pseudo-samples and refreshed every ``refresh`` labels;
+    towards the former with ``prior_labels`` pseudo-samples and refreshed after ``refresh`` labels, then
+    whenever the count of added labels has grown by a quarter (the estimate settles as evidence grows);
     ``restart`` trains the recompute on the run of
     exceedances only (the samples since the suspected change) and restarts the window there, instead
     of training on a window that still holds the old concept; ``incremental_during_warning`` switches
@@ -172,18 +180,20 @@ class DruidMonitor(_BoundMonitor):
         self.n_exceedances = 0
         self._W: FloatArray = np.zeros((0, 0))
         self._S_in: FloatArray = np.zeros((0, 0))
+        self._next_refresh = refresh
 
     def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
         super().reset(model, X, y)
         dim = model.n_features + 1
         G = model.gradients(X, y)
         W, df = self._whitener(self._covariance(G, dim))
-        radius = math.sqrt(float(sps.chi2.ppf(self.clip_quantile, df)))
+        radius = math.sqrt(chi2_quantile(self.clip_quantile, df))
         self.delta_g.enable_robust(W.T @ W, radius)
         norms = np.linalg.norm(G @ W.T, axis=1)
         G *= np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None]
         self._S_in = self._covariance(G, dim)
         self._set_whitener(self._S_in)
+        self._next_refresh = self.refresh
 
     def _whitener(self, S: FloatArray) -> tuple[FloatArray, int]:
         """W with ‖W v‖² = vᵀS⁺v over the well-determined directions of S, and their number.
@@ -204,7 +214,7 @@ class DruidMonitor(_BoundMonitor):
         self._W, df = self._whitener(S)
         if df != self.df:
             self.df = df
-            self.threshold = float(sps.chi2.ppf(self.alpha, df))
+            self.threshold = chi2_quantile(self.alpha, df)
 
     def _refresh_covariance(self) -> None:
         """Cov(Δg) ≈ |D_A|·S_out + |D_R|·S_in: the added samples are out-of-sample, the removed ones are
@@ -212,6 +222,7 @@ class DruidMonitor(_BoundMonitor):
         S_in with the weight of ``prior_labels`` pseudo-samples while few have arrived."""
         dg = self.delta_g
         n = dg.n_added
+        self._next_refresh = n + max(self.refresh, n // 4)
         mean = dg.added_sum / n
         S_out = (dg.added_outer - n * np.outer(mean, mean)) / max(n - 1, 1)
         S_out = (n * S_out + self.prior_labels * self._S_in) / (n + self.prior_labels)
@@ -228,7 +239,7 @@ class DruidMonitor(_BoundMonitor):
         dg = self.delta_g
         if dg.n_added < self.min_labels:
             return
-        if dg.n_added % self.refresh == 0:
+        if dg.n_added >= self._next_refresh:
             self._refresh_covariance()
         u = self._W @ dg.robust
         self.statistic = float(u @ u) / (dg.n_new_in_window + dg.n_removed)
@@ -256,7 +267,7 @@ class DruidMonitor(_BoundMonitor):
         counts = dg.counts_after(added, evicted)
         R_add = dg.add_many(X, y)
         R_ev = dg.remove_many(window.evicted_X[:n_evicted], window.evicted_y[:n_evicted])
-        if n_added0 // self.refresh != dg.n_added // self.refresh and dg.n_added >= self.min_labels:
+        if dg.n_added >= self._next_refresh:
             self._refresh_covariance()
         traj = before + np.cumsum(R_add, axis=0)
         if n_evicted:

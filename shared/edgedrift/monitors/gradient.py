@@ -12,7 +12,7 @@ Theorem 1 holds even though the solver stops at a finite tolerance.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.blas import dger
+from scipy.linalg.blas import daxpy, dger
 
 from edgedrift.bounds import radius_vector
 from edgedrift.models.linear import LinearModel
@@ -62,6 +62,7 @@ class DeltaG:
         in the metric ``metric`` (gᵀMg ≤ radius²), so a single outlier cannot dominate a test statistic.
         The clip is a fixed function of the sample, so an evicted sample removes what it added."""
         self._metric = metric
+        self._mg = np.empty(len(metric))
         self._radius2 = radius * radius
         self.robust[:] = 0.0
         self.added_sum[:] = 0.0
@@ -69,7 +70,7 @@ class DeltaG:
 
     def _clipped(self, g: FloatArray) -> FloatArray:
         assert self._metric is not None
-        q = float(g @ self._metric @ g)
+        q = float(g @ np.dot(self._metric, g, out=self._mg))
         if q > self._radius2:
             g *= (self._radius2 / q) ** 0.5
         return g
@@ -87,11 +88,11 @@ class DeltaG:
         """Δg += ∇ℓ(β₁) of a new labeled sample."""
         c = self._dz(y, float(x @ self._raw_coef) + self._raw_intercept)
         np.multiply(self._augment(x), c, out=self._tmp)
-        self.vec += self._tmp
+        daxpy(self._tmp, self.vec)
         if self._metric is not None:
             g = self._clipped(self._tmp)
-            self.robust += g
-            self.added_sum += g
+            daxpy(g, self.robust)
+            daxpy(g, self.added_sum)
             dger(1.0, g, g, a=self.added_outer.T, overwrite_a=1)  # in place: added_outer += g gᵀ
         self.n_added += 1
 
@@ -101,9 +102,9 @@ class DeltaG:
             xi = X[i]
             c = self._dz(float(y[i]), float(xi @ self._raw_coef) + self._raw_intercept)
             np.multiply(self._augment(xi), c, out=self._tmp)
-            self.vec -= self._tmp
+            daxpy(self._tmp, self.vec, a=-1.0)
             if self._metric is not None:
-                self.robust -= self._clipped(self._tmp)
+                daxpy(self._clipped(self._tmp), self.robust, a=-1.0)
         self._evicted += k
 
     def gradients(self, X: FloatArray, y: FloatArray) -> FloatArray:

@@ -1,0 +1,131 @@
+"""Edge-loop throughput: predict + window + monitor + incremental update, against river, in one run.
+
+For d = 5 (ELEC2) and d = 54 (a seeded Sine1+ stream with 54 attributes, the width of Covertype), it
+measures samples per second of EdgeDrift's edge loop (``druid``: DRUiD monitor + second-order learner,
+and ``druid-rmsprop``: DRUiD + first-order learner) on
+
+* labeled samples (every sample is learned), unlabeled samples (predict only), and the DRUiD protocol's
+  mix (every 10th sample labeled),
+* one sample at a time (``process_one``) and in batches of 100 (``process_many``),
+
+against river's ``StandardScaler | LogisticRegression`` doing ``predict_one`` + ``learn_one`` on the same
+samples (``learn_one`` only where labeled). Batch recomputes run in-process here; their time is the cloud's
+work, so it is measured and subtracted from the edge's figure (and reported).
+
+    python bench/edge_loop.py [--n 20000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from edgedrift.data import Stream, load_elec2, sine1plus
+from edgedrift.loop import EdgeLoop
+from edgedrift_eval.strategies import STRATEGIES, make_context
+
+Timing = tuple[float, float]
+
+
+def river_model() -> Any:
+    from river import compose, linear_model, preprocessing
+
+    return compose.Pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression())
+
+
+def time_river(X: np.ndarray, y: np.ndarray) -> float:
+    """Seconds per sample for river: predict_one on every sample, learn_one where y is not NaN."""
+    model = river_model()
+    keys = list(range(X.shape[1]))
+    labels = (y > 0).tolist()
+    labeled = (~np.isnan(y)).tolist()
+    t = time.perf_counter()
+    for i in range(len(X)):
+        xd = dict(zip(keys, X[i].tolist(), strict=True))
+        model.predict_one(xd)
+        if labeled[i]:
+            model.learn_one(xd, labels[i])
+    return (time.perf_counter() - t) / len(X)
+
+
+def build_loop(stream: Stream, strategy: str, clock: list[float]) -> EdgeLoop:
+    X0, y0 = stream.X[:2000:10], stream.y[:2000:10]
+    ctx = make_context(X0, y0, stream.task, 200)
+    loop = STRATEGIES[strategy].build(ctx, 0.999)
+    assert isinstance(loop, EdgeLoop)
+    train = loop.recompute_fn
+
+    def timed(Xw: np.ndarray, yw: np.ndarray) -> Any:
+        t = time.perf_counter()
+        try:
+            return train(Xw, yw)
+        finally:
+            clock[0] += time.perf_counter() - t
+
+    loop.recompute_fn = timed
+    loop.start(ctx.trainer(X0, y0), X0, y0, warm_learner=True)
+    return loop
+
+
+def time_edge(stream: Stream, strategy: str, X: np.ndarray, y: np.ndarray, batch: int) -> Timing:
+    """(edge seconds per sample without the in-process retrains, retrain seconds per sample)."""
+    clock = [0.0]
+    loop = build_loop(stream, strategy, clock)
+    n = len(X)
+    t = time.perf_counter()
+    if batch == 1:
+        for i in range(n):
+            loop.process_one(X[i], None if np.isnan(y[i]) else float(y[i]))
+    else:
+        for j in range(0, n, batch):
+            loop.process_many(X[j : j + batch], y[j : j + batch])
+    total = time.perf_counter() - t
+    return (total - clock[0]) / n, clock[0] / n
+
+
+def best_of(repeat: int, fn: Callable[[], Any]) -> Any:
+    return min((fn() for _ in range(repeat)), key=lambda r: r if isinstance(r, float) else r[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=20_000, help="samples per measurement")
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    args = parser.parse_args()
+    streams = [("elec2 d=5", load_elec2()), ("sine1+ d=54", sine1plus(d=54, concept_length=5_000, seed=0))]
+    print(
+        "| stream | samples | strategy | batch | edge µs/sample | samples/s | river µs/sample | ratio vs river "
+        "| retrain µs/sample (cloud) |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for label, stream in streams:
+        X = stream.X[2000 : 2000 + args.n]
+        y_all = stream.y[2000 : 2000 + args.n]
+        mixes = {
+            "labeled": y_all.copy(),
+            "unlabeled": np.full(len(y_all), np.nan),
+            "10% labeled": np.where(np.arange(len(y_all)) % 10 == 0, y_all, np.nan),
+        }
+        for mix, y in mixes.items():
+            river = best_of(args.repeat, lambda X=X, y=y: time_river(X, y))
+            for strategy in ("druid", "druid-rmsprop"):
+                for batch in (1, 100):
+                    edge, train = best_of(
+                        args.repeat,
+                        lambda st=stream, X=X, y=y, s=strategy, b=batch: time_edge(st, s, X, y, b),
+                    )
+                    print(
+                        f"| {label} | {mix} | {strategy} | {batch} | {edge * 1e6:.2f} | {1 / edge:,.0f} | "
+                        f"{river * 1e6:.2f} | {river / edge:.1f}x | {train * 1e6:.2f} |",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    main()
