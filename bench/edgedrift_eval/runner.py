@@ -144,6 +144,9 @@ def run_one(stream: Stream, protocol: Protocol, spec: RunSpec, curves: bool = Fa
         row.update(classification_report(y_true, preds, y_nochange=nochange))
     else:
         row.update(regression_report(y_true, preds))
+    monitor = getattr(runner, "monitor", None)
+    if monitor is not None:
+        row["monitor"] = {k: v for k, v in monitor.stats.items() if isinstance(v, int | float | bool)}
     events = getattr(runner, "events", [])
     counters = getattr(runner, "counters", None)
     row.update(
