@@ -154,13 +154,18 @@ class EdgeLoop:
             self._recompute()
 
     def _track_background(self, x: FloatArray, y: float) -> None:
-        """Incremental mode (MOA's drift-detection classifier): a learner trained since the warning."""
-        if self._background is not None:
-            self._background.learn_one(x, y)
-        elif self.monitor.warning_detected:
+        """Incremental mode (MOA's drift-detection classifier): a learner trained since the warning.
+
+        A warning that clears without a drift drops it, so a later drift swaps in a learner trained
+        since the *current* warning only.
+        """
+        if not (self.monitor.warning_detected or self.monitor.drift_detected):
+            self._background = None
+            return
+        if self._background is None:
             assert self.learner is not None
             self._background = self.learner.clone()
-            self._background.learn_one(x, y)
+        self._background.learn_one(x, y)
 
     def _recompute(self) -> None:
         stats = self.monitor.stats

@@ -72,6 +72,8 @@ def train_linear(
     y = np.asarray(y, dtype=np.float64)
     if X.ndim != 2 or y.shape != (X.shape[0],):
         raise ValueError(f"X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
+    if X.shape[0] == 0:
+        raise ValueError("cannot train on an empty window")
     if loss_fn.task == "classification" and not np.all(np.abs(y) == 1.0):
         raise ValueError("classification labels must be -1 or +1")
     scaler = Standardizer.fit(X) if standardize else None
