@@ -96,8 +96,15 @@ def over_time_plot(
         color = cmap(i % 10)
         ax.plot(idx + start, vals, lw=1.0, color=color, label=label)
         if run["recompute_at"]:
-            ymin = ax.get_ylim()[0]
-            ax.plot(run["recompute_at"], np.full(len(run["recompute_at"]), ymin), "|", color=color, ms=12)
+            lane = 0.02 + 0.025 * i  # one lane of ticks per run, in axes coordinates
+            ax.plot(
+                run["recompute_at"],
+                np.full(len(run["recompute_at"]), lane),
+                "|",
+                color=color,
+                ms=8,
+                transform=ax.get_xaxis_transform(),
+            )
     for dp in drift_points:
         ax.axvline(dp, color="black", ls="--", lw=0.8, alpha=0.6)
     ax.set_xlabel("sample (ticks at the bottom: recomputes; dashed: true drifts)")
