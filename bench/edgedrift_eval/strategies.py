@@ -182,6 +182,8 @@ def _error_driven(detector: str, mode: str) -> Build:
     return build
 
 
+#: DRUiD's α sweep: from a sensitive test to one that only a sustained change passes.
+DRUID_GRID = (0.5, 0.9, 0.99, 0.999, 0.9999, 0.999999, 1 - 1e-9)
 DDM_GRID = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 EDDM_GRID = (0.1, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 0.99999)
 ADWIN_GRID = (1e-5, 1e-3, 0.002, 0.01, 0.05, 0.1, 0.3, 0.5)
@@ -195,7 +197,7 @@ STRATEGIES: dict[str, Strategy] = {
             "when a batch model re-anchors it",
             _druid("newton"),
             "alpha",
-            (0.5, 0.9, 0.99, 0.999, 0.9999, 0.999999, 1 - 1e-9),
+            DRUID_GRID,
             edgedrift=True,
         ),
         Strategy(
@@ -203,7 +205,7 @@ STRATEGIES: dict[str, Strategy] = {
             "EdgeDrift hybrid with the RMSProp learner",
             _druid("rmsprop"),
             "alpha",
-            (0.5, 0.9, 0.99, 0.999, 0.9999, 0.999999, 1 - 1e-9),
+            DRUID_GRID,
             edgedrift=True,
         ),
         Strategy(
