@@ -123,6 +123,7 @@ def evaluate(args: argparse.Namespace) -> int:
         )
         for e in picked
     ]
+    write_curves(curves, stream.y[protocol.window :], protocol.window, args.out / "curves.csv", stream.task)
     over_time_plot(
         curves,
         stream.y[protocol.window :],
@@ -141,6 +142,31 @@ def evaluate(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def write_curves(
+    runs: list[dict[str, Any]], y_true: Any, start: int, path: Path, task: str, window: int = 2000
+) -> None:
+    """Sliding-window accuracy (or RMSE) of each plotted run, downsampled, as a long CSV table."""
+    import csv
+
+    from edgedrift.metrics import downsample_curve, windowed_accuracy, windowed_rmse
+
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["strategy", "params", "sample", "accuracy" if task == "classification" else "rmse"])
+        for run in runs:
+            preds = run["predictions"]
+            curve = (
+                windowed_accuracy(preds == y_true, window)
+                if task == "classification"
+                else windowed_rmse(preds - y_true, window)
+            )
+            idx, vals = downsample_curve(curve, 2000)
+            params = json.dumps(run["params"])
+            out.writerows(
+                [run["strategy"], params, int(i) + start, f"{v:.6g}"] for i, v in zip(idx, vals, strict=True)
+            )
 
 
 def _pick_for_time_plot(entries: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:

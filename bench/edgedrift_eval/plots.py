@@ -83,7 +83,7 @@ def over_time_plot(
 ) -> None:
     """Sliding-window accuracy (or RMSE) over the stream, with recompute ticks and true drift lines."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(12, 5.5))
+    fig, ax = plt.subplots(figsize=(15, 5.5))
     cmap = plt.get_cmap("tab10")
     for i, run in enumerate(runs):
         preds = run["predictions"]
@@ -115,7 +115,7 @@ def over_time_plot(
     )
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

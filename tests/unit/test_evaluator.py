@@ -243,6 +243,11 @@ def test_cli_evaluate_end_to_end(tmp_path: Path) -> None:
     assert {"strategy", "params", "recomputes", "accuracy", "kappa", "n_scored"} <= set(rows[0])
     assert_png(out / "tradeoff.png")
     assert_png(out / "over_time.png")
+    with (out / "curves.csv").open(newline="") as fh:
+        curve = list(csv.DictReader(fh))
+    assert {r["strategy"] for r in curve} == {"druid", "periodic", "sgd"}
+    assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in curve)
+    assert min(int(r["sample"]) for r in curve) >= 2000
 
 
 def test_cli_unknown_strategy_exits_2(tmp_path: Path) -> None:
