@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, IncrementalLearner, Perceptron
-from edgedrift.loop import EdgeLoop
+from edgedrift.loop import EdgeLoop, PredictWith
 from edgedrift.models.losses import FloatArray, Task
 from edgedrift.monitors import (
     DruidMonitor,
@@ -27,6 +27,7 @@ from edgedrift.monitors import (
     PeriodicMonitor,
     PredSignMonitor,
 )
+from edgedrift.monitors.error_driven import Detector
 from edgedrift.window import CountWindow
 from edgedrift_cloud.training.linear import LinearTrainer, tune_C
 
@@ -148,14 +149,18 @@ class Strategy:
 
 
 def _loop(
-    ctx: Context, monitor: Monitor, learner: str | None = None, predict_with: str = "batch", **kwargs: Any
+    ctx: Context,
+    monitor: Monitor,
+    learner: str | None = None,
+    predict_with: PredictWith = "batch",
+    **kwargs: Any,
 ) -> EdgeLoop:
     return EdgeLoop(
         CountWindow(ctx.window_labels, ctx.n_features),
         monitor,
         ctx.trainer,
         make_learner(learner, ctx) if learner else None,
-        predict_with,  # type: ignore[arg-type]
+        predict_with,
         **kwargs,
     )
 
@@ -172,9 +177,9 @@ def _edge_only(learner: str) -> Build:
     return lambda ctx, _: _loop(ctx, NeverMonitor(), learner, "incremental")
 
 
-def _error_driven(detector: str, mode: str) -> Build:
+def _error_driven(detector: Detector, mode: Literal["batch", "incremental"]) -> Build:
     def build(ctx: Context, level: float | None) -> Runner:
-        monitor = ErrorDrivenMonitor(detector, float(level or 0.0), mode)  # type: ignore[arg-type]
+        monitor = ErrorDrivenMonitor(detector, float(level or 0.0), mode)
         if mode == "batch":
             return _loop(ctx, monitor)
         return _loop(ctx, monitor, "sgd", "incremental", swap_learner_on_drift=True)

@@ -197,7 +197,7 @@ class EdgeLoop:
         self.counters.recomputes += 1
         self.counters.bytes_up += up
         self.counters.bytes_down += down
-        self.events.append(RecomputeEvent(self.counters.samples, self.window.__len__(), up, down, stats))
+        self.events.append(RecomputeEvent(self.counters.samples, len(self.window), up, down, stats))
 
     def process_many(
         self, X: FloatArray, y: FloatArray | None = None, ts: FloatArray | None = None

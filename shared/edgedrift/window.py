@@ -206,6 +206,3 @@ class TimeWindow(_RingWindow):
         X, y, ts = np.empty((cap, self.n_features)), np.empty(cap), np.empty(cap)
         X[: self._size], y[: self._size], ts[: self._size] = self._X[order], self._y[order], self._ts[order]
         self._X, self._y, self._ts, self._start = X, y, ts, 0
-
-
-Window = CountWindow | TimeWindow

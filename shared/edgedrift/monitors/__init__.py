@@ -3,10 +3,11 @@
 from edgedrift.monitors.base import Monitor, NeverMonitor, PeriodicMonitor
 from edgedrift.monitors.druid import DruidMonitor, DruidPaperMonitor, chi_scale_mle
 from edgedrift.monitors.error_driven import ErrorDrivenMonitor
-from edgedrift.monitors.gradient import DeltaG
+from edgedrift.monitors.gradient import BoundMonitor, DeltaG
 from edgedrift.monitors.predsign import PredSignMonitor
 
 __all__ = [
+    "BoundMonitor",
     "DeltaG",
     "DruidMonitor",
     "DruidPaperMonitor",

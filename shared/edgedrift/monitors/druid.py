@@ -25,8 +25,8 @@ from scipy import stats as sps
 
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
-from edgedrift.monitors.base import Evictions, Monitor, eviction_steps
-from edgedrift.monitors.gradient import DeltaG
+from edgedrift.monitors.base import Evictions, eviction_steps
+from edgedrift.monitors.gradient import BoundMonitor
 
 
 def chi_scale_mle(values: FloatArray, df: int) -> float:
@@ -52,37 +52,7 @@ def consecutive_counts(carry: int, exceed: np.ndarray) -> np.ndarray:
     return np.where(exceed, idx - last_miss + np.where(last_miss < 0, carry, 0), 0)
 
 
-class _BoundMonitor(Monitor):
-    """Common part: Δg under β₁, the radius vector and readable bound statistics."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.delta_g = DeltaG()
-        self.num_warnings = 0
-
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
-        self.delta_g.reset(model, X, y)
-        self.num_warnings = 0
-        self.drift_detected = False
-        self.warning_detected = False
-
-    def _track(self, x: FloatArray, y: float, window: Evictions, n_evicted: int) -> None:
-        if n_evicted:
-            self.delta_g.remove(window.evicted_X, window.evicted_y, n_evicted)
-        self.delta_g.add(x, y)
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        dg = self.delta_g
-        out = {**super().stats, "warnings": self.num_warnings}
-        if dg.model is not None:
-            out["delta_g_norm"] = float(np.linalg.norm(dg.vec))
-            out["bound"] = 2.0 * float(np.linalg.norm(dg.radius()))
-            out["n_added"] = dg.n_added
-        return out
-
-
-class DruidPaperMonitor(_BoundMonitor):
+class DruidPaperMonitor(BoundMonitor):
     """Algorithm 1 of the paper, literally (see the module docstring)."""
 
     name = "druid-paper"
@@ -111,7 +81,8 @@ class DruidPaperMonitor(_BoundMonitor):
             self._collected[n_a - 1] = norm
             return
         if n_a == self.n_fit:
-            df = self.df or self.delta_g.model.n_features  # type: ignore[union-attr]
+            assert self.delta_g.model is not None
+            df = self.df or self.delta_g.model.n_features
             scale = chi_scale_mle(self._collected[: self.n_fit - 1], df)
             self.threshold = scale * float(sps.chi.ppf(self.alpha, df))
         self.num_warnings = self.num_warnings + 1 if norm > self.threshold else 0
@@ -125,7 +96,7 @@ class DruidPaperMonitor(_BoundMonitor):
         return {**super().stats, "threshold": self.threshold}
 
 
-class DruidMonitor(_BoundMonitor):
+class DruidMonitor(BoundMonitor):
     """EdgeDrift's DRUiD: a calibrated whitened test on Δg (see the module docstring).
 
     Parameters: ``alpha`` is the per-label false-alarm quantile; ``t_n`` the number of consecutive

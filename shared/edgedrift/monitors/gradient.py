@@ -11,12 +11,15 @@ Theorem 1 holds even though the solver stops at a finite tolerance.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.linalg.blas import daxpy, dger
 
 from edgedrift.bounds import radius_vector
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
+from edgedrift.monitors.base import Evictions, Monitor
 
 
 class DeltaG:
@@ -75,7 +78,8 @@ class DeltaG:
             g *= (self._radius2 / q) ** 0.5
         return g
 
-    def _augment(self, x: FloatArray) -> FloatArray:
+    def augment(self, x: FloatArray) -> FloatArray:
+        """x̃ of one raw sample in β₁'s training space, in a reused buffer (valid until the next call)."""
         xa = self._xa
         if self._mean is None:
             xa[:-1] = x
@@ -87,7 +91,7 @@ class DeltaG:
     def add(self, x: FloatArray, y: float) -> None:
         """Δg += ∇ℓ(β₁) of a new labeled sample."""
         c = self._dz(y, float(x @ self._raw_coef) + self._raw_intercept)
-        np.multiply(self._augment(x), c, out=self._tmp)
+        np.multiply(self.augment(x), c, out=self._tmp)
         daxpy(self._tmp, self.vec)
         if self._metric is not None:
             g = self._clipped(self._tmp)
@@ -101,7 +105,7 @@ class DeltaG:
         for i in range(k):
             xi = X[i]
             c = self._dz(float(y[i]), float(xi @ self._raw_coef) + self._raw_intercept)
-            np.multiply(self._augment(xi), c, out=self._tmp)
+            np.multiply(self.augment(xi), c, out=self._tmp)
             daxpy(self._tmp, self.vec, a=-1.0)
             if self._metric is not None:
                 daxpy(self._clipped(self._tmp), self.robust, a=-1.0)
@@ -172,3 +176,33 @@ class DeltaG:
         C1 = self.model.C
         C2 = C1 if C2 is None else C2
         return radius_vector(self.model.beta, self.vec, C1, C2) + (0.5 * C2 / C1) * self.residual
+
+
+class BoundMonitor(Monitor):
+    """A monitor built on Δg (DRUiD, PredSign): Δg under β₁, the radius vector, readable bound statistics."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delta_g = DeltaG()
+        self.num_warnings = 0
+
+    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+        self.delta_g.reset(model, X, y)
+        self.num_warnings = 0
+        self.drift_detected = False
+        self.warning_detected = False
+
+    def _track(self, x: FloatArray, y: float, window: Evictions, n_evicted: int) -> None:
+        if n_evicted:
+            self.delta_g.remove(window.evicted_X, window.evicted_y, n_evicted)
+        self.delta_g.add(x, y)
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        dg = self.delta_g
+        out = {**super().stats, "warnings": self.num_warnings}
+        if dg.model is not None:
+            out["delta_g_norm"] = float(np.linalg.norm(dg.vec))
+            out["bound"] = 2.0 * float(np.linalg.norm(dg.radius()))
+            out["n_added"] = dg.n_added
+        return out

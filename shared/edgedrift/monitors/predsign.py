@@ -15,10 +15,10 @@ import numpy as np
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions
-from edgedrift.monitors.druid import _BoundMonitor
+from edgedrift.monitors.gradient import BoundMonitor
 
 
-class PredSignMonitor(_BoundMonitor):
+class PredSignMonitor(BoundMonitor):
     """Counts sign disagreements of the prediction bounds on unlabeled samples; threshold ``t_d``."""
 
     name = "predsign"
@@ -49,7 +49,7 @@ class PredSignMonitor(_BoundMonitor):
         self._refresh()
 
     def update_unlabeled(self, x: FloatArray) -> None:
-        xa = self.delta_g._augment(x)
+        xa = self.delta_g.augment(x)
         centre = float(xa @ self._centre)
         half = math.sqrt(float(xa @ xa)) * self._r_norm
         if (centre - half >= 0.0) != (centre + half >= 0.0):
