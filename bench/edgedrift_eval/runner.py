@@ -12,7 +12,12 @@ from numpy.typing import NDArray
 
 from edgedrift.data import Stream
 from edgedrift.loop import EdgeLoop, Recompute
-from edgedrift.metrics import classification_report, regression_report
+from edgedrift.metrics import (
+    classification_report,
+    majority_predictions,
+    no_change_predictions,
+    regression_report,
+)
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
 from edgedrift_eval.peers import RIVER_PEERS, RiverRunner
@@ -46,21 +51,21 @@ def baseline_predictions(
 ) -> FloatArray:
     """The no-change (last known label) and majority (of known labels) predictors under the schedule.
 
-    For regression "majority" is the mean of the known labels. Both use only labels known before i.
+    Classification uses :mod:`edgedrift.metrics`' predictors on the labels as known after the delay;
+    for regression "no-change" repeats the last known value and "majority" is the mean of the known
+    ones (0 before any label).
     """
     y_k, lab_k = known_labels(y, labeled, delay)
-    idx = np.where(lab_k, np.arange(len(y)), -1)
-    last = np.maximum.accumulate(idx)
-    prev = np.concatenate([[-1], last[:-1]])
+    if task == "classification":
+        predict = no_change_predictions if kind == "no-change" else majority_predictions
+        return predict(y_k, lab_k)
     if kind == "no-change":
-        out = np.where(prev >= 0, y_k[np.maximum(prev, 0)], 1.0 if task == "classification" else 0.0)
-        return np.asarray(out, dtype=np.float64)
-    vals = np.where(lab_k, y_k, 0.0)
-    csum = np.concatenate([[0.0], np.cumsum(vals)[:-1]])
+        last = np.maximum.accumulate(np.where(lab_k, np.arange(len(y)), -1))
+        prev = np.concatenate([[-1], last[:-1]])
+        return np.where(prev >= 0, y_k[np.maximum(prev, 0)], 0.0)
+    csum = np.concatenate([[0.0], np.cumsum(np.where(lab_k, y_k, 0.0))[:-1]])
     cnt = np.concatenate([[0], np.cumsum(lab_k)[:-1]])
-    if task == "regression":
-        return np.where(cnt > 0, csum / np.maximum(cnt, 1), 0.0)
-    return np.where(csum >= 0.0, 1.0, -1.0)
+    return np.where(cnt > 0, csum / np.maximum(cnt, 1), 0.0)
 
 
 def _timed(fn: Recompute, clock: list[float]) -> Recompute:
