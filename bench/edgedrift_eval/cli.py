@@ -137,7 +137,7 @@ def evaluate(args: argparse.Namespace) -> int:
     (args.out / "summary.md").write_text(summary)
     print(summary)
     print(
-        f"wrote {args.out}/results.json, runs.csv, tradeoff.png, over_time.png, summary.md "
+        f"wrote {args.out}/results.json, runs.csv, curves.csv, tradeoff.png, over_time.png, summary.md "
         f"in {time.perf_counter() - t0:.0f} s",
         file=sys.stderr,
     )
