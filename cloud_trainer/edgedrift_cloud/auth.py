@@ -1,0 +1,68 @@
+"""Credentials: one bearer secret per device, one for the operator.
+
+Only the sha256 of a device secret is stored. A presented token is hashed and looked up by hash, so
+the lookup never compares secrets byte by byte; the operator token is compared with
+:func:`hmac.compare_digest` (constant time). Tokens never reach a log line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+
+def hash_secret(secret: str) -> str:
+    """sha256 hex of a secret (device secrets are random tokens, so a plain hash is enough)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_secret() -> str:
+    """A fresh 256-bit device secret."""
+    return secrets.token_urlsafe(32)
+
+
+def same_secret(presented: str, expected: str) -> bool:
+    """Constant-time comparison of two secrets (through their hashes, so lengths do not leak)."""
+    return hmac.compare_digest(hash_secret(presented), hash_secret(expected))
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the operator, or one device."""
+
+    kind: Literal["operator", "device"]
+    device_id: str | None = None
+
+    @property
+    def name(self) -> str:
+        return "operator" if self.kind == "operator" else f"device:{self.device_id}"
+
+    def may_access(self, device_id: str) -> bool:
+        return self.kind == "operator" or self.device_id == device_id
+
+
+class TokenCache:
+    """token hash → device id for a few seconds, so a burst of requests does not hit the database."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._entries: dict[str, tuple[str, float]] = {}
+
+    def get(self, token_hash: str) -> str | None:
+        entry = self._entries.get(token_hash)
+        if entry is None or entry[1] < time.monotonic():
+            return None
+        return entry[0]
+
+    def put(self, token_hash: str, device_id: str) -> None:
+        if self.ttl > 0:
+            if len(self._entries) > 10_000:
+                self._entries.clear()
+            self._entries[token_hash] = (device_id, time.monotonic() + self.ttl)
+
+    def forget_device(self, device_id: str) -> None:
+        self._entries = {k: v for k, v in self._entries.items() if v[0] != device_id}

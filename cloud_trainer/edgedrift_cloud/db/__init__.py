@@ -1,0 +1,1 @@
+"""The model registry's database: ORM tables, engine and Alembic migrations."""

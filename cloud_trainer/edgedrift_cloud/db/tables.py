@@ -1,0 +1,113 @@
+"""Registry tables (SQLAlchemy 2.x declarative). The schema is owned by the Alembic migrations in
+``migrations/versions``; a test checks that the migrations and these classes agree."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite drops the zone on the way back)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, datetime: UTCDateTime()}
+
+
+class Device(Base):
+    """A device and the sha256 of its secret (the secret itself is never stored)."""
+
+    __tablename__ = "devices"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    #: Versions issued so far; incremented atomically to number the next model.
+    model_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ModelRecord(Base):
+    """One immutable model version of a device, with who asked for it, why, and what it cost."""
+
+    __tablename__ = "models"
+    __table_args__ = (
+        UniqueConstraint("device_id", "version", name="uq_models_device_version"),
+        UniqueConstraint("device_id", "request_id", name="uq_models_device_request"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(32))
+    learner: Mapped[str] = mapped_column(String(32))
+    task: Mapped[str] = mapped_column(String(16))
+    rebalance: Mapped[str] = mapped_column(String(16))
+    chosen: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    scores: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    n: Mapped[int] = mapped_column(Integer)
+    d: Mapped[int] = mapped_column(Integer)
+    train_ms: Mapped[float] = mapped_column(Float)
+    bytes_in: Mapped[int] = mapped_column(BigInteger)
+    bytes_out: Mapped[int] = mapped_column(BigInteger)
+    encoding: Mapped[str] = mapped_column(String(8))
+    reason: Mapped[str] = mapped_column(String(64))
+    requested_by: Mapped[str] = mapped_column(String(64))
+    monitor: Mapped[dict[str, Any]] = mapped_column(JSON)
+    document: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class HeartbeatRecord(Base):
+    """An edge agent's heartbeat: the accuracy-over-time series of the dashboard."""
+
+    __tablename__ = "heartbeats"
+    __table_args__ = (Index("ix_heartbeats_device_time", "device_id", "received_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"))
+    received_at: Mapped[datetime] = mapped_column(default=utcnow)
+    samples: Mapped[int] = mapped_column(BigInteger)
+    labeled: Mapped[int] = mapped_column(BigInteger)
+    accuracy: Mapped[float | None] = mapped_column(Float, nullable=True)
+    accuracy_window: Mapped[int] = mapped_column(Integer)
+    warnings: Mapped[int] = mapped_column(Integer)
+    drift_events: Mapped[int] = mapped_column(Integer)
+    recomputes_requested: Mapped[int] = mapped_column(Integer)
+    model_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    dropped: Mapped[int] = mapped_column(BigInteger)
+    rejected: Mapped[int] = mapped_column(BigInteger)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON)

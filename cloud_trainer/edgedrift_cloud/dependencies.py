@@ -1,0 +1,97 @@
+"""FastAPI dependencies as annotated aliases: settings, database session, caller, device access."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from edgedrift.wire import DEVICE_ID_PATTERN
+from edgedrift_cloud import registry
+from edgedrift_cloud.auth import Principal, TokenCache, hash_secret, same_secret
+from edgedrift_cloud.observability import Metrics
+from edgedrift_cloud.settings import CloudSettings
+
+
+@dataclass
+class AppState:
+    """What one app instance owns (stored on ``app.state.edgedrift``)."""
+
+    settings: CloudSettings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    metrics: Metrics
+    tokens: TokenCache
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.edgedrift
+    return state
+
+
+def get_session(state: Annotated[AppState, Depends(get_state)]) -> Iterator[Session]:
+    with state.sessions() as session:
+        yield session
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+SessionDep = Annotated[Session, Depends(get_session)]
+
+_bearer = HTTPBearer(auto_error=False, description="A device secret or the operator token.")
+
+
+def _unauthenticated(detail: str) -> HTTPException:
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def get_principal(
+    state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
+    """The caller, from ``Authorization: Bearer <secret>``; 401 when missing or unknown."""
+    if credentials is None or not credentials.credentials:
+        raise _unauthenticated("missing bearer credential")
+    token = credentials.credentials
+    if same_secret(token, state.settings.operator_token.get_secret_value()):
+        return Principal("operator")
+    token_hash = hash_secret(token)
+    device_id = state.tokens.get(token_hash)
+    if device_id is None:
+        with state.sessions() as session:
+            device_id = registry.device_for_token_hash(session, token_hash)
+        if device_id is None:
+            raise _unauthenticated("unknown credential")
+        state.tokens.put(token_hash, device_id)
+    return Principal("device", device_id)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def require_operator(principal: PrincipalDep) -> Principal:
+    if principal.kind != "operator":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "operator credential required")
+    return principal
+
+
+OperatorDep = Annotated[Principal, Depends(require_operator)]
+DevicePath = Annotated[
+    str,
+    Path(pattern=DEVICE_ID_PATTERN, description="Device id: letters, digits, '_' and '-' (1-64 characters)."),
+]
+
+
+def device_access(device_id: DevicePath, principal: PrincipalDep, session: SessionDep) -> Principal:
+    """A device may touch only itself (403 otherwise); the operator may touch any known device."""
+    if not principal.may_access(device_id):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"credential is not valid for device {device_id!r}")
+    if principal.kind == "operator" and not registry.device_exists(session, device_id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown device {device_id!r}")
+    return principal
+
+
+DeviceAccessDep = Annotated[Principal, Depends(device_access)]

@@ -1,0 +1,108 @@
+"""The FastAPI application: ``create_app(settings)`` wires settings, database, routers and middleware.
+
+Run it with ``edgedrift-cloud serve`` (see :mod:`edgedrift_cloud.cli`) or any ASGI server:
+``uvicorn edgedrift_cloud.main:app``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.staticfiles import StaticFiles
+
+from edgedrift import __version__
+from edgedrift.wire import TrainRequest
+from edgedrift_cloud import registry
+from edgedrift_cloud.auth import TokenCache
+from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
+from edgedrift_cloud.dependencies import AppState
+from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
+from edgedrift_cloud.observability import Metrics, RequestLogMiddleware, configure_logging
+from edgedrift_cloud.routers import dashboard, devices, fleet, health, models, stats, training
+from edgedrift_cloud.settings import CloudSettings, get_settings
+
+log = logging.getLogger("edgedrift_cloud")
+
+
+def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = True) -> FastAPI:
+    """Build the service. Refuses insecure settings outside development mode (see CloudSettings)."""
+    settings = settings or get_settings()
+    if configure_logs:
+        configure_logging(settings.log_level, settings.log_json)
+    engine = make_engine(settings.database_url)
+    sessions = make_sessionmaker(engine)
+    state = AppState(
+        settings=settings,
+        engine=engine,
+        sessions=sessions,
+        metrics=Metrics(sessions),
+        tokens=TokenCache(settings.auth_cache_seconds),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if settings.auto_migrate:
+            upgrade(engine)
+        if settings.devices:
+            with sessions() as session:
+                for device_id, secret in settings.devices.items():
+                    registry.upsert_device(session, device_id, secret.get_secret_value())
+                session.commit()
+        log.info(
+            "started",
+            extra={
+                "version": __version__,
+                "database": engine.url.render_as_string(hide_password=True),
+                "mode": settings.mode,
+                "provisioned_devices": len(settings.devices),
+            },
+        )
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="EdgeDrift cloud trainer",
+        version=__version__,
+        description="Batch retrains for edge devices, a versioned model registry, recompute counters.",
+        lifespan=lifespan,
+    )
+    app.state.edgedrift = state
+    install_handlers(app)
+    for module in (training, models, devices, stats, fleet, health, dashboard):
+        app.include_router(module.router)
+    app.mount("/dashboard/static", StaticFiles(directory=dashboard.STATIC), name="dashboard-static")
+    _document_train_request(app)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(RequestLogMiddleware, metrics=lambda: state.metrics)
+    return app
+
+
+def _document_train_request(app: FastAPI) -> None:
+    """Put the JSON window schema into the OpenAPI components: the training route parses its body
+    itself (JSON or binary), so FastAPI cannot see the model."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            model_schema = TrainRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(model_schema.pop("$defs", {}))
+            components["TrainRequest"] = model_schema
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def __getattr__(name: str) -> FastAPI:
+    """``edgedrift_cloud.main:app`` for ASGI servers, built on first access from the environment."""
+    if name == "app":
+        return create_app()
+    raise AttributeError(name)

@@ -1,0 +1,178 @@
+"""Structured logs and Prometheus metrics.
+
+Recompute counters are read from the registry at scrape time (:class:`RegistryCollector`), so they
+are exact across workers and restarts. Training-time and HTTP histograms are per process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from edgedrift_cloud.registry import recompute_totals
+
+log = logging.getLogger("edgedrift_cloud")
+
+REJECT_REASONS = {
+    400: "malformed",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+}
+
+_RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the record's ``extra`` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        entry.update({k: v for k, v in record.__dict__.items() if k not in _RESERVED})
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str, as_json: bool) -> None:
+    """Send the service's and uvicorn's logs to stderr in one format; uvicorn's access log is off
+    (the service logs each request itself, without headers, so tokens never reach a log)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        JsonFormatter() if as_json else logging.Formatter("%(levelname)s %(name)s: %(message)s")
+    )
+    for name in ("edgedrift_cloud", "uvicorn", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False
+    logging.getLogger("uvicorn.access").disabled = True
+
+
+class RegistryCollector(Collector):
+    """Recomputes, training time and bytes by device, learner and reason, read from the database."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["device", "learner", "reason"]
+        recomputes = CounterMetricFamily(
+            "edgedrift_recomputes", "Batch retrains stored in the registry.", labels=labels
+        )
+        train = CounterMetricFamily(
+            "edgedrift_recompute_train_seconds", "Training time of the stored retrains.", labels=labels
+        )
+        bytes_in = CounterMetricFamily(
+            "edgedrift_recompute_bytes_in", "Request bytes of the stored retrains.", labels=labels
+        )
+        bytes_out = CounterMetricFamily(
+            "edgedrift_recompute_bytes_out", "Model document bytes of the stored retrains.", labels=labels
+        )
+        with self.sessions() as session:
+            rows = recompute_totals(session)
+        for device, learner, reason, count, ms, b_in, b_out in rows:
+            key = [device, learner, reason]
+            recomputes.add_metric(key, count)
+            train.add_metric(key, ms / 1000.0)
+            bytes_in.add_metric(key, b_in)
+            bytes_out.add_metric(key, b_out)
+        return [recomputes, train, bytes_in, bytes_out]
+
+
+class Metrics:
+    """The service's metric objects, in a registry of their own (one per app)."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(RegistryCollector(sessions))
+        self.training_seconds = Histogram(
+            "edgedrift_training_seconds",
+            "Pure training time per retrain (this process).",
+            ["learner"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.http_requests = Counter(
+            "edgedrift_http_requests",
+            "HTTP requests (this process).",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.http_seconds = Histogram(
+            "edgedrift_http_request_seconds",
+            "HTTP request latency (this process).",
+            ["method", "route"],
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "edgedrift_rejected_requests",
+            "Refused requests by reason (this process).",
+            ["reason"],
+            registry=self.registry,
+        )
+
+
+class RequestLogMiddleware:
+    """Times every request, counts it in the HTTP metrics, and logs method, route, status and ms."""
+
+    def __init__(self, app: ASGIApp, metrics: Callable[[], Metrics]) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            metrics = self.metrics()
+            metrics.http_requests.labels(scope["method"], template, str(status)).inc()
+            metrics.http_seconds.labels(scope["method"], template).observe(elapsed)
+            if 400 <= status < 500:
+                metrics.rejected.labels(REJECT_REASONS.get(status, str(status))).inc()
+            if template != "/metrics":
+                log.info(
+                    "request",
+                    extra={
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "route": template,
+                        "status": status,
+                        "ms": round(elapsed * 1000, 3),
+                    },
+                )

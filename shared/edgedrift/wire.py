@@ -1,0 +1,321 @@
+"""Wire contract between edge agents and the cloud trainer (REST, version ``/v1``).
+
+Both sides import these pydantic models, so a field renamed here breaks the build on both sides
+rather than in production. A training window travels either as JSON (:class:`TrainRequest`) or as the
+compact binary body of :func:`encode_window` (content type :data:`WINDOW_CONTENT_TYPE`): a small JSON
+header with every field except ``X``/``y``, then the arrays as little-endian float32 (or float64).
+
+Binary layout::
+
+    b"EDW1" | uint32 LE header length | header JSON (utf-8) | X (n·d values, row-major) | y (n values)
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from edgedrift.models.losses import FloatArray
+
+API_VERSION = "v1"
+WINDOW_CONTENT_TYPE = "application/x-edgedrift-window"
+WINDOW_MAGIC = b"EDW1"
+#: A device id is a path segment: letters, digits, '_' and '-', no dots or slashes (no path tricks).
+DEVICE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+
+Task = Literal["classification", "regression"]
+#: ``logistic`` = LIBLINEAR -s 0, ``svm`` = -s 2 (squared hinge), ``ridge`` = -s 11 / closed form,
+#: ``shrub`` = a depth-limited CART tree (scikit-learn) exported as a JSON tree document.
+Learner = Literal["logistic", "svm", "ridge", "shrub"]
+Rebalance = Literal["none", "smote", "select"]
+Encoding = Literal["json", "binary"]
+
+LINEAR_LOSS: dict[str, str] = {"logistic": "logistic", "svm": "squared_hinge", "ridge": "squared"}
+LEARNER_TASKS: dict[str, tuple[str, ...]] = {
+    "logistic": ("classification",),
+    "svm": ("classification",),
+    "ridge": ("regression",),
+    "shrub": ("classification", "regression"),
+}
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+StatValue = FiniteFloat | int | bool | str | None
+ShortText = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+
+
+class WireModel(BaseModel):
+    """Base for every wire message: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class LearnerParams(WireModel):
+    """Hyper-parameters. ``C="auto"`` tunes C by blocked cross-validation on the window."""
+
+    C: Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)] | Literal["auto"] = 1.0
+    bias: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
+    standardize: bool = False
+    max_depth: Annotated[int, Field(ge=1, le=16)] = 4
+    min_samples_leaf: Annotated[int, Field(ge=1, le=10_000)] = 1
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
+
+
+class WindowHeader(WireModel):
+    """Everything about a training request except the arrays."""
+
+    task: Task
+    learner: Learner
+    params: LearnerParams = Field(default_factory=LearnerParams)
+    rebalance: Rebalance = "none"
+    reason: ShortText = "manual"
+    monitor: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
+    request_id: ShortText | None = None
+
+    @model_validator(mode="after")
+    def _learner_fits_task(self) -> WindowHeader:
+        if self.task not in LEARNER_TASKS[self.learner]:
+            raise ValueError(f"learner {self.learner!r} does not do {self.task}")
+        if self.rebalance != "none" and self.task != "classification":
+            raise ValueError("rebalance (SMOTE) applies to classification only")
+        return self
+
+
+class TrainRequest(WindowHeader):
+    """A window to train on: X is n×d, y has n labels (±1 for linear classifiers, class ids for shrubs)."""
+
+    X: list[list[FiniteFloat]]
+    y: list[FiniteFloat]
+
+
+class TrainResponse(WireModel):
+    """A stored model version and what the recompute cost."""
+
+    device_id: str
+    version: int
+    sha256: str
+    model: dict[str, Any]
+    learner: Learner
+    rebalance: Rebalance
+    chosen: str | None = None
+    scores: dict[str, float] | None = None
+    reason: str
+    n: int
+    d: int
+    train_ms: float
+    bytes_in: int
+    bytes_out: int
+    encoding: Encoding
+    created_at: datetime
+    replayed: bool = False
+
+
+class ModelInfo(WireModel):
+    """One registry entry without its document."""
+
+    version: int
+    sha256: str
+    learner: Learner
+    kind: str
+    task: Task
+    rebalance: Rebalance
+    n: int
+    d: int
+    train_ms: float
+    bytes_in: int
+    bytes_out: int
+    encoding: Encoding
+    reason: str
+    requested_by: str
+    monitor: dict[str, Any]
+    created_at: datetime
+
+
+class ModelVersion(ModelInfo):
+    """A registry entry with its model document."""
+
+    device_id: str
+    model: dict[str, Any]
+
+
+class Heartbeat(WireModel):
+    """An edge agent's periodic report, stored as a time series for the dashboard."""
+
+    samples: Annotated[int, Field(ge=0)]
+    labeled: Annotated[int, Field(ge=0)] = 0
+    accuracy: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    accuracy_window: Annotated[int, Field(ge=0)] = 0
+    warnings: Annotated[int, Field(ge=0)] = 0
+    drift_events: Annotated[int, Field(ge=0)] = 0
+    recomputes_requested: Annotated[int, Field(ge=0)] = 0
+    model_version: Annotated[int, Field(ge=0)] | None = None
+    dropped: Annotated[int, Field(ge=0)] = 0
+    rejected: Annotated[int, Field(ge=0)] = 0
+    extra: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
+
+
+class HeartbeatRecord(Heartbeat):
+    """A stored heartbeat."""
+
+    received_at: datetime
+
+
+class DeviceCounters(WireModel):
+    """Per-device recompute counters, read from the registry (they survive restarts)."""
+
+    device_id: str
+    recomputes: int
+    bytes_in: int
+    bytes_out: int
+    train_ms_total: float
+    reasons: dict[str, int]
+    latest_version: int | None
+    last_recompute_at: datetime | None
+    last_reason: str | None
+    heartbeats: int
+    last_seen: datetime | None
+
+
+def window_arrays(req: TrainRequest) -> tuple[FloatArray, FloatArray]:
+    """X and y of a JSON request as float64 arrays (shape checks are :func:`check_window`'s job)."""
+    d = len(req.X[0]) if req.X else 0
+    if any(len(row) != d for row in req.X):
+        bad = next(i for i, row in enumerate(req.X) if len(row) != d)
+        raise WindowError("X", f"row {bad} has {len(req.X[bad])} values, row 0 has {d}")
+    X = np.asarray(req.X, dtype=np.float64).reshape(len(req.X), d)
+    return X, np.asarray(req.y, dtype=np.float64)
+
+
+class WindowError(ValueError):
+    """A window that cannot be trained on; ``field`` names the offending field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def check_window(
+    header: WindowHeader, X: FloatArray, y: FloatArray, *, max_rows: int, max_features: int
+) -> None:
+    """Shape, size, finiteness and label checks shared by the JSON and binary paths."""
+    if X.ndim != 2:
+        raise WindowError("X", "must be a list of rows")
+    n, d = X.shape
+    if n == 0:
+        raise WindowError("X", "the window is empty")
+    if n > max_rows:
+        raise WindowError("X", f"{n} rows exceed the limit of {max_rows}")
+    if d == 0:
+        raise WindowError("X", "rows have no features")
+    if d > max_features:
+        raise WindowError("X", f"{d} features exceed the limit of {max_features}")
+    if y.shape != (n,):
+        raise WindowError("y", f"has {y.size} labels for {n} rows")
+    if not np.isfinite(X).all():
+        i, j = np.argwhere(~np.isfinite(X))[0]
+        raise WindowError("X", f"X[{i}][{j}] is not a finite number")
+    if not np.isfinite(y).all():
+        raise WindowError("y", f"y[{int(np.argmax(~np.isfinite(y)))}] is not a finite number")
+    if header.task == "classification":
+        if header.learner in ("logistic", "svm"):
+            if not np.all(np.abs(y) == 1.0):
+                raise WindowError("y", "labels of a linear classifier must be -1 or +1")
+        elif not np.all(y == np.round(y)):
+            raise WindowError("y", "class labels must be integers")
+        elif np.unique(y).size > 256:
+            raise WindowError("y", "more than 256 classes")
+
+
+def encode_window(header: WindowHeader, X: FloatArray, y: FloatArray, dtype: str = "float32") -> bytes:
+    """The compact binary body: 4 bytes per value with float32 instead of ~10–20 as JSON text."""
+    if dtype not in ("float32", "float64"):
+        raise ValueError("dtype must be float32 or float64")
+    X = np.ascontiguousarray(X, dtype=np.dtype(dtype).newbyteorder("<"))
+    y = np.ascontiguousarray(y, dtype=np.dtype(dtype).newbyteorder("<"))
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ValueError(f"X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
+    meta = header.model_dump(mode="json", exclude_defaults=True)
+    meta.update(task=header.task, learner=header.learner, n=int(X.shape[0]), d=int(X.shape[1]), dtype=dtype)
+    head = json.dumps(meta, separators=(",", ":")).encode()
+    return WINDOW_MAGIC + struct.pack("<I", len(head)) + head + X.tobytes() + y.tobytes()
+
+
+def decode_window(body: bytes, *, max_header: int = 65_536) -> tuple[WindowHeader, FloatArray, FloatArray]:
+    """Parse :func:`encode_window` output; every malformation is a :class:`WindowError`."""
+    if len(body) < 8 or body[:4] != WINDOW_MAGIC:
+        raise WindowError("body", "not an EdgeDrift window (bad magic; expected b'EDW1')")
+    (hlen,) = struct.unpack_from("<I", body, 4)
+    if hlen > max_header or 8 + hlen > len(body):
+        raise WindowError("body", f"header length {hlen} is out of range")
+    try:
+        meta = json.loads(body[8 : 8 + hlen])
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WindowError("header", f"not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise WindowError("header", "must be a JSON object")
+    try:
+        n, d, dtype = int(meta.pop("n")), int(meta.pop("d")), str(meta.pop("dtype", "float32"))
+    except (KeyError, TypeError, ValueError):
+        raise WindowError("header", "needs integer n and d") from None
+    if dtype not in ("float32", "float64"):
+        raise WindowError("header.dtype", f"{dtype!r} is not float32 or float64")
+    if n < 0 or d < 0:
+        raise WindowError("header", "n and d must be non-negative")
+    header = WindowHeader.model_validate(meta)
+    dt = np.dtype(dtype).newbyteorder("<")
+    expected = 8 + hlen + (n * d + n) * dt.itemsize
+    if len(body) != expected:
+        raise WindowError("body", f"{len(body)} bytes, expected {expected} for n={n}, d={d}, {dtype}")
+    data = np.frombuffer(body, dtype=dt, offset=8 + hlen).astype(np.float64)
+    return header, data[: n * d].reshape(n, d), data[n * d :]
+
+
+class RecomputePoint(WireModel):
+    """One recompute on the dashboard's time axis."""
+
+    t: datetime
+    version: int
+    reason: str
+    learner: str
+    train_ms: float
+
+
+class AccuracyPoint(WireModel):
+    """One heartbeat on the dashboard's time axis."""
+
+    t: datetime
+    accuracy: float | None
+    samples: int
+    warnings: int
+    model_version: int | None
+
+
+class DeviceSeries(DeviceCounters):
+    """A device's counters plus the time series the dashboard draws."""
+
+    recompute_series: list[RecomputePoint]
+    accuracy_series: list[AccuracyPoint]
+
+
+class FleetTotals(WireModel):
+    """Totals over every device."""
+
+    devices: int
+    recomputes: int
+    bytes_in: int
+    bytes_out: int
+    train_ms_total: float
+    heartbeats: int
+
+
+class Fleet(WireModel):
+    """What ``GET /v1/fleet`` returns to the operator dashboard."""
+
+    generated_at: datetime
+    totals: FleetTotals
+    devices: list[DeviceSeries]
