@@ -67,7 +67,7 @@ def build_loop(stream: Stream, strategy: str, clock: list[float]) -> EdgeLoop:
             clock[0] += time.perf_counter() - t
 
     loop.recompute_fn = timed
-    loop.start(ctx.trainer(X0, y0), X0, y0, warm_learner=True)
+    loop.start(ctx.initial_model(), X0, y0, warm_learner=True)
     return loop
 
 

@@ -97,8 +97,8 @@ def build_runner(
     loop = STRATEGIES[spec.strategy].build(ctx, spec.param)
     assert isinstance(loop, EdgeLoop)
     loop.recompute_fn = _timed(loop.recompute_fn, train_clock)
-    loop.start(ctx.trainer(X0, y0), X0, y0, warm_learner=True)
-    info["C"] = ctx.trainer.C
+    loop.start(ctx.initial_model(), X0, y0, warm_learner=True)
+    info["C"] = ctx.C
     info["learner_params"] = ctx.learner_params
     info["update_order"] = loop.learner.order if loop.learner is not None else "none"
     return loop, info, train_clock

@@ -1,0 +1,308 @@
+"""Named strategies: a monitor, an incremental learner and a prediction policy around the one EdgeLoop.
+
+The offline evaluator and the edge agent both build their loop here, from a :class:`Context` (the
+stream's shape, the batch trainer — in-process for the evaluator, the cloud over HTTP for the agent —
+and the first window's labeled data) and one value of the strategy's trade-off parameter. So a deployed
+run and a replay with the same parameters make the same predictions and the same recomputes.
+
+Honest tuning: C and every learner hyper-parameter that is not a documented default are chosen on the
+first window only; the scored part of the stream is never looked at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, IncrementalLearner, Perceptron
+from edgedrift.loop import EdgeLoop, PredictWith, Recompute
+from edgedrift.models.linear import LinearModel
+from edgedrift.models.losses import FloatArray, Task
+from edgedrift.monitors import (
+    DruidMonitor,
+    DruidPaperMonitor,
+    ErrorDrivenMonitor,
+    Monitor,
+    NeverMonitor,
+    PeriodicMonitor,
+    PredSignMonitor,
+)
+from edgedrift.monitors.error_driven import Detector
+from edgedrift.window import CountWindow
+
+
+class Runner(Protocol):
+    """What the prequential runner drives: one sample at a time, labels possibly late."""
+
+    def process_one(self, x: FloatArray, y: float | None = None, ts: float = math.nan) -> float: ...
+
+    def learn_one(
+        self, x: FloatArray, y: float, y_hat: float | None = None, ts: float = math.nan
+    ) -> None: ...
+
+
+@dataclass
+class Context:
+    """Everything a strategy may use: the stream's shape and what was learned on the first window."""
+
+    n_features: int
+    task: Task
+    loss: str
+    window_labels: int
+    C: float
+    recompute: Recompute
+    X0: FloatArray
+    y0: FloatArray
+    learner_params: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def initial_model(self) -> LinearModel:
+        """The first batch model, trained on the first window (not counted as a recompute)."""
+        model = self.recompute(self.X0, self.y0)
+        if model is None:
+            raise RuntimeError("the initial model needs a trainer that answers synchronously")
+        return model
+
+
+# --- incremental learners and their first-window tuning grids ---------------------------------------
+
+LearnerFactory = Callable[..., IncrementalLearner]
+
+
+def _sgd(ctx: Context, lr: float = 0.01) -> IncrementalLearner:
+    """The paper's incremental SGD (raw features; λ = 1/(C·N) as in the batch objective)."""
+    l2 = 1.0 / (ctx.C * max(len(ctx.y0), 1))
+    return SGD(ctx.n_features, ctx.loss, lr=lr, schedule="inverse", l2=l2, task=ctx.task)
+
+
+def _rmsprop(ctx: Context, lr: float = 0.3) -> IncrementalLearner:
+    return AdaptiveSGD(ctx.n_features, ctx.loss, lr=lr, method="rmsprop", task=ctx.task)
+
+
+def _newton(ctx: Context, forgetting: float = 0.9) -> IncrementalLearner:
+    return ForgettingNewton(ctx.n_features, ctx.loss, forgetting=forgetting, prior=0.1, task=ctx.task)
+
+
+def _perceptron(ctx: Context) -> IncrementalLearner:
+    return Perceptron(ctx.n_features)
+
+
+#: name -> (factory, grid of the hyper-parameter tuned on the first window)
+LEARNERS: dict[str, tuple[LearnerFactory, dict[str, tuple[float, ...]]]] = {
+    "sgd": (_sgd, {"lr": (0.001, 0.01, 0.1, 1.0)}),
+    "rmsprop": (_rmsprop, {"lr": (0.03, 0.1, 0.3, 1.0)}),
+    "newton": (_newton, {"forgetting": (0.8, 0.9, 0.95, 0.98, 0.995)}),
+    "perceptron": (_perceptron, {}),
+}
+
+
+def prequential_score(learner: IncrementalLearner, X: FloatArray, y: FloatArray) -> float:
+    """Test-then-train accuracy (or −MSE for regression) of a fresh learner over (X, y)."""
+    total = 0.0
+    for xi, yi in zip(X, y, strict=True):
+        p = learner.predict_one(xi)
+        total += float(p == yi) if learner.task == "classification" else -((p - yi) ** 2)
+        learner.learn_one(xi, float(yi))
+    return total / max(len(y), 1)
+
+
+def tune_learner(name: str, ctx: Context) -> dict[str, float]:
+    """Pick the learner's hyper-parameter by prequential score on the first window's labels."""
+    factory, grid = LEARNERS[name]
+    if not grid:
+        return {}
+    ((param, values),) = grid.items()
+    scores = {v: prequential_score(factory(ctx, **{param: v}), ctx.X0, ctx.y0) for v in values}
+    return {param: max(values, key=lambda v: scores[v])}
+
+
+def make_learner(name: str, ctx: Context) -> IncrementalLearner:
+    factory, _ = LEARNERS[name]
+    if name not in ctx.learner_params:
+        ctx.learner_params[name] = tune_learner(name, ctx)
+    return factory(ctx, **ctx.learner_params[name])
+
+
+# --- strategies ----------------------------------------------------------------------------------------
+
+Build = Callable[[Context, float | None], Runner]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A named way of running the stream; ``param`` is its trade-off knob, swept over ``grid``."""
+
+    name: str
+    description: str
+    build: Build
+    param: str | None = None
+    grid: tuple[float, ...] = ()
+    edgedrift: bool = False
+    classification_only: bool = False
+
+
+def _loop(
+    ctx: Context,
+    monitor: Monitor,
+    learner: str | None = None,
+    predict_with: PredictWith = "batch",
+    **kwargs: Any,
+) -> EdgeLoop:
+    return EdgeLoop(
+        CountWindow(ctx.window_labels, ctx.n_features),
+        monitor,
+        ctx.recompute,
+        make_learner(learner, ctx) if learner else None,
+        predict_with,
+        **kwargs,
+    )
+
+
+def _druid(learner: str) -> Build:
+    def build(ctx: Context, alpha: float | None) -> Runner:
+        monitor = DruidMonitor(alpha=alpha or 0.999, t_n=ctx.window_labels)
+        return _loop(ctx, monitor, learner, "incremental")
+
+    return build
+
+
+def _edge_only(learner: str) -> Build:
+    return lambda ctx, _: _loop(ctx, NeverMonitor(), learner, "incremental")
+
+
+def _error_driven(detector: Detector, mode: Literal["batch", "incremental"]) -> Build:
+    def build(ctx: Context, level: float | None) -> Runner:
+        monitor = ErrorDrivenMonitor(detector, float(level or 0.0), mode)
+        if mode == "batch":
+            return _loop(ctx, monitor)
+        return _loop(ctx, monitor, "sgd", "incremental", swap_learner_on_drift=True)
+
+    return build
+
+
+#: DRUiD's α sweep: from a sensitive test to one that only a sustained change passes.
+DRUID_GRID = (0.5, 0.9, 0.99, 0.999, 0.9999, 0.999999, 1 - 1e-9)
+DDM_GRID = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
+EDDM_GRID = (0.1, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 0.99999)
+ADWIN_GRID = (1e-5, 1e-3, 0.002, 0.01, 0.05, 0.1, 0.3, 0.5)
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in [
+        Strategy(
+            "druid",
+            "EdgeDrift: second-order forgetting learner predicts; the whitened DRUiD bound decides "
+            "when a batch model re-anchors it",
+            _druid("newton"),
+            "alpha",
+            DRUID_GRID,
+            edgedrift=True,
+        ),
+        Strategy(
+            "druid-rmsprop",
+            "EdgeDrift hybrid with the RMSProp learner",
+            _druid("rmsprop"),
+            "alpha",
+            DRUID_GRID,
+            edgedrift=True,
+        ),
+        Strategy(
+            "newton",
+            "EdgeDrift edge learner alone: online Newton with forgetting (0 recomputes)",
+            _edge_only("newton"),
+            edgedrift=True,
+        ),
+        Strategy(
+            "rmsprop",
+            "EdgeDrift edge learner alone: RMSProp on EW-standardised features (0 recomputes)",
+            _edge_only("rmsprop"),
+            edgedrift=True,
+        ),
+        Strategy(
+            "perceptron",
+            "EdgeDrift perceptron on EW-standardised features (0 recomputes)",
+            _edge_only("perceptron"),
+            edgedrift=True,
+            classification_only=True,
+        ),
+        Strategy(
+            "druid-paper",
+            "Algorithm 1 literally (χ_d fit, N = T_N = window, SGD β_cur)",
+            lambda ctx, a: _loop(ctx, DruidPaperMonitor(a or 0.99, ctx.window_labels), "sgd", "monitor"),
+            "alpha",
+            (0.01, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.9999999),
+        ),
+        Strategy(
+            "predsign",
+            "PredSign: recompute after T_D sign disagreements of the Lemma 1 bounds",
+            lambda ctx, t: _loop(ctx, PredSignMonitor(int(t or 1000))),
+            "t_d",
+            (60, 200, 600, 2000, 6000, 20000, 50000),
+            classification_only=True,
+        ),
+        Strategy(
+            "periodic",
+            "Periodic sliding window: recompute every P labels",
+            lambda ctx, p: _loop(ctx, PeriodicMonitor(int(p or 100))),
+            "period",
+            (1, 2, 5, 10, 20, 50, 100, 200, 430, 1000, 3000),
+        ),
+        Strategy(
+            "sgd",
+            "Incremental SGD from the initial batch model (0 recomputes)",
+            lambda ctx, _: _loop(ctx, NeverMonitor(), "sgd", "incremental"),
+        ),
+        Strategy(
+            "never", "The initial batch model, never updated", lambda ctx, _: _loop(ctx, NeverMonitor())
+        ),
+        Strategy(
+            "ddm",
+            "DDM (river), batch mode",
+            _error_driven("ddm", "batch"),
+            "level",
+            DDM_GRID,
+            classification_only=True,
+        ),
+        Strategy(
+            "ddm-incremental",
+            "DDM (river), incremental mode",
+            _error_driven("ddm", "incremental"),
+            "level",
+            DDM_GRID,
+            classification_only=True,
+        ),
+        Strategy(
+            "eddm",
+            "EDDM (river), batch mode",
+            _error_driven("eddm", "batch"),
+            "level",
+            EDDM_GRID,
+            classification_only=True,
+        ),
+        Strategy(
+            "eddm-incremental",
+            "EDDM (river), incremental mode",
+            _error_driven("eddm", "incremental"),
+            "level",
+            EDDM_GRID,
+            classification_only=True,
+        ),
+        Strategy(
+            "adwin",
+            "ADWIN (river) on the error, batch mode (retrain on the window)",
+            _error_driven("adwin", "batch"),
+            "delta",
+            ADWIN_GRID,
+            classification_only=True,
+        ),
+        Strategy(
+            "adwin-incremental",
+            "ADWIN (river) on the error, incremental mode",
+            _error_driven("adwin", "incremental"),
+            "delta",
+            ADWIN_GRID,
+            classification_only=True,
+        ),
+    ]
+}
