@@ -1,0 +1,174 @@
+"""``edgedrift-edge``: ``run`` the agent for one device, or ``replay`` a data set to devices over MQTT.
+
+    edgedrift-edge run --device-id gw-1 --device-secret S --broker-url mqtt://127.0.0.1:1883 \\
+        --cloud-url http://127.0.0.1:8000 --strategy druid
+    edgedrift-edge replay --dataset elec2 --devices gw-1,gw-2 --rate 500 --label-every 10
+
+Every ``run`` flag is also an environment variable ``EDGEDRIFT_EDGE_<FLAG>`` (flags win).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+from edgedrift_edge.settings import AgentSettings
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per AgentSettings field (strings; pydantic validates and converts)."""
+    for name, info in AgentSettings.model_fields.items():
+        doc = (info.description or "").strip()
+        choices = (
+            [a for a in get_args(info.annotation) if isinstance(a, str)]
+            if "Literal" in str(info.annotation)
+            else None
+        )
+        parser.add_argument(
+            _flag(name),
+            dest=name,
+            default=None,
+            metavar=name.upper(),
+            help=doc or None,
+            choices=choices or None,
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    from edgedrift_edge.agent import EdgeAgent
+
+    overrides = {name: getattr(args, name) for name in AgentSettings.model_fields}
+    try:
+        settings = AgentSettings.load(overrides)
+    except ValidationError as exc:
+        print(f"edgedrift-edge run: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    agent = EdgeAgent(settings)
+    done = threading.Event()
+
+    def _stop(signum: int, _frame: Any) -> None:
+        logging.getLogger("edgedrift_edge").info("signal %d: stopping (drain, checkpoint, offline)", signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    agent.start()
+    logging.getLogger("edgedrift_edge").info("ready: device %s", settings.device_id)
+    print(f"edgedrift-edge: ready, device {settings.device_id}", flush=True)
+    done.wait()
+    agent.stop()
+    return 0
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", required=True, help="elec2, csv:PATH (with --target), sine1+:d=10, ...")
+    parser.add_argument("--target", help="label column of a CSV data set")
+    parser.add_argument("--seed", type=int, default=0, help="seed of a generated stream")
+    parser.add_argument("--devices", required=True, help="comma-separated device ids (each gets the stream)")
+    parser.add_argument("--broker-url", default="mqtt://127.0.0.1:1883")
+    parser.add_argument("--topic-prefix", default="edgedrift")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="messages per second (0: as fast as possible)"
+    )
+    parser.add_argument("--batch-size", type=int, default=1, help="samples per message (1: single messages)")
+    parser.add_argument("--label-every", type=int, default=10, help="label every k-th sample")
+    parser.add_argument(
+        "--label-fraction", type=float, help="label a random fraction instead (seeded by offset)"
+    )
+    parser.add_argument(
+        "--label-offset", type=int, default=0, help="which residue of --label-every is labeled"
+    )
+    parser.add_argument("--label-delay", type=int, default=0, help="labels arrive this many samples late")
+    parser.add_argument("--qos", type=int, choices=[0, 1, 2], default=1)
+    parser.add_argument("--limit", type=int, help="publish only the first N samples")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    from edgedrift.data import load_dataset
+    from edgedrift.protocol import Protocol
+    from edgedrift_edge.replay import ReplayPlan, replay
+
+    if args.batch_size < 1 or args.label_every < 1 or args.label_delay < 0:
+        print(
+            "edgedrift-edge replay: --batch-size and --label-every must be >= 1, --label-delay >= 0",
+            file=sys.stderr,
+        )
+        return 2
+    protocol = (
+        Protocol(schedule="random", fraction=args.label_fraction, delay=args.label_delay)
+        if args.label_fraction is not None
+        else Protocol(every=args.label_every, delay=args.label_delay)
+    )
+    stream = load_dataset(args.dataset, target=args.target, seed=args.seed)
+    devices = tuple(d.strip() for d in args.devices.split(",") if d.strip())
+    plan = ReplayPlan(
+        stream,
+        devices,
+        protocol,
+        args.label_offset,
+        args.batch_size,
+        args.rate,
+        args.qos,
+        args.limit,
+        args.topic_prefix,
+    )
+    n = replay(plan, args.broker_url, progress=not args.no_progress)
+    print(f"replayed {n} samples of {stream.name} to {len(devices)} device(s)")
+    return 0
+
+
+def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``edgedrift agent`` (entry-point group ``edgedrift.commands``)."""
+    p = sub.add_parser(
+        "agent",
+        help="run the edge agent for one device",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_arguments(p)
+    p.set_defaults(func=run)
+
+
+def register_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``edgedrift replay``."""
+    p = sub.add_parser("replay", help="publish a data set to devices over MQTT")
+    add_replay_arguments(p)
+    p.set_defaults(func=replay_command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="edgedrift-edge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p = sub.add_parser("run", help="run the agent for one device")
+    add_run_arguments(p)
+    p.set_defaults(func=run)
+    p = sub.add_parser("replay", help="publish a data set to devices over MQTT")
+    add_replay_arguments(p)
+    p.set_defaults(func=replay_command)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, FileNotFoundError, ConnectionError, OSError) as exc:
+        print(f"edgedrift-edge {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

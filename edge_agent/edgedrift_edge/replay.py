@@ -1,0 +1,168 @@
+"""Replay a data set to one or many devices over MQTT, the way sensors would publish it.
+
+The label schedule is the evaluator's (:class:`edgedrift.protocol.Protocol`): every k-th sample (or a
+random fraction) carries a label, inline (delay 0) or as a late label on ``edgedrift/{dev}/labels``
+``delay`` samples later. Samples go out one per message or in batches, at a given rate or as fast as
+the broker takes them, with QoS 0 or 1; at the end every QoS-1 message has been acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import paho.mqtt.client as mqtt
+
+from edgedrift.data import Stream
+from edgedrift.protocol import Protocol
+from edgedrift_edge.mqtt import broker_address, make_client, redact
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What to publish: the stream, to which devices, with which labels, how fast."""
+
+    stream: Stream
+    devices: tuple[str, ...]
+    protocol: Protocol
+    offset: int = 0
+    batch_size: int = 1
+    rate: float = 0.0
+    qos: int = 1
+    limit: int | None = None
+    topic_prefix: str = "edgedrift"
+
+
+class Progress:
+    """A one-line progress report on stderr (the edge install has no tqdm)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.start, self.last = total, enabled, time.monotonic(), 0.0
+
+    def update(self, done: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self.last < 0.5):
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9)
+        pct = 100.0 * done / max(self.total, 1)
+        sys.stderr.write(f"\rreplay: {done}/{self.total} samples ({pct:5.1f}%), {rate:,.0f}/s   ")
+        if force:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def messages(plan: ReplayPlan) -> list[tuple[str, str, int]]:
+    """Every (topic suffix, payload, samples) to publish for one device, in order."""
+    X, y = plan.stream.X, plan.stream.y
+    n = len(y) if plan.limit is None else min(plan.limit, len(y))
+    labeled = plan.protocol.labeled_mask(n, plan.offset)
+    delay = plan.protocol.delay
+    out: list[tuple[str, str, int]] = []
+    pending: deque[int] = deque()
+    batch: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if batch:
+            body = {"samples": list(batch)} if plan.batch_size > 1 else batch[0]
+            out.append(("samples", json.dumps(body, separators=(",", ":")), len(batch)))
+            batch.clear()
+
+    for i in range(n):
+        sample: dict[str, Any] = {"id": i, "x": X[i].tolist()}
+        if labeled[i] and delay == 0:
+            sample["y"] = float(y[i])
+        elif labeled[i]:
+            pending.append(i)
+        batch.append(sample)
+        if len(batch) >= plan.batch_size:
+            flush()
+        while pending and pending[0] + delay <= i:
+            flush()
+            j = pending.popleft()
+            out.append(("labels", json.dumps({"id": j, "y": float(y[j])}), 0))
+    flush()
+    while pending:
+        j = pending.popleft()
+        out.append(("labels", json.dumps({"id": j, "y": float(y[j])}), 0))
+    return out
+
+
+def replay(
+    plan: ReplayPlan,
+    broker_url: str,
+    progress: bool = True,
+    client_id: str | None = None,
+    connect_timeout: float = 30.0,
+) -> int:
+    """Publish the plan; returns the number of samples published (per device times devices)."""
+    per_device = messages(plan)
+    samples_each = sum(k for _, _, k in per_device)
+    client = make_client(
+        broker_url, client_id or f"edgedrift-replay-{int(time.time() * 1000) % 10**9}", clean_session=True
+    )
+    client.max_inflight_messages_set(1000)
+    acked: set[int] = set()
+    client.on_publish = lambda _c, _u, mid, _rc, _p: acked.add(mid)
+    client.max_queued_messages_set(0)
+    host, port, _ = broker_address(broker_url)
+    connected = threading.Event()
+    client.on_connect = lambda _c, _u, _f, reason, _p: connected.set() if not reason.is_failure else None
+    # connect_async + loop_start: if the broker is not up yet (or restarts) paho keeps retrying, and
+    # QoS-1 messages published meanwhile are queued and sent once it is back.
+    client.connect_async(host, port, keepalive=30)
+    client.loop_start()
+    if not connected.wait(connect_timeout):
+        client.loop_stop()
+        raise ConnectionError(f"no MQTT broker at {redact(broker_url)} after {connect_timeout:.0f} s")
+    bar = Progress(samples_each * len(plan.devices), progress)
+    done = 0
+    interval = 0.0 if plan.rate <= 0 else 1.0 / plan.rate
+    next_at = time.monotonic()
+    infos = []
+    try:
+        for suffix, payload, k in per_device:
+            for device in plan.devices:
+                infos.append(client.publish(f"{plan.topic_prefix}/{device}/{suffix}", payload, qos=plan.qos))
+            done += k * len(plan.devices)
+            if interval and k:
+                next_at += interval
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            if len(infos) > 5000:
+                _wait_acked(infos, acked, broker_url)
+                infos.clear()
+            bar.update(done)
+        _wait_acked(infos, acked, broker_url)
+        bar.update(done, force=True)
+    finally:
+        client.disconnect()
+        client.loop_stop()
+    return done
+
+
+def _wait_acked(
+    infos: list[mqtt.MQTTMessageInfo], acked: set[int], broker_url: str, timeout: float = 300.0
+) -> None:
+    """Wait for the broker's acknowledgements (``on_publish``). A message published while the connection
+    was down is queued by paho and sent after the automatic reconnect, so its ``rc`` says "not connected"
+    although it will arrive; the acknowledgement is what counts."""
+    deadline = time.monotonic() + timeout
+    for info in infos:
+        while info.mid not in acked and not (info.rc == 0 and info.is_published()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the broker at {redact(broker_url)} did not acknowledge every message")
+            time.sleep(0.01)
+    acked.clear()
+
+
+def labeled_mask(n: int, protocol: Protocol, offset: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Which of the first n samples carry labels (the evaluator's schedule)."""
+    return protocol.labeled_mask(n, offset)

@@ -1,0 +1,378 @@
+"""The edge agent against a real Mosquitto (one per test) and the real cloud trainer under uvicorn."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from support.cloud import OPERATOR, CloudServer
+from support.mqtt import Collector, Mosquitto, publish
+
+from edgedrift.data import Stream
+from edgedrift.data.generators import sine1plus
+from edgedrift.protocol import Protocol
+from edgedrift_edge.agent import EdgeAgent
+from edgedrift_edge.replay import ReplayPlan, replay
+from edgedrift_edge.settings import AgentSettings
+from edgedrift_eval.runner import RunSpec, run_one
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Mosquitto]:
+    server = Mosquitto(tmp_path).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def new_device(cloud: CloudServer) -> tuple[str, str]:
+    device, secret = f"edge-{secrets.token_hex(3)}", secrets.token_urlsafe(24)
+    with cloud.client(OPERATOR) as op:
+        assert op.put(f"/v1/devices/{device}", json={"secret": secret}).status_code == 200
+    return device, secret
+
+
+def settings(
+    broker: Mosquitto, cloud: CloudServer, device: str, secret: str, tmp: Path, **kw: Any
+) -> AgentSettings:
+    base: dict[str, Any] = {
+        "device_id": device,
+        "device_secret": secret,
+        "broker_url": broker.url,
+        "cloud_url": cloud.url,
+        "warmup_samples": 300,
+        "window_labels": 30,
+        "checkpoint_dir": str(tmp / "state"),
+        "heartbeat_every_s": 0.5,
+        "retry_base_s": 0.05,
+        "retry_max_s": 0.5,
+    }
+    return AgentSettings.model_validate(base | kw)
+
+
+def stream(n_concepts: int = 3, length: int = 1000, seed: int = 1) -> Stream:
+    return sine1plus(d=2, n_concepts=n_concepts, concept_length=length, seed=seed)
+
+
+def counters(cloud: CloudServer, device: str) -> dict[str, Any]:
+    with cloud.client(OPERATOR) as op:
+        return dict(op.get(f"/v1/devices/{device}/counters").json())
+
+
+def test_every_sample_gets_exactly_one_prediction(
+    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    device, secret = new_device(sqlite_cloud)
+    agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path)).start()
+    watch = Collector(broker.url, device)
+    try:
+        s = stream(1, 2000)
+        singles = ReplayPlan(s, (device,), Protocol(every=10), limit=1000)
+        replay(singles, broker.url, progress=False)
+        preds = watch.wait_predictions(1000)
+        batched = ReplayPlan(
+            Stream("tail", s.X[1000:], s.y[1000:], "classification", ("a", "b")),
+            (device,),
+            Protocol(every=10),
+            batch_size=100,
+        )
+        samples = [{"id": 1000 + i, "x": s.X[1000 + i].tolist()} for i in range(1000)]
+        publish(
+            broker.url,
+            f"edgedrift/{device}/samples",
+            [json.dumps({"samples": samples[k : k + 100]}) for k in range(0, 1000, 100)],
+        )
+        preds = watch.wait_predictions(2000)
+        time.sleep(0.3)
+        preds = watch.predictions()
+        ids = [p["id"] for p in preds]
+        assert len(ids) == 2000 and sorted(ids) == list(range(2000)), "lost or duplicated predictions"
+        assert all(p["source"] == "warmup" and p["y_hat"] is None for p in preds[:300])
+        version = counters(sqlite_cloud, device)["latest_version"]
+        assert all(p["model_version"] == version and p["y_hat"] in (-1.0, 1.0) for p in preds[300:])
+        assert agent.state.counters.samples == 2000 and agent.state.counters.dropped == 0
+        assert batched.batch_size == 100
+    finally:
+        watch.close()
+        agent.stop()
+    status = agent.status()
+    assert status["counters"]["predictions"] == 2000
+
+
+def test_deployed_run_equals_the_offline_evaluation(
+    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    """Same stream, same parameters: the same predictions, sample for sample, and the same recomputes."""
+    s = stream(3, 1500, seed=4)
+    protocol = Protocol(every=10, window=500)
+    offline = run_one(s, protocol, RunSpec("druid", 0.99, 0), curves=True)
+    assert offline["recomputes"] >= 1, "the stream must make DRUiD recompute for the check to mean something"
+
+    device, secret = new_device(sqlite_cloud)
+    cfg = settings(
+        broker,
+        sqlite_cloud,
+        device,
+        secret,
+        tmp_path,
+        warmup_samples=500,
+        window_labels=50,
+        strategy="druid",
+        strategy_param=0.99,
+        recompute_mode="sync",
+        C="auto",
+    )
+    agent = EdgeAgent(cfg).start()
+    watch = Collector(broker.url, device)
+    try:
+        replay(ReplayPlan(s, (device,), protocol), broker.url, progress=False)
+        preds = watch.wait_predictions(len(s.y), timeout=120)
+    finally:
+        watch.close()
+        agent.stop()
+    deployed = np.array([p["y_hat"] for p in sorted(preds, key=lambda p: p["id"])[500:]])
+    assert np.array_equal(deployed, offline["predictions"])
+    assert agent.state.loop is not None
+    assert agent.state.loop.counters.recomputes == offline["recomputes"]
+    assert counters(sqlite_cloud, device)["recomputes"] == offline["recomputes"] + 1  # + the initial model
+
+
+def test_drift_makes_a_recompute_and_its_version_reaches_predictions(
+    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    device, secret = new_device(sqlite_cloud)
+    agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path, strategy_param=0.99)).start()
+    watch = Collector(broker.url, device)
+    try:
+        s = stream(2, 1500)
+        replay(ReplayPlan(s, (device,), Protocol(every=5)), broker.url, progress=False)
+        preds = watch.wait_predictions(len(s.y), timeout=90)
+        finished = watch.wait_events("recompute_finished")
+    finally:
+        watch.close()
+        agent.stop()
+    assert watch.events("recompute_requested")
+    c = counters(sqlite_cloud, device)
+    assert c["recomputes"] >= 2 and c["reasons"]["initial"] == 1 and c["reasons"]["druid"] >= 1
+    new_version = finished[0]["version"]
+    assert new_version >= 2
+    assert any(p["model_version"] == new_version for p in preds), "the new version never reached predictions"
+    versions = [p["model_version"] for p in sorted(preds, key=lambda p: p["id"]) if p["model_version"]]
+    assert versions == sorted(versions), "versions must only move forward"
+
+
+def test_cloud_down_mid_stream(broker: Mosquitto, tmp_path: Path) -> None:
+    cloud = CloudServer(f"sqlite:///{tmp_path / 'c.db'}", tmp_path).start()
+    try:
+        device, secret = new_device(cloud)
+        agent = EdgeAgent(settings(broker, cloud, device, secret, tmp_path, strategy_param=0.99)).start()
+        watch = Collector(broker.url, device)
+        s = stream(2, 1500)
+        replay(ReplayPlan(s, (device,), Protocol(every=5), limit=800), broker.url, progress=False)
+        watch.wait_predictions(800)
+        assert agent.state.phase == "running"
+        cloud.stop()
+        replay(
+            ReplayPlan(Stream("rest", s.X, s.y, "classification", ("a", "b")), (device,), Protocol(every=5)),
+            broker.url,
+            progress=False,
+        )
+        watch.wait_events("recompute_failed", timeout=60)
+        # 800 + 3000 samples (ids 0..799 were sent twice: the second copy is dropped as a duplicate)
+        preds = watch.wait_predictions(3000, timeout=60)
+        assert agent.state.counters.duplicates == 800
+        assert {p["id"] for p in preds} == set(range(3000)) and len(preds) == 3000
+        late = [p for p in preds if p["id"] > 1600]
+        assert late and all(p["y_hat"] in (-1.0, 1.0) for p in late), "predictions continue without the cloud"
+        cloud.start()
+        finished = watch.wait_events("recompute_finished", timeout=60)
+        assert counters(cloud, device)["recomputes"] >= 2
+        assert agent.state.model_version == finished[-1]["version"]
+        watch.close()
+        agent.stop()
+    finally:
+        cloud.stop()
+
+
+def test_broker_restart_loses_no_qos1_sample(
+    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    """The broker is stopped in the middle of a QoS-1 stream and restarted a second later: the agent
+    reconnects and renews its subscription, and every sample reaches it exactly once (redeliveries are
+    dropped by id and counted)."""
+    device, secret = new_device(sqlite_cloud)
+    agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path)).start()
+    watch = Collector(broker.url, device, persistent=True)
+    s = stream(1, 3000)
+    done = threading.Event()
+
+    def publisher() -> None:
+        replay(ReplayPlan(s, (device,), Protocol(every=10), rate=1500), broker.url, progress=False)
+        done.set()
+
+    thread = threading.Thread(target=publisher, daemon=True)
+    thread.start()
+    watch.wait_predictions(800)
+    broker.stop()
+    time.sleep(1.0)
+    broker.start()
+    thread.join(120)
+    assert done.is_set()
+    watch.wait_predictions(3000, timeout=90)
+    assert agent.wait_idle(30)
+    time.sleep(0.5)
+    ids = [p["id"] for p in watch.predictions()]
+    watch.close()
+    agent.stop()
+    assert set(ids) == set(range(3000)), f"lost {sorted(set(range(3000)) - set(ids))[:10]}"
+    assert agent.state.counters.samples == 3000, "a redelivered sample was processed twice"
+    assert agent.state.counters.reconnects >= 1
+
+
+def test_sigkill_resumes_from_the_checkpoint(
+    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    device, secret = new_device(sqlite_cloud)
+    env = {
+        **os.environ,
+        **{
+            f"EDGEDRIFT_EDGE_{k.upper()}": str(v)
+            for k, v in {
+                "device_id": device,
+                "device_secret": secret,
+                "broker_url": broker.url,
+                "cloud_url": sqlite_cloud.url,
+                "warmup_samples": 300,
+                "window_labels": 30,
+                "checkpoint_dir": tmp_path / "state",
+                "checkpoint_every_s": 0.2,
+            }.items()
+        },
+    }
+    cmd = [sys.executable, "-m", "edgedrift_edge.cli", "run"]
+
+    log = tmp_path / "agent.log"
+
+    def launch() -> subprocess.Popen[bytes]:
+        start = log.stat().st_size if log.exists() else 0
+        with log.open("ab") as out:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            if b"ready" in log.read_bytes()[start:]:
+                return proc
+            time.sleep(0.05)
+        raise RuntimeError(f"agent did not start:\n{log.read_text()}")
+
+    watch = Collector(broker.url, device)
+    proc = launch()
+    s = stream(1, 2000)
+    replay(ReplayPlan(s, (device,), Protocol(every=10), limit=1000), broker.url, progress=False)
+    first = watch.wait_predictions(1000)
+    time.sleep(0.6)  # > checkpoint period
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc = launch()
+    try:
+        resumed = watch.wait_events("resumed")[0]
+        assert resumed["samples"] == 1000 and resumed["model_version"] == first[-1]["model_version"]
+        rest = Stream("rest", s.X[1000:], s.y[1000:], "classification", ("a", "b"))
+        plan = ReplayPlan(rest, (device,), Protocol(every=10))
+        payloads = [json.dumps({"id": 1000 + i, "x": rest.X[i].tolist()}) for i in range(200)]
+        publish(broker.url, f"edgedrift/{device}/samples", payloads)
+        preds = watch.wait_predictions(1200)
+        assert all(p["source"] != "warmup" and p["model_version"] for p in preds[1000:]), (
+            "restarted from scratch"
+        )
+        assert plan.protocol.every == 10
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        watch.close()
+    assert proc.returncode == 0
+
+
+def test_bad_payloads_are_reported_and_the_agent_keeps_going(
+    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    device, secret = new_device(sqlite_cloud)
+    agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path, n_features=2)).start()
+    watch = Collector(broker.url, device)
+    topic = f"edgedrift/{device}/samples"
+    try:
+        publish(
+            broker.url,
+            topic,
+            [
+                b"{not json",
+                b"[1, 2]",
+                b'{"id": 1, "x": [1, 2, 3]}',
+                b'{"id": 2, "x": [NaN, 1]}',
+                b'{"id": 3, "x": [1, 2], "colour": "red"}',
+                b'{"id": 4, "x": [1, 2], "y": 0.5}',
+                b'{"id": 5, "x": "ab"}',
+                json.dumps(
+                    {"samples": [{"id": 6, "x": [0.1, 0.2]}, {"id": 7, "x": [1]}, {"id": 8, "x": [0.3, 0.4]}]}
+                ),
+            ],
+        )
+        publish(broker.url, f"edgedrift/{device}/labels", [b'{"id": 999, "y": 1}', b'{"id": 6, "y": 7}'])
+        rejected = watch.wait_events("rejected", 9)
+        reasons = " | ".join(e["reason"] for e in rejected)
+        for words in (
+            "malformed JSON",
+            "expected a JSON object",
+            "x has 3 values, expected 2",
+            "NaN",
+            "unknown field 'colour'",
+            "-1 or +1",
+            "list of numbers",
+            "x has 1 values",
+        ):
+            assert words in reasons, (words, reasons)
+        assert watch.wait_events("label_miss")[0]["id"] == 999
+        preds = watch.wait_predictions(2)
+        assert [p["id"] for p in preds] == [6, 8]
+        assert agent.state.counters.rejected == 9
+    finally:
+        watch.close()
+        agent.stop()
+
+
+def test_agent_imports_stay_light() -> None:
+    code = (
+        "import sys, edgedrift_edge.agent, edgedrift_edge.cli, edgedrift_edge.replay\n"
+        "heavy = [m for m in ('sklearn', 'liblinear', 'fastapi', 'edgedrift_cloud', 'imblearn', 'sqlalchemy')"
+        " if m in sys.modules]\nprint(heavy)\nsys.exit(1 if heavy else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_heartbeats_reach_the_dashboard_series(
+    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    device, secret = new_device(sqlite_cloud)
+    agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path, heartbeat_every_s=0.2)).start()
+    try:
+        replay(ReplayPlan(stream(1, 1000), (device,), Protocol(every=2)), broker.url, progress=False)
+        assert agent.wait_idle(30)
+        time.sleep(0.6)
+    finally:
+        agent.stop()
+    with httpx.Client(base_url=sqlite_cloud.url, headers={"Authorization": f"Bearer {OPERATOR}"}) as op:
+        beats = op.get(f"/v1/devices/{device}/stats").json()
+    assert beats and beats[-1]["samples"] == 1000 and 0.5 < beats[-1]["accuracy"] <= 1.0
