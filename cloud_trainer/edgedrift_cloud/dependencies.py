@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
@@ -29,7 +30,7 @@ class AppState:
     tokens: TokenCache
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
     state: AppState = request.app.state.edgedrift
     return state
 
@@ -49,10 +50,12 @@ def _unauthenticated(detail: str) -> HTTPException:
     return HTTPException(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
 
 
-def get_principal(
+async def get_principal(
     state: StateDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Principal:
-    """The caller, from ``Authorization: Bearer <secret>``; 401 when missing or unknown."""
+    """The caller, from ``Authorization: Bearer <secret>``; 401 when missing or unknown.
+
+    Async, so a cached credential costs no thread-pool hop; only a cache miss asks the database."""
     if credentials is None or not credentials.credentials:
         raise _unauthenticated("missing bearer credential")
     token = credentials.credentials
@@ -61,18 +64,27 @@ def get_principal(
     token_hash = hash_secret(token)
     device_id = state.tokens.get(token_hash)
     if device_id is None:
-        with state.sessions() as session:
-            device_id = registry.device_for_token_hash(session, token_hash)
+        device_id = await anyio.to_thread.run_sync(_lookup_token, state, token_hash)
         if device_id is None:
             raise _unauthenticated("unknown credential")
         state.tokens.put(token_hash, device_id)
     return Principal("device", device_id)
 
 
+def _lookup_token(state: AppState, token_hash: str) -> str | None:
+    with state.sessions() as session:
+        return registry.device_for_token_hash(session, token_hash)
+
+
+def _device_exists(state: AppState, device_id: str) -> bool:
+    with state.sessions() as session:
+        return registry.device_exists(session, device_id)
+
+
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def require_operator(principal: PrincipalDep) -> Principal:
+async def require_operator(principal: PrincipalDep) -> Principal:
     if principal.kind != "operator":
         raise HTTPException(status.HTTP_403_FORBIDDEN, "operator credential required")
     return principal
@@ -85,11 +97,11 @@ DevicePath = Annotated[
 ]
 
 
-def device_access(device_id: DevicePath, principal: PrincipalDep, session: SessionDep) -> Principal:
+async def device_access(device_id: DevicePath, principal: PrincipalDep, state: StateDep) -> Principal:
     """A device may touch only itself (403 otherwise); the operator may touch any known device."""
     if not principal.may_access(device_id):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"credential is not valid for device {device_id!r}")
-    if principal.kind == "operator" and not registry.device_exists(session, device_id):
+    if principal.kind == "operator" and not await anyio.to_thread.run_sync(_device_exists, state, device_id):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown device {device_id!r}")
     return principal
 

@@ -91,12 +91,45 @@ def _with_prefix(exc: ValidationError, prefix: str) -> list[dict[str, Any]]:
 async def train(device_id: DevicePath, request: Request, principal: DeviceAccessDep, state: StateDep) -> Any:
     body = await request.body()
     header, X, y, encoding = parse_window(body, request.headers.get("content-type", ""), state)
+    outcome, record, replayed = await anyio.to_thread.run_sync(
+        _train_and_store, state, device_id, principal.name, header, X, y, len(body), encoding
+    )
+    if outcome is not None and not replayed:
+        log.info(
+            "recompute",
+            extra={
+                "device": device_id,
+                "version": record.version,
+                "learner": header.learner,
+                "reason": header.reason,
+                "n": record.n,
+                "d": record.d,
+                "train_ms": round(outcome.train_ms, 3),
+                "bytes_in": record.bytes_in,
+                "encoding": encoding,
+            },
+        )
+    return _reply(record, replayed=replayed)
+
+
+def _train_and_store(
+    state: AppState,
+    device_id: str,
+    requested_by: str,
+    header: WindowHeader,
+    X: Any,
+    y: Any,
+    bytes_in: int,
+    encoding: str,
+) -> tuple[TrainOutcome | None, ModelRecord, bool]:
+    """Train and store in one worker-thread call (one thread hop per request, not two). A repeated
+    request_id returns the stored version without training."""
     if header.request_id is not None:
         with state.sessions() as session:
             earlier = registry.model_by_request_id(session, device_id, header.request_id)
         if earlier is not None:
-            return _reply(earlier, replayed=True)
-    outcome: TrainOutcome = await anyio.to_thread.run_sync(train_window, header, X, y)
+            return None, earlier, True
+    outcome = train_window(header, X, y)
     state.metrics.training_seconds.labels(header.learner).observe(outcome.train_ms / 1000.0)
     new = registry.NewModel(
         device_id=device_id,
@@ -110,30 +143,15 @@ async def train(device_id: DevicePath, request: Request, principal: DeviceAccess
         n=int(X.shape[0]),
         d=int(X.shape[1]),
         train_ms=outcome.train_ms,
-        bytes_in=len(body),
+        bytes_in=bytes_in,
         encoding=encoding,
         reason=header.reason,
-        requested_by=principal.name,
+        requested_by=requested_by,
         monitor=dict(header.monitor),
         request_id=header.request_id,
     )
-    record, replayed = await anyio.to_thread.run_sync(_store, state, new)
-    if not replayed:
-        log.info(
-            "recompute",
-            extra={
-                "device": device_id,
-                "version": record.version,
-                "learner": header.learner,
-                "reason": header.reason,
-                "n": new.n,
-                "d": new.d,
-                "train_ms": round(outcome.train_ms, 3),
-                "bytes_in": new.bytes_in,
-                "encoding": encoding,
-            },
-        )
-    return _reply(record, replayed=replayed)
+    record, replayed = _store(state, new)
+    return outcome, record, replayed
 
 
 def _reply(record: ModelRecord, *, replayed: bool) -> JSONResponse:
