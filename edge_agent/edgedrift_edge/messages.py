@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -79,9 +79,8 @@ def check_label(y: Any, task: str) -> float:
 def _sample(item: Any, d: int | None, task: str, seq: int) -> tuple[SampleId, list[float], float, float]:
     if not isinstance(item, dict):
         raise ValueError(f"a sample must be a JSON object, got {type(item).__name__}")
-    unknown = set(item) - SAMPLE_FIELDS
-    if unknown:
-        raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
+    if not SAMPLE_FIELDS.issuperset(item):
+        raise ValueError(f"unknown field {sorted(set(item) - SAMPLE_FIELDS)[0]!r}")
     sid = _check_id(item["id"]) if "id" in item else seq
     x = item.get("x")
     if not isinstance(x, list) or not x:
@@ -109,6 +108,10 @@ def parse_samples(payload: bytes, d: int | None, task: str, next_seq: int) -> Sa
             raise MessageError("'samples' must be a list")
     else:
         items = [data]
+    if d is not None:
+        known = _parse_known_width(items, d, task, next_seq, batch)
+        if known is not None:
+            return known
     ids: list[SampleId] = []
     rows: list[list[float]] = []
     ys: list[float] = []
@@ -133,6 +136,53 @@ def parse_samples(payload: bytes, d: int | None, task: str, next_seq: int) -> Sa
         tss.append(ts)
     X = np.asarray(rows, dtype=np.float64).reshape(len(rows), d or 0)
     return Samples(ids, X, np.asarray(ys), np.asarray(tss), batch, rejected)
+
+
+def _parse_known_width(items: list[Any], d: int, task: str, next_seq: int, batch: bool) -> Samples | None:
+    """The same result as the per-row loop of :func:`parse_samples` once ``d`` is known, with one numpy
+    conversion and one finiteness check for the whole message instead of one per row (the per-row
+    conversions dominated the agent's batch path). None when the rows do not convert as one (d, ) block
+    -- then the per-row loop runs and decides, so malformed rows are rejected exactly as before."""
+    ids: list[SampleId] = []
+    rows: list[list[float]] = []
+    ys: list[float] = []
+    tss: list[float] = []
+    positions: list[int] = []
+    rejected: list[tuple[int, Rejection]] = []
+    for k, item in enumerate(items):
+        try:
+            sid, x, label, ts = _sample(item, d, task, next_seq + k)
+        except (ValueError, TypeError) as exc:
+            raw_id = item.get("id") if isinstance(item, dict) else None
+            rejected.append((k, Rejection(_reason(exc), raw_id if isinstance(raw_id, int | str) else None)))
+            continue
+        ids.append(sid)
+        rows.append(x)
+        ys.append(label)
+        tss.append(ts)
+        positions.append(k)
+    if not rows:
+        return None
+    try:
+        X = np.array(rows, dtype=np.float64)
+    except Exception:
+        return None
+    if X.shape != (len(rows), d):
+        return None
+    finite = np.isfinite(X).all(axis=1)
+    if not finite.all():
+        keep = cast(list[bool], finite.tolist())
+        rejected.extend(
+            (k, Rejection("x contains NaN or inf", sid))
+            for k, sid, ok in zip(positions, ids, keep, strict=True)
+            if not ok
+        )
+        rejected.sort(key=lambda r: r[0])
+        ids = [sid for sid, ok in zip(ids, keep, strict=True) if ok]
+        ys = [v for v, ok in zip(ys, keep, strict=True) if ok]
+        tss = [v for v, ok in zip(tss, keep, strict=True) if ok]
+        X = X[finite]
+    return Samples(ids, X, np.asarray(ys), np.asarray(tss), batch, [r for _, r in rejected])
 
 
 def _reason(exc: Exception) -> str:
