@@ -322,10 +322,11 @@ class EdgeAgent:
         preds = []
         for i, sid in enumerate(s.ids):
             if st.phase == "warmup":
-                st.warm_X.append(s.X[i])
+                row = s.X[i]  # one object in both places: a late label finds its row by identity
+                st.warm_X.append(row)
                 st.warm_y.append(float(s.y[i]))
                 if np.isnan(s.y[i]):
-                    self._remember(sid, s.X[i], math.nan)
+                    self._remember(sid, row, math.nan)
                 preds.append({"id": sid, "y_hat": None, "model_version": None, "source": "warmup"})
                 if len(st.warm_y) >= self.settings.warmup_samples:
                     self._finish_warmup()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import paho.mqtt.client as mqtt
 
 from edgedrift_edge.agent import EdgeAgent
@@ -39,3 +40,13 @@ def test_settings_come_from_the_environment_and_flags_win() -> None:
     s = AgentSettings.load({"qos": "1"}, environ=env)
     assert (s.device_id, s.qos, s.C) == ("gw-2", 1, 100.0)
     assert "EDGEDRIFT_EDGE_BROKER_URL" in AgentSettings.env_names()
+
+
+def test_a_late_label_during_warm_up_labels_the_first_window(tmp_path: Path) -> None:
+    settings = AgentSettings(device_id="gw-3", checkpoint_dir=str(tmp_path), n_features=2, warmup_samples=50)
+    agent = EdgeAgent(settings)
+    agent.publish = lambda topic, payload, retain=False: None  # type: ignore[method-assign]
+    agent.handle("samples", json.dumps({"id": 7, "x": [0.5, 1.5]}).encode())
+    assert np.isnan(agent.state.warm_y[0])
+    agent.handle("labels", json.dumps({"id": 7, "y": -1}).encode())
+    assert agent.state.warm_y == [-1.0] and agent.state.counters.label_misses == 0
