@@ -85,6 +85,9 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from edgedrift_eval.cloud_process import CloudProcess, free_port
+from edgedrift_eval.profiling import py_spy_record
+
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 OPERATOR = "bench-operator-" + secrets.token_hex(16)
@@ -192,12 +195,6 @@ class Sink:
 # ------------------------------------------------------------------------------------------ processes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 30.0) -> int | None:
     if proc is None:
         return None
@@ -288,53 +285,23 @@ class Broker:
                 time.sleep(0.05)
 
 
-class Cloud:
-    """``edgedrift-cloud serve`` (uvicorn, one worker, SQLite) in a subprocess."""
+class Cloud(CloudProcess):
+    """``edgedrift-cloud serve`` (uvicorn, one worker, SQLite) with a fresh device per agent."""
 
     def __init__(self, workdir: Path) -> None:
-        import httpx
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {
-            **os.environ,
-            "EDGEDRIFT_CLOUD_MODE": "production",
-            "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": OPERATOR,
-            "EDGEDRIFT_CLOUD_LOG_LEVEL": "WARNING",
-        }
-        cmd = [
-            sys.executable, "-m", "edgedrift_cloud.cli", "serve", "--port", str(self.port),
-            "--database-url", f"sqlite:///{workdir / 'registry.db'}", "--workers", "1",
-        ]  # fmt: skip
-        log = workdir / "cloud.log"
-        self.proc = subprocess.Popen(
-            cmd, cwd=workdir, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT
+        super().__init__(
+            f"sqlite:///{workdir / 'registry.db'}",
+            workdir,
+            operator_token=OPERATOR,
+            log_path=workdir / "cloud.log",
+            env={"EDGEDRIFT_CLOUD_LOG_LEVEL": "WARNING"},
         )
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"cloud trainer exited:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("cloud trainer not ready after 60 s")
-            time.sleep(0.1)
-        self.http = httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=30
-        )
+        self.start()
 
     def device(self, prefix: str) -> tuple[str, str]:
         device, secret = f"{prefix}-{secrets.token_hex(3)}", secrets.token_urlsafe(24)
-        reply = self.http.put(f"/v1/devices/{device}", json={"secret": secret})
-        reply.raise_for_status()
+        self.register(device, secret)
         return device, secret
-
-    def stop(self) -> None:
-        self.http.close()
-        stop_process(self.proc)
 
 
 class Agent:
@@ -715,24 +682,6 @@ PAHO_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def start_profiler(py_spy: list[str], pid: int, out: Path) -> Callable[[], None]:
-    proc = subprocess.Popen(
-        [*py_spy, "--pid", str(pid), "--threads", "--idle", "--format", "raw", "--output", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def stop() -> None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    return stop
-
-
 def thread_names(py_spy: str, pid: int) -> dict[int, str]:
     """TID -> Python thread name, from ``py-spy dump`` (empty without py-spy)."""
     try:
@@ -933,7 +882,7 @@ def agent_phases(
         agent.wait_ready()
         preds = Sink(workdir, broker.port, agent.topics["predictions"], qos, "predictions")
         warmups.append((qos, mode, warm_up(agent, pub, preds, data)))
-        procs = {"publisher (this process)": os.getpid(), "broker": broker.proc.pid, "cloud": cloud.proc.pid}
+        procs = {"publisher (this process)": os.getpid(), "broker": broker.proc.pid, "cloud": cloud.pid}
         for kind in kinds:
             batch = 1 if kind == "single" else 100
             window = cfg.window if batch == 1 else cfg.batch_window
@@ -957,7 +906,7 @@ def agent_phases(
             if cfg.profile is not None:
                 raw = cfg.profile / f"agent-{kind}-qos{qos}-{mode}.txt"
                 t_prof = time.monotonic()
-                stop_profiler = start_profiler(cfg.py_spy, agent.pid, raw)
+                stop_profiler = py_spy_record(cfg.py_spy, agent.pid, raw, "--threads", "--idle")
                 time.sleep(1.0)  # py-spy attaches
             tasks0 = task_stats(agent.pid)
             t0 = time.monotonic()

@@ -39,11 +39,7 @@ import resource
 import secrets
 import shlex
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -62,6 +58,8 @@ from pydantic import SecretStr
 
 from edgedrift.models.losses import FloatArray
 from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
+from edgedrift_eval.cloud_process import CloudProcess
+from edgedrift_eval.profiling import py_spy_record
 
 PG_ADMIN_URL = os.environ.get("EDGEDRIFT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 ENCODINGS = ("json", "binary")
@@ -135,12 +133,6 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def proc_cpu_seconds(pid: int) -> float:
     """utime + stime of one process (0 when it is gone)."""
     try:
@@ -206,8 +198,8 @@ def fresh_postgres(admin_url: str) -> Iterator[str]:
         admin.close()
 
 
-class Server:
-    """``edgedrift-cloud serve`` in a subprocess, ready when ``/readyz`` answers 200."""
+class Server(CloudProcess):
+    """The service under test; its CPU time is summed over the uvicorn supervisor and workers."""
 
     def __init__(
         self,
@@ -218,67 +210,17 @@ class Server:
         workdir: Path,
         log_level: str,
     ) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = workdir / f"cloud-w{workers}-{self.port}.log"
-        exe = shutil.which("edgedrift-cloud", path=str(Path(sys.executable).parent))
-        cmd = [exe] if exe else [sys.executable, "-m", "edgedrift_cloud.cli"]
-        self.cmd = [
-            *cmd,
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--database-url",
+        super().__init__(
             database_url,
-            "--workers",
-            str(workers),
-        ]
-        self.env = {
-            **os.environ,
-            "EDGEDRIFT_CLOUD_MODE": "production",
-            "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": operator,
-            "EDGEDRIFT_CLOUD_DEVICES": ",".join(f"{k}={v}" for k, v in devices.items()),
-            "EDGEDRIFT_CLOUD_LOG_LEVEL": log_level,
-        }
-        self.workdir = workdir
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Server:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.cmd, cwd=self.workdir, env=self.env, stdout=out, stderr=out)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"service exited {self.proc.returncode}:\n{self.log.read_text()[-4000:]}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"service not ready after 60 s:\n{self.log.read_text()[-4000:]}")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+            workdir,
+            operator_token=operator,
+            devices=devices,
+            workers=workers,
+            env={"EDGEDRIFT_CLOUD_LOG_LEVEL": log_level},
+        )
 
     def cpu_seconds(self) -> float:
-        assert self.proc is not None
-        return sum(proc_cpu_seconds(p) for p in process_tree(self.proc.pid))
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+        return sum(proc_cpu_seconds(p) for p in process_tree(self.pid))
 
 
 # ------------------------------------------------------------------------------------------ in-process
@@ -357,25 +299,6 @@ def classify(stack: str) -> str:
 #: Leaf frames of a thread that waits (py-spy does not always flag them idle): an idle worker thread,
 #: the event loop in epoll, the uvicorn supervisor.
 IDLE_LEAVES = ("Condition.wait (", "Runner.run (", "Queue.get (", "select (", "Event.wait (", "_recv (")
-
-
-def start_profiler(py_spy: list[str], pid: int, out: Path) -> Callable[[], None]:
-    """``py-spy record`` on the service and its workers; the returned function stops it (SIGINT)."""
-    proc = subprocess.Popen(
-        [*py_spy, "--pid", str(pid), "--subprocesses", "--format", "raw", "--output", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def stop() -> None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    return stop
 
 
 def profile_sections(raw: Path) -> dict[str, float]:
@@ -583,10 +506,10 @@ def time_ms(fn: Callable[[], object], repeat: int) -> float:
     return 1e3 * statistics.median(times)
 
 
-#: Thread-pool round trips of one POST /v1/devices/{id}/models: FastAPI runs the sync dependencies
-#: get_state, get_principal, get_session (enter and exit) and device_access in the thread pool, and
-#: the endpoint sends train_window and _store there (counted by patching anyio.to_thread.run_sync).
-THREAD_HOPS = 7
+#: Thread-pool round trips of one POST /v1/devices/{id}/models with a cached credential: the
+#: dependencies are async and the endpoint trains and stores in one call (7 before that change,
+#: counted by patching anyio.to_thread.run_sync).
+THREAD_HOPS = 1
 
 
 def breakdown(
@@ -612,7 +535,7 @@ def breakdown(
         registry.upsert_device(session, device, secret)
         session.commit()
     credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=secret)
-    get_principal(state, credentials)  # fills the token cache, as in a burst
+    asyncio.run(get_principal(state, credentials))  # fills the token cache, as in a burst
     sink = logging.getLogger("edgedrift_bench.sink")
     handler = logging.StreamHandler(open(os.devnull, "w"))  # noqa: SIM115 (lives as long as the run)
     handler.setFormatter(JsonFormatter())
@@ -629,10 +552,19 @@ def breakdown(
         return THREAD_HOPS * 1e3 * statistics.median(times[10:])
 
     thread_hop = asyncio.run(hops())
-    auth = time_ms(lambda: get_principal(state, credentials), repeat)
+
+    async def auth_ms() -> float:
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            await get_principal(state, credentials)
+            times.append(time.perf_counter() - t)
+        return 1e3 * statistics.median(times)
+
+    auth = asyncio.run(auth_ms())
     state.tokens._entries.clear()
     t = time.perf_counter()
-    get_principal(state, credentials)
+    asyncio.run(get_principal(state, credentials))
     auth_miss = 1e3 * (time.perf_counter() - t)
 
     results = []
@@ -809,7 +741,7 @@ def main() -> None:
                             pid = server.pid
 
                             def profiler(raw: Path = raw, pid: int = pid) -> Callable[[], None]:
-                                return start_profiler(shlex.split(args.py_spy), pid, raw)
+                                return py_spy_record(shlex.split(args.py_spy), pid, raw, "--subprocesses")
 
                         tally, wall, cpu = asyncio.run(
                             run_load(

@@ -25,6 +25,8 @@ from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from edgedrift_eval.cloud_process import free_port
+
 __all__ = ["Broker", "BrokerError", "BrokerKind", "find_mosquitto", "start_broker"]
 
 log = logging.getLogger(__name__)
@@ -149,14 +151,6 @@ def _can_connect(host: str, port: int, timeout: float) -> bool:
         return False
 
 
-def _free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 # --- Mosquitto ------------------------------------------------------------------------------------
 
 
@@ -165,7 +159,7 @@ def _start_mosquitto(binary: str, attempts: int = 3) -> Broker:
     error: BrokerError | None = None
     for _ in range(attempts):
         try:
-            return _start_mosquitto_once(binary, _free_port())
+            return _start_mosquitto_once(binary, free_port())
         except BrokerError as exc:
             error = exc
             if "Address already in use" not in str(exc):

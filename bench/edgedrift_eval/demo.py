@@ -22,7 +22,6 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -44,6 +43,7 @@ from edgedrift_edge.mqtt import broker_address, make_client
 from edgedrift_edge.replay import ReplayPlan, replay
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_eval.broker import Broker, BrokerError, start_broker
+from edgedrift_eval.cloud_process import CloudProcess, CloudProcessError
 from edgedrift_eval.runner import RunSpec, run_one
 
 log = logging.getLogger("edgedrift_eval.demo")
@@ -129,13 +129,6 @@ def build_devices(keys: list[str], limit: int | None, say: Callable[[str], None]
 # --- the cloud trainer subprocess ----------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def port_open(port: int, host: str = HOST) -> bool:
     """Whether something accepts TCP connections on host:port."""
     try:
@@ -163,87 +156,21 @@ def _die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-class CloudProcess:
-    """``python -m edgedrift_cloud.cli serve`` on a free port, SQLite registry in the work directory."""
-
-    def __init__(self, workdir: Path, devices: dict[str, str], operator_token: str) -> None:
-        self.port = free_port()
-        self.url = f"http://{HOST}:{self.port}"
-        self.operator_token = operator_token
-        self.log_path = workdir / "cloud.log"
-        self.database_url = f"sqlite:///{(workdir / 'registry.db').resolve()}"
-        self.env = {
-            **os.environ,
-            "EDGEDRIFT_CLOUD_MODE": "production",
-            "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": operator_token,
-            "EDGEDRIFT_CLOUD_DEVICES": ",".join(f"{d}={s}" for d, s in devices.items()),
-            "EDGEDRIFT_CLOUD_DASHBOARD_REFRESH_SECONDS": str(HEARTBEAT_S),
-        }
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = CLOUD_START_S) -> CloudProcess:
-        """Start the server and return once ``/readyz`` answers 200."""
-        cmd = [
-            sys.executable,
-            "-m",
-            "edgedrift_cloud.cli",
-            "serve",
-            "--host",
-            HOST,
-            "--port",
-            str(self.port),
-            "--database-url",
-            self.database_url,
-            "--workers",
-            "1",
-        ]
-        with self.log_path.open("ab") as out, _signals_held():
-            # Its own session: a terminal's Ctrl-C reaches only the demo, which stops the agents first
-            # (they may be talking to the cloud) and then the cloud.
-            self.proc = subprocess.Popen(
-                cmd,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent(),
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise DemoError(f"the cloud trainer exited with code {self.proc.returncode}:\n{self.tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
-                    return self
-            time.sleep(0.1)
-        raise DemoError(f"the cloud trainer was not ready within {timeout:.0f} s:\n{self.tail()}")
-
-    def tail(self, lines: int = 20) -> str:
-        """The end of the cloud's log."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def counters(self, device: str) -> dict[str, Any]:
-        """``GET /v1/devices/{device}/counters`` as the operator."""
-        headers = {"Authorization": f"Bearer {self.operator_token}"}
-        r = httpx.get(f"{self.url}/v1/devices/{device}/counters", headers=headers, timeout=10.0)
-        r.raise_for_status()
-        return dict(r.json())
-
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM (uvicorn shuts down gracefully), SIGKILL after ``timeout``; idempotent."""
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
+def start_cloud(workdir: Path, devices: dict[str, str], operator_token: str) -> CloudProcess:
+    """The cloud trainer for the demo (SQLite registry in the work directory). It runs in its own
+    session, so a terminal's Ctrl-C reaches only the demo, which stops the agents first (they may be
+    talking to the cloud) and then the cloud; and it dies with the demo if the demo is killed."""
+    cloud = CloudProcess(
+        f"sqlite:///{(workdir / 'registry.db').resolve()}",
+        workdir,
+        operator_token=operator_token,
+        devices=devices,
+        log_path=workdir / "cloud.log",
+        env={"EDGEDRIFT_CLOUD_DASHBOARD_REFRESH_SECONDS": str(HEARTBEAT_S)},
+    )
+    with _signals_held():
+        cloud.spawn(start_new_session=True, preexec_fn=_die_with_parent())
+    return cloud
 
 
 # --- what the agents publish --------------------------------------------------------------------------
@@ -754,8 +681,11 @@ class Demo:
         say(f"broker:    {what} MQTT broker at {broker.url}")
         secrets_ = {s.device_id: secrets.token_urlsafe(24) for s in self.specs}
         operator = secrets.token_urlsafe(24)
-        self.cloud = cloud = CloudProcess(self.workdir, secrets_, operator)
-        cloud.start()  # recorded first, so that an interrupt while it starts still stops it
+        self.cloud = cloud = start_cloud(self.workdir, secrets_, operator)
+        try:  # recorded first, so that an interrupt while it starts still stops it
+            cloud.wait_ready(CLOUD_START_S)
+        except CloudProcessError as exc:
+            raise DemoError(str(exc)) from None
         say(f"cloud:     trainer at {cloud.url} (log {cloud.log_path}, registry {cloud.database_url})")
         say(f"dashboard: {cloud.url}/dashboard#token={operator}")
         self.collector = collector = PredictionCollector(

@@ -222,7 +222,12 @@ def counters(session: Session, device_id: str) -> DeviceCounters:
             .group_by(ModelRecord.reason)
         ).all()
     )
-    last = get_model(session, device_id, None)
+    last = session.execute(
+        select(ModelRecord.created_at, ModelRecord.reason)
+        .where(ModelRecord.device_id == device_id)
+        .order_by(ModelRecord.version.desc())
+        .limit(1)
+    ).first()
     beats = session.execute(
         select(func.count(HeartbeatRecord.id), func.max(HeartbeatRecord.received_at)).where(
             HeartbeatRecord.device_id == device_id

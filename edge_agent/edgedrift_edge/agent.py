@@ -477,8 +477,8 @@ class EdgeAgent:
         assert loop is not None and self.state.loss is not None and self.state.C is not None
         stats = loop.monitor.stats
         self.event("recompute_requested", n=len(y), stats=scalar_stats(stats))
+        self.state.counters.recomputes_requested += 1
         if self.settings.recompute_mode == "sync":
-            self.state.counters.recomputes_requested += 1
             trained = self.cloud.train_with_retries(
                 X,
                 y,
@@ -496,7 +496,6 @@ class EdgeAgent:
                 self.state.model_version = trained.version
                 self.event("recompute_finished", version=trained.version, train_ms=trained.train_ms)
                 return trained.model
-            self.state.counters.recomputes_requested -= 1
         self._submit_recompute(loop, reason=self.settings.strategy, window=(X, y), stats=stats)
         return None
 
@@ -512,7 +511,6 @@ class EdgeAgent:
         X, y = window if window is not None else loop.window.contents()
         X, y = X.copy(), y.copy()
         stats = dict(stats if stats is not None else loop.monitor.stats)
-        self.state.counters.recomputes_requested += 1
 
         def run() -> None:
             assert self.state.loss is not None and self.state.C is not None

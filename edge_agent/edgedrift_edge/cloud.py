@@ -10,6 +10,7 @@ import math
 import random
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +138,7 @@ class CloudClient:
         *,
         stop: threading.Event,
         attempts: int | None = None,
-        on_failure: Any = None,
+        on_failure: Callable[[int, CloudError], None] | None = None,
         **kwargs: Any,
     ) -> TrainedModel | None:
         """Retry :meth:`train` until it succeeds, ``attempts`` run out, ``stop`` is set, or the cloud

@@ -122,8 +122,7 @@ def parse_samples(payload: bytes, d: int | None, task: str, next_seq: int) -> Sa
             sid, x, label, ts = _sample(item, d, task, next_seq + k)
             row = np.asarray(x, dtype=np.float64)
         except (ValueError, TypeError) as exc:
-            raw_id = item.get("id") if isinstance(item, dict) else None
-            rejected.append(Rejection(_reason(exc), raw_id if isinstance(raw_id, int | str) else None))
+            rejected.append(Rejection(_reason(exc), _raw_id(item)))
             continue
         if not np.isfinite(row).all():
             rejected.append(Rejection("x contains NaN or inf", sid))
@@ -153,8 +152,7 @@ def _parse_known_width(items: list[Any], d: int, task: str, next_seq: int, batch
         try:
             sid, x, label, ts = _sample(item, d, task, next_seq + k)
         except (ValueError, TypeError) as exc:
-            raw_id = item.get("id") if isinstance(item, dict) else None
-            rejected.append((k, Rejection(_reason(exc), raw_id if isinstance(raw_id, int | str) else None)))
+            rejected.append((k, Rejection(_reason(exc), _raw_id(item))))
             continue
         ids.append(sid)
         rows.append(x)
@@ -185,6 +183,12 @@ def _parse_known_width(items: list[Any], d: int, task: str, next_seq: int, batch
     return Samples(ids, X, np.asarray(ys), np.asarray(tss), batch, [r for _, r in rejected])
 
 
+def _raw_id(item: Any) -> SampleId | None:
+    """The id of a refused item, when it has a usable one (for the rejection event)."""
+    raw = item.get("id") if isinstance(item, dict) else None
+    return raw if isinstance(raw, int | str) else None
+
+
 def _reason(exc: Exception) -> str:
     text = str(exc)
     if isinstance(exc, TypeError) or "could not convert" in text:
@@ -211,6 +215,5 @@ def parse_labels(payload: bytes, task: str) -> tuple[list[tuple[SampleId, float]
                 raise ValueError("a label needs 'id' and 'y'")
             good.append((_check_id(item["id"]), check_label(item["y"], task)))
         except ValueError as exc:
-            raw_id = item.get("id") if isinstance(item, dict) else None
-            rejected.append(Rejection(str(exc), raw_id if isinstance(raw_id, int | str) else None))
+            rejected.append(Rejection(str(exc), _raw_id(item)))
     return good, rejected

@@ -16,7 +16,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import paho.mqtt.client as mqtt
 
 from edgedrift.data import Stream
@@ -161,8 +160,3 @@ def _wait_acked(
                 raise RuntimeError(f"the broker at {redact(broker_url)} did not acknowledge every message")
             time.sleep(0.01)
     acked.clear()
-
-
-def labeled_mask(n: int, protocol: Protocol, offset: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
-    """Which of the first n samples carry labels (the evaluator's schedule)."""
-    return protocol.labeled_mask(n, offset)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -184,23 +185,9 @@ def _store(state: AppState, new: registry.NewModel) -> tuple[ModelRecord, bool]:
 
 
 def _response(record: ModelRecord, *, replayed: bool) -> TrainResponse:
-    version = registry.model_version(record)
-    return TrainResponse(
-        device_id=record.device_id,
-        version=record.version,
-        sha256=record.sha256,
-        model=version.model,
-        learner=version.learner,
-        rebalance=version.rebalance,
-        chosen=record.chosen,
-        scores=record.scores,
-        reason=record.reason,
-        n=record.n,
-        d=record.d,
-        train_ms=record.train_ms,
-        bytes_in=record.bytes_in,
-        bytes_out=record.bytes_out,
-        encoding=version.encoding,
-        created_at=record.created_at,
-        replayed=replayed,
-    )
+    """The stored version as the API returns it (the document is parsed once, from the registry)."""
+    fields = ("device_id", "version", "sha256", "learner", "rebalance", "chosen", "scores", "reason",
+              "n", "d", "train_ms", "bytes_in", "bytes_out", "encoding", "created_at")  # fmt: skip
+    values = {name: getattr(record, name) for name in fields}
+    values.update(model=json.loads(record.document), replayed=replayed)
+    return TrainResponse.model_validate(values)
