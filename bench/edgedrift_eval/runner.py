@@ -18,7 +18,7 @@ from edgedrift.metrics import (
     no_change_predictions,
     regression_report,
 )
-from edgedrift.models.linear import LinearModel
+from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift_eval.peers import RIVER_PEERS, RiverRunner
 from edgedrift_eval.protocol import Protocol
@@ -71,10 +71,10 @@ def baseline_predictions(
 def _timed(fn: Recompute, clock: list[float]) -> Recompute:
     """Wrap a trainer so the time it spends is added to ``clock[0]`` (the cloud's share, not the edge's)."""
 
-    def wrapped(X: FloatArray, y: FloatArray) -> LinearModel | None:
+    def wrapped(X: FloatArray, y: FloatArray, **kwargs: Any) -> BatchModel | None:
         t = time.perf_counter()
         try:
-            return fn(X, y)
+            return fn(X, y, **kwargs)
         finally:
             clock[0] += time.perf_counter() - t
 
@@ -93,14 +93,15 @@ def build_runner(
         runner = RiverRunner(spec.strategy, stream.task, stream.n_features)
         runner.warm(X0, y0)
         return runner, {"update_order": "river"}, train_clock
-    ctx = make_context(X0, y0, stream.task, protocol.window_labels)
-    loop = STRATEGIES[spec.strategy].build(ctx, spec.param)
+    strategy = STRATEGIES[spec.strategy]
+    ctx = make_context(X0, y0, stream.task, protocol.window_labels, train=strategy.train)
+    loop = strategy.build(ctx, spec.param)
     assert isinstance(loop, EdgeLoop)
     loop.recompute_fn = _timed(loop.recompute_fn, train_clock)
     loop.start(ctx.initial_model(), X0, y0, warm_learner=True)
     info["C"] = ctx.C
     info["learner_params"] = ctx.learner_params
-    info["update_order"] = loop.learner.order if loop.learner is not None else "none"
+    info["update_order"] = getattr(loop.learner, "order", "other") if loop.learner is not None else "none"
     return loop, info, train_clock
 
 

@@ -35,9 +35,9 @@ import paho.mqtt.client as mqtt
 
 from edgedrift import __version__
 from edgedrift.loop import EdgeLoop
-from edgedrift.models.linear import LinearModel
+from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
-from edgedrift.strategies import STRATEGIES, Context
+from edgedrift.strategies import STRATEGIES, Context, TrainSpec
 from edgedrift.wire import Heartbeat
 from edgedrift_edge.cloud import CloudClient, CloudError, TrainedModel, scalar_stats
 from edgedrift_edge.messages import MessageError, Rejection, SampleId, Samples, parse_labels, parse_samples
@@ -83,7 +83,7 @@ class AgentState:
     warm_X: list[FloatArray] = field(default_factory=list)
     warm_y: list[float] = field(default_factory=list)
     loop: EdgeLoop | None = None
-    C: float | None = None
+    C: float | Literal["auto"] | None = None
     loss: str | None = None
     learner_params: dict[str, dict[str, float]] = field(default_factory=dict)
     model_version: int | None = None
@@ -114,6 +114,8 @@ class EdgeAgent:
             retry_max=settings.retry_max_s,
             encoding=settings.window_encoding,
         )
+        #: What this device's recomputes ask the cloud for (its strategy's learner, rebalancing).
+        self.train_spec = STRATEGIES[settings.strategy].train
         self.checkpoint_path = Path(settings.checkpoint_dir) / f"{settings.device_id}.ckpt"
         self.state = AgentState(n_features=settings.n_features)
         self.state.recent = deque(maxlen=settings.accuracy_window)
@@ -347,12 +349,14 @@ class EdgeAgent:
         loss = "logistic" if self.settings.task == "classification" else "squared"
         self.event("warmup_done", samples=len(y_all), labels=int(labeled.sum()))
         trained = self._train_blocking(X0, y0, loss, self.settings.C, "initial", {})
+        # C as tuned by the cloud for a linear first model; other learners keep the configured one.
+        C = getattr(trained.model, "C", self.settings.C)
         ctx = Context(
             n_features=X0.shape[1],
             task=self.settings.task,
             loss=loss,
             window_labels=self.settings.window_labels,
-            C=trained.model.C,
+            C=C if isinstance(C, float) else 1.0,
             recompute=self._recompute,
             X0=X0,
             y0=y0,
@@ -360,16 +364,17 @@ class EdgeAgent:
         loop = STRATEGIES[self.settings.strategy].build(ctx, self.settings.strategy_param)
         assert isinstance(loop, EdgeLoop)
         loop.start(trained.model, X0, y0, warm_learner=True)
-        st.loop, st.C, st.loss, st.learner_params = loop, trained.model.C, loss, ctx.learner_params
+        st.loop, st.C, st.loss, st.learner_params = loop, C, loss, ctx.learner_params
         st.model_version = trained.version
         st.phase = "running"
         st.warm_X, st.warm_y = [], []
-        self.event("model_installed", version=trained.version, reason="initial", C=trained.model.C)
+        self.event("model_installed", version=trained.version, reason="initial", C=C)
 
     def _train_blocking(
         self, X: FloatArray, y: FloatArray, loss: str, C: float | str, reason: str, stats: dict[str, Any]
     ) -> TrainedModel:
-        """The first model: retry until the cloud answers (the queue buffers meanwhile)."""
+        """The first model (the strategy's learner, never rebalanced): retry until the cloud answers (the
+        queue buffers meanwhile)."""
         self.state.counters.recomputes_requested += 1
         trained = self.cloud.train_with_retries(
             X,
@@ -381,6 +386,7 @@ class EdgeAgent:
             reason=reason,
             monitor=stats,
             on_failure=self._recompute_failed,
+            spec=TrainSpec(self.train_spec.learner, self.train_spec.params),
         )
         if trained is None:
             raise RuntimeError("no first model: the cloud refused the window or the agent is stopping")
@@ -470,7 +476,7 @@ class EdgeAgent:
 
     # --- recomputes ------------------------------------------------------------------------------------
 
-    def _recompute(self, X: FloatArray, y: FloatArray) -> LinearModel | None:
+    def _recompute(self, X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel | None:
         """The loop's trainer. Sync mode waits for the cloud (bounded attempts); async mode (and a sync
         recompute that ran out of attempts) returns None at once and installs the model when it comes."""
         loop = self.state.loop
@@ -490,13 +496,17 @@ class EdgeAgent:
                 reason=self.settings.strategy,
                 monitor=stats,
                 on_failure=self._recompute_failed,
+                spec=self.train_spec,
+                reset_rows=reset_rows,
             )
             if trained is not None:
                 self._count_trained(trained)
                 self.state.model_version = trained.version
                 self.event("recompute_finished", version=trained.version, train_ms=trained.train_ms)
                 return trained.model
-        self._submit_recompute(loop, reason=self.settings.strategy, window=(X, y), stats=stats)
+        self._submit_recompute(
+            loop, reason=self.settings.strategy, window=(X, y), stats=stats, reset_rows=reset_rows
+        )
         return None
 
     def _submit_recompute(
@@ -505,11 +515,15 @@ class EdgeAgent:
         reason: str,
         window: tuple[FloatArray, FloatArray] | None = None,
         stats: dict[str, Any] | None = None,
+        reset_rows: int | None = None,
     ) -> None:
         if self._recompute_thread is not None and self._recompute_thread.is_alive():
             return
-        X, y = window if window is not None else loop.window.contents()
-        X, y = X.copy(), y.copy()
+        if window is None:
+            own = loop.monitor.training_batch()
+            window = loop.window.contents() if own is None else own[:2]
+            reset_rows = None if own is None else own[2]
+        X, y = window[0].copy(), window[1].copy()
         stats = dict(stats if stats is not None else loop.monitor.stats)
 
         def run() -> None:
@@ -524,6 +538,8 @@ class EdgeAgent:
                 reason=reason,
                 monitor=stats,
                 on_failure=self._recompute_failed,
+                spec=self.train_spec,
+                reset_rows=reset_rows,
             )
             if trained is not None:
                 self.installs.put(trained)
@@ -671,5 +687,5 @@ class EdgeAgent:
         )
 
 
-def _no_trainer(_X: FloatArray, _y: FloatArray) -> LinearModel | None:
+def _no_trainer(_X: FloatArray, _y: FloatArray, **_kwargs: Any) -> BatchModel | None:
     return None

@@ -17,8 +17,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-from edgedrift.models.linear import LinearModel
+from edgedrift.models.document import BatchModel, model_from_document
 from edgedrift.models.losses import FloatArray
+from edgedrift.strategies import LINEAR, TrainSpec
 from edgedrift.wire import WINDOW_CONTENT_TYPE, Heartbeat, LearnerParams, WindowHeader, encode_window
 
 log = logging.getLogger("edgedrift_edge.cloud")
@@ -40,7 +41,7 @@ class TrainedModel:
     """A model version the cloud stored for this device."""
 
     version: int
-    model: LinearModel
+    model: BatchModel
     document: dict[str, Any]
     train_ms: float
     bytes_up: int
@@ -91,18 +92,28 @@ class CloudClient:
         reason: str,
         monitor: dict[str, Any],
         request_id: str,
+        spec: TrainSpec = LINEAR,
+        reset_rows: int | None = None,
     ) -> TrainedModel:
-        """One attempt: post the window, return the stored version (raises :class:`CloudError`)."""
-        header = WindowHeader.model_validate(
-            {
-                "task": task,
-                "learner": LOSS_LEARNER[loss],
-                "params": LearnerParams.model_validate({"C": C}),
-                "reason": reason,
-                "monitor": scalar_stats(monitor),
-                "request_id": request_id,
-            }
-        )
+        """One attempt: post the window, return the stored version (raises :class:`CloudError`).
+
+        ``spec`` is the strategy's learner (the loss's linear learner by default); ``reset_rows`` marks
+        the last rows as RebalanceStream's reset batch.
+        """
+        fields: dict[str, Any] = {
+            "task": task,
+            "learner": spec.learner or LOSS_LEARNER[loss],
+            "params": LearnerParams.model_validate({"C": C, **spec.params}),
+            "rebalance": spec.rebalance,
+            "reason": reason,
+            "monitor": scalar_stats(monitor),
+            "request_id": request_id,
+        }
+        if reset_rows is not None:
+            fields["reset_rows"] = reset_rows
+        if spec.return_base:
+            fields["return_base"] = True
+        header = WindowHeader.model_validate(fields)
         url = f"/v1/devices/{self.device_id}/models"
         try:
             if self.encoding == "json":
@@ -123,7 +134,7 @@ class CloudClient:
         doc = data["model"]
         return TrainedModel(
             version=int(data["version"]),
-            model=LinearModel.from_document(doc),
+            model=model_from_document(doc),
             document=doc,
             train_ms=float(data["train_ms"]),
             bytes_up=len(body),

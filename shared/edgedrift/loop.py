@@ -20,15 +20,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from edgedrift.learners.base import IncrementalLearner
-from edgedrift.models.linear import LinearModel
+from edgedrift.learners.base import OnlineLearner
+from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Monitor
 from edgedrift.window import CountWindow, TimeWindow
 
 PredictWith = Literal["batch", "monitor", "incremental"]
-#: A batch trainer: window (X, y) -> model, or None while an asynchronous recompute is pending.
-Recompute = Callable[[FloatArray, FloatArray], LinearModel | None]
+#: A batch trainer: ``(X, y)`` -> model, or None while an asynchronous recompute is pending. When the
+#: monitor keeps a second candidate set (RebalanceStream's reset batch) it is called as
+#: ``(X, y, reset_rows=r)``: the last ``r`` rows of X form that set.
+Recompute = Callable[..., BatchModel | None]
 
 
 @dataclass
@@ -64,7 +66,7 @@ class EdgeLoop:
         window: CountWindow | TimeWindow,
         monitor: Monitor,
         recompute: Recompute,
-        learner: IncrementalLearner | None = None,
+        learner: OnlineLearner | None = None,
         predict_with: PredictWith = "batch",
         anchor_on_recompute: bool = True,
         swap_learner_on_drift: bool = False,
@@ -80,13 +82,13 @@ class EdgeLoop:
         self.predict_with = predict_with
         self.anchor_on_recompute = anchor_on_recompute
         self.swap_learner_on_drift = swap_learner_on_drift
-        self.model: LinearModel | None = None
+        self.model: BatchModel | None = None
         self.counters = LoopCounters()
         self.events: list[RecomputeEvent] = []
         self.pending_recompute = False
-        self._background: IncrementalLearner | None = None
+        self._background: OnlineLearner | None = None
 
-    def start(self, model: LinearModel, X: FloatArray, y: FloatArray, warm_learner: bool = False) -> None:
+    def start(self, model: BatchModel, X: FloatArray, y: FloatArray, warm_learner: bool = False) -> None:
         """Install the first batch model, trained on (X, y) (not counted as a recompute).
 
         The labeled warm-up samples fill the window; ``warm_learner`` also streams them through the
@@ -98,17 +100,25 @@ class EdgeLoop:
                 self.learner.learn_one(xi, float(yi))
         self._install(model, X, y)
 
-    def _install(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def _install(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         self.model = model
         self.monitor.reset(model, X, y)
         if self.learner is not None and self.anchor_on_recompute:
             self.learner.anchor(model)
 
-    def install(self, model: LinearModel) -> None:
-        """Swap in a model that arrived asynchronously (trained on the window as it is now)."""
+    def install(self, model: BatchModel) -> None:
+        """Swap in a model that arrived asynchronously (trained on the window as it is now), unless the
+        monitor declines it (then the current model stays and the monitor starts over with it)."""
         X, y = self.window.contents()
-        self._install(model, X, y)
+        self._settle(model, X, y)
         self.pending_recompute = False
+
+    def _settle(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
+        if self.monitor.accept(model):
+            self._install(model, X, y)
+        else:
+            assert self.model is not None
+            self.monitor.reset(self.model, X, y)
 
     def uses_incremental(self) -> bool:
         """Whether the next prediction comes from the incremental learner."""
@@ -125,7 +135,8 @@ class EdgeLoop:
             assert self.learner is not None
             return self.learner.predict_one(x)
         assert self.model is not None, "call start() with an initial model first"
-        return self.model.predict_one(x)
+        override = self.monitor.prediction_model()
+        return (override or self.model).predict_one(x)
 
     def process_one(self, x: FloatArray, y: float | None = None, ts: float = math.nan) -> float:
         """Predict x; if it carries a label, learn from it afterwards. Returns the prediction."""
@@ -169,6 +180,16 @@ class EdgeLoop:
 
     def _recompute(self) -> None:
         stats = self.monitor.stats
+        own = self.monitor.training_batch()
+        if own is not None:
+            X, y, reset_rows = own
+            model = (
+                self.recompute_fn(X, y)
+                if reset_rows is None
+                else self.recompute_fn(X, y, reset_rows=reset_rows)
+            )
+            self._finish_recompute(model, X, y, stats)
+            return
         X, y = self.window.contents()
         if self.swap_learner_on_drift:
             assert self.learner is not None
@@ -184,14 +205,18 @@ class EdgeLoop:
             # model's training set is exactly the window (D₁ of Theorem 1).
             X, y = X[-k:], y[-k:]
             self.window.keep_last(k)
-        model = self.recompute_fn(X, y)
+        self._finish_recompute(self.recompute_fn(X, y), X, y, stats)
+
+    def _finish_recompute(
+        self, model: BatchModel | None, X: FloatArray, y: FloatArray, stats: dict[str, Any]
+    ) -> None:
         up = window_upload_bytes(len(y), self.window.n_features)
         if model is None:
             self.pending_recompute = True
             self._count(up, 0, stats)
             return
         self._count(up, len(json.dumps(model.to_document())), stats)
-        self._install(model, X, y)
+        self._settle(model, X, y)
 
     def _count(self, up: int, down: int, stats: dict[str, Any]) -> None:
         self.counters.recomputes += 1
@@ -245,4 +270,5 @@ class EdgeLoop:
             assert self.learner is not None
             return self.learner.predict_many(X)
         assert self.model is not None
-        return self.model.predict(X)
+        override = self.monitor.prediction_model()
+        return (override or self.model).predict(X)

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, IncrementalLearner, Perceptron
+from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, Perceptron
+from edgedrift.learners.base import OnlineLearner
 from edgedrift.loop import EdgeLoop, PredictWith, Recompute
-from edgedrift.models.linear import LinearModel
+from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray, Task
 from edgedrift.monitors import (
     DruidMonitor,
@@ -56,10 +57,12 @@ class Context:
     X0: FloatArray
     y0: FloatArray
     learner_params: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Trains the first model when it differs from ``recompute`` (e.g. without rebalancing).
+    initial: Recompute | None = None
 
-    def initial_model(self) -> LinearModel:
+    def initial_model(self) -> BatchModel:
         """The first batch model, trained on the first window (not counted as a recompute)."""
-        model = self.recompute(self.X0, self.y0)
+        model = (self.initial or self.recompute)(self.X0, self.y0)
         if model is None:
             raise RuntimeError("the initial model needs a trainer that answers synchronously")
         return model
@@ -67,25 +70,44 @@ class Context:
 
 # --- incremental learners and their first-window tuning grids ---------------------------------------
 
-LearnerFactory = Callable[..., IncrementalLearner]
+LearnerFactory = Callable[..., OnlineLearner]
 
 
-def _sgd(ctx: Context, lr: float = 0.01) -> IncrementalLearner:
+def _sgd(ctx: Context, lr: float = 0.01) -> OnlineLearner:
     """The paper's incremental SGD (raw features; λ = 1/(C·N) as in the batch objective)."""
     l2 = 1.0 / (ctx.C * max(len(ctx.y0), 1))
     return SGD(ctx.n_features, ctx.loss, lr=lr, schedule="inverse", l2=l2, task=ctx.task)
 
 
-def _rmsprop(ctx: Context, lr: float = 0.3) -> IncrementalLearner:
+def _rmsprop(ctx: Context, lr: float = 0.3) -> OnlineLearner:
     return AdaptiveSGD(ctx.n_features, ctx.loss, lr=lr, method="rmsprop", task=ctx.task)
 
 
-def _newton(ctx: Context, forgetting: float = 0.9) -> IncrementalLearner:
+def _newton(ctx: Context, forgetting: float = 0.9) -> OnlineLearner:
     return ForgettingNewton(ctx.n_features, ctx.loss, forgetting=forgetting, prior=0.1, task=ctx.task)
 
 
-def _perceptron(ctx: Context) -> IncrementalLearner:
+def _perceptron(ctx: Context) -> OnlineLearner:
     return Perceptron(ctx.n_features)
+
+
+def _bls(ctx: Context, forgetting: float = 0.99) -> OnlineLearner:
+    """Online-BLS (seed 003) with the paper's sizes; inputs scaled by a map frozen on the first window.
+
+    ``forgetting`` = 0 selects Algorithm 1 (no forgetting), else Algorithm 2 with μ = ``forgetting``.
+    """
+    from edgedrift.learners.online_bls import OnlineBLS
+
+    bls = OnlineBLS(ctx.n_features, forgetting=forgetting or None, seed=0)
+    bls.fit_scaler(ctx.X0)
+    return bls
+
+
+def _shrubs(ctx: Context, max_trees: float = 8) -> OnlineLearner:
+    """Shrub Ensemble (seed 002) over the shrubs the cloud trains; at most ``max_trees`` kept."""
+    from edgedrift.learners.shrub_ensemble import ShrubEnsemble
+
+    return ShrubEnsemble(max_trees=int(max_trees), window=ctx.window_labels)
 
 
 #: name -> (factory, grid of the hyper-parameter tuned on the first window)
@@ -94,10 +116,13 @@ LEARNERS: dict[str, tuple[LearnerFactory, dict[str, tuple[float, ...]]]] = {
     "rmsprop": (_rmsprop, {"lr": (0.03, 0.1, 0.3, 1.0)}),
     "newton": (_newton, {"forgetting": (0.8, 0.9, 0.95, 0.98, 0.995)}),
     "perceptron": (_perceptron, {}),
+    "bls": (_bls, {}),
+    "bls-static": (lambda ctx: _bls(ctx, 0.0), {}),
+    "shrubs": (_shrubs, {}),
 }
 
 
-def prequential_score(learner: IncrementalLearner, X: FloatArray, y: FloatArray) -> float:
+def prequential_score(learner: OnlineLearner, X: FloatArray, y: FloatArray) -> float:
     """Test-then-train accuracy (or −MSE for regression) of a fresh learner over (X, y)."""
     total = 0.0
     for xi, yi in zip(X, y, strict=True):
@@ -117,7 +142,7 @@ def tune_learner(name: str, ctx: Context) -> dict[str, float]:
     return {param: max(values, key=lambda v: scores[v])}
 
 
-def make_learner(name: str, ctx: Context) -> IncrementalLearner:
+def make_learner(name: str, ctx: Context) -> OnlineLearner:
     factory, _ = LEARNERS[name]
     if name not in ctx.learner_params:
         ctx.learner_params[name] = tune_learner(name, ctx)
@@ -130,8 +155,31 @@ Build = Callable[[Context, float | None], Runner]
 
 
 @dataclass(frozen=True)
+class TrainSpec:
+    """What a strategy's recomputes ask the cloud for (the wire's learner, params and rebalance).
+
+    ``learner=None`` means the linear learner of the stream's loss (logistic / squared hinge / ridge).
+    """
+
+    learner: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    rebalance: Literal["none", "smote", "select"] = "none"
+    return_base: bool = False
+
+
+LINEAR = TrainSpec()
+#: The shrubs of a Shrub Ensemble: small trees, as in the paper's grid (max_depth 2 … 15).
+SHRUB = TrainSpec("shrub", {"max_depth": 4})
+#: RebalanceStream's base learner: one deeper CART tree per change.
+REBALANCE_TREE = {"max_depth": 8}
+
+
+@dataclass(frozen=True)
 class Strategy:
-    """A named way of running the stream; ``param`` is its trade-off knob, swept over ``grid``."""
+    """A named way of running the stream; ``param`` is its trade-off knob, swept over ``grid``.
+
+    ``train`` says which model a recompute asks the cloud for (the initial model included).
+    """
 
     name: str
     description: str
@@ -140,6 +188,7 @@ class Strategy:
     grid: tuple[float, ...] = ()
     edgedrift: bool = False
     classification_only: bool = False
+    train: TrainSpec = LINEAR
 
 
 def _loop(
@@ -147,10 +196,11 @@ def _loop(
     monitor: Monitor,
     learner: str | None = None,
     predict_with: PredictWith = "batch",
+    window: int | None = None,
     **kwargs: Any,
 ) -> EdgeLoop:
     return EdgeLoop(
-        CountWindow(ctx.window_labels, ctx.n_features),
+        CountWindow(window or ctx.window_labels, ctx.n_features),
         monitor,
         ctx.recompute,
         make_learner(learner, ctx) if learner else None,
@@ -177,6 +227,33 @@ def _error_driven(detector: Detector, mode: Literal["batch", "incremental"]) -> 
         if mode == "batch":
             return _loop(ctx, monitor)
         return _loop(ctx, monitor, "sgd", "incremental", swap_learner_on_drift=True)
+
+    return build
+
+
+def _shrub_ensemble(trigger: Literal["periodic", "adwin"]) -> Build:
+    """Shrub Ensembles: the cloud trains a shrub on the window every k labels (or on an ADWIN drift of
+    the ensemble's error); the edge adds it to the ensemble, whose weights it keeps learning."""
+
+    def build(ctx: Context, value: float | None) -> Runner:
+        monitor: Monitor
+        if trigger == "periodic":
+            monitor = PeriodicMonitor(int(value or 200))
+        else:
+            monitor = ErrorDrivenMonitor("adwin", float(value or 0.002), "batch")
+        return _loop(ctx, monitor, "shrubs", "incremental")
+
+    return build
+
+
+def _rebalance(mode: Literal["base", "rs", "rs+"]) -> Build:
+    """RebalanceStream (seed 001): ADWIN on the model's errors with a warning level; on a change the
+    cloud scores batch / SMOTE(batch) / reset batch / SMOTE(reset batch) by prequential kappa."""
+
+    def build(ctx: Context, delta: float | None) -> Runner:
+        from edgedrift.monitors.rebalance import RebalanceMonitor
+
+        return _loop(ctx, RebalanceMonitor(delta=float(delta or 0.002), mode=mode))
 
     return build
 
@@ -255,6 +332,66 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             "never", "The initial batch model, never updated", lambda ctx, _: _loop(ctx, NeverMonitor())
+        ),
+        Strategy(
+            "online-bls",
+            "Online-BLS with forgetting (Algorithm 2, mu = 0.99) alone on the edge (0 recomputes)",
+            lambda ctx, _: _loop(ctx, NeverMonitor(), "bls", "incremental", anchor_on_recompute=False),
+            edgedrift=True,
+            classification_only=True,
+        ),
+        Strategy(
+            "online-bls-static",
+            "Online-BLS without forgetting (Algorithm 1) alone on the edge (0 recomputes)",
+            lambda ctx, _: _loop(ctx, NeverMonitor(), "bls-static", "incremental", anchor_on_recompute=False),
+            classification_only=True,
+        ),
+        Strategy(
+            "shrub-ensemble",
+            "Shrub Ensembles: a new cloud shrub every P labels, weights by proximal gradient on the edge",
+            _shrub_ensemble("periodic"),
+            "period",
+            (20, 50, 100, 200, 500, 1000, 2000, 5000),
+            edgedrift=True,
+            classification_only=True,
+            train=SHRUB,
+        ),
+        Strategy(
+            "shrub-ensemble-adwin",
+            "Shrub Ensembles: a new cloud shrub when ADWIN sees the ensemble's error drift",
+            _shrub_ensemble("adwin"),
+            "delta",
+            ADWIN_GRID,
+            classification_only=True,
+            train=SHRUB,
+        ),
+        Strategy(
+            "rebalance-base",
+            "RebalanceStream's BASE: retrain a CART tree on the batch since the last ADWIN change",
+            _rebalance("base"),
+            "delta",
+            ADWIN_GRID,
+            classification_only=True,
+            train=TrainSpec("shrub", REBALANCE_TREE),
+        ),
+        Strategy(
+            "rebalance-stream",
+            "RebalanceStream: on an ADWIN change the best of four (SMOTE-)rebalanced candidates by kappa",
+            _rebalance("rs"),
+            "delta",
+            ADWIN_GRID,
+            edgedrift=True,
+            classification_only=True,
+            train=TrainSpec("shrub", REBALANCE_TREE, rebalance="select"),
+        ),
+        Strategy(
+            "rebalance-stream-plus",
+            "RebalanceStream+: RebalanceStream that falls back to the BASE model when it scores better",
+            _rebalance("rs+"),
+            "delta",
+            ADWIN_GRID,
+            classification_only=True,
+            train=TrainSpec("shrub", REBALANCE_TREE, rebalance="select", return_base=True),
         ),
         Strategy(
             "ddm",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -70,6 +70,32 @@ class EWStandardizer:
     def transform_into(self, x: FloatArray, out: FloatArray) -> None:
         np.subtract(x, self.mean, out=out)
         out *= self.inv_std
+
+
+class OnlineLearner(Protocol):
+    """What the edge loop needs of an incremental learner (river's ``learn_one``/``predict_one`` style).
+
+    The linear learners below, Online-BLS and the Shrub Ensemble all offer it. ``anchor`` receives every
+    model a recompute installs: a linear learner continues from it, a Shrub Ensemble adds the new shrub,
+    a learner that cannot use it ignores it.
+    """
+
+    n_learned: int
+
+    @property
+    def task(self) -> Task: ...
+
+    def predict_one(self, x: FloatArray) -> float: ...
+
+    def predict_many(self, X: FloatArray) -> FloatArray: ...
+
+    def learn_one(self, x: FloatArray, y: float) -> None: ...
+
+    def learn_many(self, X: FloatArray, y: FloatArray) -> None: ...
+
+    def anchor(self, model: Any) -> None: ...
+
+    def clone(self) -> OnlineLearner: ...
 
 
 class IncrementalLearner(ABC):

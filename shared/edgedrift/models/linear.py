@@ -162,6 +162,8 @@ class LinearModel:
             "created": self.meta.get("created", datetime.now(UTC).isoformat()),
             "version": self.meta.get("version"),
         }
+        if "training" in self.meta:
+            doc["training"] = self.meta["training"]
         return doc
 
     @classmethod
@@ -191,7 +193,7 @@ class LinearModel:
             bias=bias,
             scaler=scaler,
             n_train=int(doc.get("n_train", 0)),
-            meta={k: doc[k] for k in ("created", "version") if doc.get(k) is not None},
+            meta={k: doc[k] for k in ("created", "version", "training") if doc.get(k) is not None},
         )
 
 

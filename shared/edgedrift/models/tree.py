@@ -13,6 +13,7 @@ midpoints of float32 values), so a document predicts exactly what the fitted est
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from numpy.typing import NDArray
 from edgedrift.models.linear import MODEL_FORMAT
 from edgedrift.models.losses import FloatArray
 
-__all__ = ["SHRUB_KIND", "predict_proba_tree", "predict_tree", "validate_tree_document"]
+__all__ = ["SHRUB_KIND", "ShrubModel", "predict_proba_tree", "predict_tree", "validate_tree_document"]
 
 SHRUB_KIND = "shrub"
 IntArray = NDArray[np.intp]
@@ -143,3 +144,64 @@ def predict_tree(doc: dict[str, Any], X: FloatArray) -> FloatArray:
     classes = np.asarray(doc["classes"], dtype=np.float64)
     labels: FloatArray = classes[np.argmax(value[leaves], axis=1)]
     return labels
+
+
+@dataclass(frozen=True)
+class ShrubModel:
+    """A validated shrub document as a batch model: what the edge loop installs after a shrub recompute.
+
+    The node arrays are parsed once, so per-sample prediction does no JSON work. ``meta["training"]``
+    keeps the document's ``training`` record (how the cloud chose the model, e.g. rebalancing scores).
+    """
+
+    document: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+    _arrays: dict[str, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        doc = self.document
+        arrays = {key: np.asarray(doc[key], dtype=np.intp) for key in ("feature", "left", "right")}
+        arrays.update({key: np.asarray(doc[key], dtype=np.float64) for key in ("threshold", "value")})
+        object.__setattr__(self, "_arrays", {**doc, **arrays})
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> ShrubModel:
+        """Validate ``doc`` (ValueError if inconsistent) and wrap it."""
+        validate_tree_document(doc)
+        training = doc.get("training")
+        return cls(doc, {"training": training} if isinstance(training, dict) else {})
+
+    @property
+    def task(self) -> str:
+        return str(self.document["task"])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.document["n_features"])
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.document["feature"])
+
+    @property
+    def classes(self) -> FloatArray:
+        """The class labels, in the column order of :meth:`predict_proba` (empty for regression)."""
+        return np.asarray(self.document.get("classes") or [], dtype=np.float64)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the parsed node arrays (what a device holds to predict)."""
+        keys = ("feature", "threshold", "left", "right", "value")
+        return int(sum(np.asarray(self._arrays[k]).nbytes for k in keys))
+
+    def predict(self, X: FloatArray) -> FloatArray:
+        return predict_tree(self._arrays, X)
+
+    def predict_proba(self, X: FloatArray) -> FloatArray:
+        return predict_proba_tree(self._arrays, X)
+
+    def predict_one(self, x: FloatArray) -> float:
+        return float(self.predict(np.asarray(x, dtype=np.float64)[None, :])[0])
+
+    def to_document(self) -> dict[str, Any]:
+        return self.document

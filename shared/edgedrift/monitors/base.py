@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from edgedrift.models.document import BatchModel
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
 
@@ -40,6 +41,13 @@ def eviction_steps(k: int, n_evicted: int) -> np.ndarray:
     return np.maximum(0, np.arange(1, k + 1) - (k - n_evicted))
 
 
+def require_linear(model: BatchModel, monitor: str) -> LinearModel:
+    """``model`` as a LinearModel; TypeError for any other model (the bounds are for linear models)."""
+    if not isinstance(model, LinearModel):
+        raise TypeError(f"the {monitor} monitor bounds linear models only, got {type(model).__name__}")
+    return model
+
+
 class Monitor(ABC):
     """Decides when the batch model is stale."""
 
@@ -54,7 +62,7 @@ class Monitor(ABC):
         self.n_detections = 0
 
     @abstractmethod
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         """A new batch model ``model`` trained on (X, y) was installed: start monitoring it."""
 
     @abstractmethod
@@ -96,6 +104,22 @@ class Monitor(ABC):
         """How many of the newest window samples the recompute should use (None: the whole window)."""
         return None
 
+    def training_batch(self) -> tuple[FloatArray, FloatArray, int | None] | None:
+        """The data a recompute trains on when the monitor keeps its own (None: the loop's window).
+
+        Returns (X, y, reset_rows): ``reset_rows`` (when not None) is how many of the last rows form a
+        second candidate set, e.g. RebalanceStream's reset batch; the loop passes it to the trainer.
+        """
+        return None
+
+    def accept(self, model: BatchModel) -> bool:
+        """Whether the loop should install a model a recompute returned (False: keep the current one)."""
+        return True
+
+    def prediction_model(self) -> BatchModel | None:
+        """A model the loop should predict with instead of its own (None: its own)."""
+        return None
+
     @property
     def stats(self) -> dict[str, Any]:
         """Readable state for events, heartbeats and plots."""
@@ -107,7 +131,7 @@ class NeverMonitor(Monitor):
 
     name = "never"
 
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         self.drift_detected = False
 
     def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
@@ -126,7 +150,7 @@ class PeriodicMonitor(Monitor):
         self.period = period
         self._since = 0
 
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         self._since = 0
         self.drift_detected = False
 

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from edgedrift.models.linear import LinearModel
+from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
-from edgedrift.monitors.base import Evictions, eviction_steps
+from edgedrift.monitors.base import Evictions, eviction_steps, require_linear
 from edgedrift.monitors.gradient import BoundMonitor
 
 
@@ -69,7 +69,7 @@ class DruidPaperMonitor(BoundMonitor):
         self._collected = np.empty(n_fit)
         self.threshold = math.inf
 
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         super().reset(model, X, y)
         self.threshold = math.inf
 
@@ -153,10 +153,11 @@ class DruidMonitor(BoundMonitor):
         self._S_in: FloatArray = np.zeros((0, 0))
         self._next_refresh = refresh
 
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         super().reset(model, X, y)
-        dim = model.n_features + 1
-        G = model.gradients(X, y)
+        linear = require_linear(model, self.name)
+        dim = linear.n_features + 1
+        G = linear.gradients(X, y)
         W, df = self._whitener(self._covariance(G, dim))
         radius = math.sqrt(chi2_quantile(self.clip_quantile, df))
         self.delta_g.enable_robust(W.T @ W, radius)

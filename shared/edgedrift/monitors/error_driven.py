@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from edgedrift.models.linear import LinearModel
+from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, Monitor
 
@@ -60,7 +60,7 @@ class ErrorDrivenMonitor(Monitor):
         self._det = self._make()
         self._since_warning = 0
 
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         self._det = self._make()
         self._since_warning = 0
         self.drift_detected = False

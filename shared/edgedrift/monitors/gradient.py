@@ -17,9 +17,10 @@ import numpy as np
 from scipy.linalg.blas import daxpy, dger
 
 from edgedrift.bounds import radius_vector
+from edgedrift.models.document import BatchModel
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
-from edgedrift.monitors.base import Evictions, Monitor
+from edgedrift.monitors.base import Evictions, Monitor, require_linear
 
 
 class DeltaG:
@@ -186,8 +187,8 @@ class BoundMonitor(Monitor):
         self.delta_g = DeltaG()
         self.num_warnings = 0
 
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
-        self.delta_g.reset(model, X, y)
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
+        self.delta_g.reset(require_linear(model, self.name), X, y)
         self.num_warnings = 0
         self.drift_detected = False
         self.warning_detected = False

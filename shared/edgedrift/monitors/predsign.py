@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from edgedrift.models.linear import LinearModel
+from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions
 from edgedrift.monitors.gradient import BoundMonitor
@@ -32,7 +32,7 @@ class PredSignMonitor(BoundMonitor):
         self._centre = np.zeros(0)
         self._r_norm = 0.0
 
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         super().reset(model, X, y)
         self.n_disagree = 0
         self._refresh()
