@@ -66,12 +66,20 @@ class LearnerParams(WireModel):
 
 
 class WindowHeader(WireModel):
-    """Everything about a training request except the arrays."""
+    """Everything about a training request except the arrays.
+
+    ``reset_rows`` (``rebalance="select"`` only, at most n) says that the last ``reset_rows`` rows form
+    RebalanceStream's reset batch (the samples since the first warning), which adds the candidates
+    ``reset`` and ``reset+smote``; ``return_base`` asks for the model trained on the plain window too,
+    in the document's ``training.base`` (RebalanceStream+).
+    """
 
     task: Task
     learner: Learner
     params: LearnerParams = Field(default_factory=LearnerParams)
     rebalance: Rebalance = "none"
+    reset_rows: Annotated[int, Field(ge=0)] | None = None
+    return_base: bool = False
     reason: ShortText = "manual"
     monitor: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
     request_id: ShortText | None = None
@@ -82,6 +90,10 @@ class WindowHeader(WireModel):
             raise ValueError(f"learner {self.learner!r} does not do {self.task}")
         if self.rebalance != "none" and self.task != "classification":
             raise ValueError("rebalance (SMOTE) applies to classification only")
+        if self.reset_rows is not None and self.rebalance != "select":
+            raise ValueError(f"reset_rows needs rebalance='select', got rebalance={self.rebalance!r}")
+        if self.return_base and self.rebalance == "none":
+            raise ValueError("return_base needs rebalance='smote' or 'select'")
         return self
 
 
@@ -216,6 +228,8 @@ def check_window(
         raise WindowError("X", f"{d} features exceed the limit of {max_features}")
     if y.shape != (n,):
         raise WindowError("y", f"has {y.size} labels for {n} rows")
+    if header.reset_rows is not None and header.reset_rows > n:
+        raise WindowError("reset_rows", f"{header.reset_rows} exceeds the {n} rows of the window")
     if not np.isfinite(X).all():
         i, j = np.argwhere(~np.isfinite(X))[0]
         raise WindowError("X", f"X[{i}][{j}] is not a finite number")

@@ -196,5 +196,37 @@ def test_learners_shrub_ridge_and_select(cloud: CloudServer) -> None:
                 "y": y.tolist(),
             },
         ).json()
-        assert set(sel["scores"]) == {"none", "smote"} and sel["chosen"] in sel["scores"]
+        assert set(sel["scores"]) == {"batch", "batch+smote"} and sel["chosen"] in sel["scores"]
         assert sel["scores"][sel["chosen"]] == max(sel["scores"].values())
+        assert sel["model"]["training"]["chosen"] == sel["chosen"]
+
+
+def test_select_with_a_reset_batch_and_its_refusals(cloud: CloudServer) -> None:
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 3))
+    y = np.where(X[:, 0] > 1.2, 1.0, -1.0)  # ~12% minority
+    header = WindowHeader(
+        task="classification", learner="shrub", rebalance="select", reset_rows=120, return_base=True
+    )
+    with cloud.client(A) as c:
+        r = c.post(
+            "/v1/devices/dev-a/models",
+            content=encode_window(header, X, y),
+            headers={"Content-Type": WINDOW_CONTENT_TYPE},
+        )
+        assert r.status_code == 201, r.text
+        sel = r.json()
+        assert list(sel["scores"]) == ["batch", "batch+smote", "reset", "reset+smote"]
+        assert sel["scores"][sel["chosen"]] == max(sel["scores"].values())
+        training = sel["model"]["training"]
+        assert training["base"]["kind"] == "shrub" and "training" not in training["base"]
+        assert np.mean(predict_document(training["base"], X) == y) > 0.9
+        stored = c.get(f"/v1/devices/dev-a/models/{sel['version']}").json()
+        assert stored["model"]["training"] == training
+        body = {"task": "classification", "learner": "shrub", "X": X.tolist(), "y": y.tolist()}
+        too_many = c.post("/v1/devices/dev-a/models", json={**body, "rebalance": "select", "reset_rows": 301})
+        assert too_many.status_code == 422, too_many.text
+        (err,) = too_many.json()["detail"]
+        assert err["loc"] == ["body", "reset_rows"] and err["msg"] == "301 exceeds the 300 rows of the window"
+        plain = c.post("/v1/devices/dev-a/models", json={**body, "reset_rows": 10})
+        assert plain.status_code == 422 and "reset_rows needs rebalance='select'" in plain.text

@@ -111,7 +111,9 @@ def test_one_class_window_gives_a_model_of_that_class(learner: str, label: float
         out = train_window(header(learner, rebalance=rebalance, C="auto"), X, np.full(60, label))
         np.testing.assert_array_equal(predict_document(out.document, X), np.full(60, label))
         if rebalance == "select":
-            assert out.chosen == "none" and out.scores is not None and list(out.scores) == ["none"]
+            # SMOTE cannot run: its candidate scores -1 (RebalanceStream's convention) and the window wins.
+            assert out.chosen == "batch" and out.scores is not None
+            assert list(out.scores) == ["batch", "batch+smote"] and out.scores["batch+smote"] == -1.0
             assert out.note is not None and "fewer than 2 classes" in out.note
 
 
@@ -119,9 +121,11 @@ def test_smote_trains_on_the_augmented_window() -> None:
     X, y = imbalanced(200, 0.08, 2.0, seed=8)
     out = train_window(header("logistic", rebalance="smote", seed=3), X, y)
     aug = smote(X, y, seed=3)
-    assert out.chosen == "smote" and out.scores is None and out.note == aug.note
+    assert out.chosen == "batch+smote" and out.scores is None and out.note == aug.note
     assert out.document["n_train"] == aug.y.size == 2 * int(np.sum(y == -1.0))
     ref = LinearTrainer(loss="logistic")(aug.X, aug.y).to_document()
+    training = out.document.pop("training")
+    assert training == {"chosen": "batch+smote", "scores": None, "note": aug.note}
     assert without_created(out.document) == without_created(ref)
     # Balancing moves the boundary towards the majority: more samples are called +1.
     plain = train_window(header("logistic"), X, y)
@@ -134,7 +138,7 @@ def test_smote_falls_back_to_the_window() -> None:
     X, y = imbalanced(50, 0.0, 0.0, seed=9)
     y[7] = 1.0  # one minority sample: SMOTE cannot run
     out = train_window(header("shrub", rebalance="smote"), X, y)
-    assert out.chosen == "none" and out.note is not None and "single sample" in out.note
+    assert out.chosen == "batch" and out.note is not None and "single sample" in out.note
     assert out.document["n_train"] == 50
 
 
@@ -142,9 +146,9 @@ def test_smote_falls_back_to_the_window() -> None:
 def test_select_picks_smote_when_it_raises_kappa(learner: str) -> None:
     X, y = imbalanced(300, 0.06, 1.5, seed=0)
     out = train_window(header(learner, rebalance="select", C=0.1), X, y)
-    assert out.scores is not None and set(out.scores) == {"none", "smote"}
-    assert out.scores["smote"] > out.scores["none"]
-    assert out.chosen == "smote"
+    assert out.scores is not None and list(out.scores) == ["batch", "batch+smote"]
+    assert out.scores["batch+smote"] > out.scores["batch"]
+    assert out.chosen == "batch+smote"
     aug = smote(X, y, seed=0)
     assert out.document["n_train"] == aug.y.size
     # The scores are the prequential kappas of each candidate on its own training data.
@@ -154,18 +158,18 @@ def test_select_picks_smote_when_it_raises_kappa(learner: str) -> None:
             return partial(predict_tree, train_shrub(Xt, yt, "classification"))
         return LinearTrainer(C=0.1)(Xt, yt).predict
 
-    assert out.scores["none"] == pytest.approx(prequential_kappa(fit, X, y))
-    assert out.scores["smote"] == pytest.approx(prequential_kappa(fit, aug.X, aug.y))
+    assert out.scores["batch"] == pytest.approx(prequential_kappa(fit, X, y))
+    assert out.scores["batch+smote"] == pytest.approx(prequential_kappa(fit, aug.X, aug.y))
 
 
 def test_select_keeps_the_plain_window_on_a_tie() -> None:
-    # Widely separated classes: both candidates predict perfectly (kappa 1), and the tie keeps "none".
+    # Widely separated classes: both candidates predict perfectly (kappa 1), and the tie keeps "batch".
     rng = np.random.default_rng(10)
     y = np.where(np.arange(200) % 8 == 0, 1.0, -1.0)
     X = rng.normal(size=(200, 2)) + 10.0 * y[:, None]
     out = train_window(header("shrub", rebalance="select"), X, y)
-    assert out.scores == {"none": 1.0, "smote": 1.0}
-    assert out.chosen == "none" and out.document["n_train"] == 200
+    assert out.scores == {"batch": 1.0, "batch+smote": 1.0}
+    assert out.chosen == "batch" and out.document["n_train"] == 200
 
 
 @pytest.mark.parametrize("learner", ["svm", "shrub"])
@@ -175,6 +179,35 @@ def test_training_is_deterministic(learner: str) -> None:
     a, b = train_window(h, X, y), train_window(h, X, y)
     assert without_created(a.document) == without_created(b.document)
     assert (a.chosen, a.scores, a.C, a.note) == (b.chosen, b.scores, b.C, b.note)
+
+
+def test_select_with_a_reset_batch_and_the_base_model() -> None:
+    X, y = imbalanced(400, 0.1, 1.5, seed=12)
+    h = WindowHeader(
+        task="classification",
+        learner="shrub",
+        rebalance="select",
+        reset_rows=150,
+        return_base=True,
+        params=LearnerParams(max_depth=4),
+    )
+    out = train_window(h, X, y)
+    assert out.scores is not None and list(out.scores) == ["batch", "batch+smote", "reset", "reset+smote"]
+    assert out.chosen == max(out.scores, key=out.scores.__getitem__)
+    training = out.document["training"]
+    assert (training["chosen"], training["scores"], training["note"]) == (out.chosen, out.scores, out.note)
+    assert set(training["confusion"]) == set(out.scores)
+    plain = train_window(header("shrub", max_depth=4), X, y).document
+    assert without_created(training["base"]) == without_created(plain)
+    # On this seed SMOTE of the reset batch (the window's last 150 rows) wins.
+    assert out.chosen == "reset+smote"
+    assert out.document["n_train"] == 2 * int(np.sum(y[-150:] == -1.0))
+
+
+def test_reset_rows_beyond_the_window_are_refused() -> None:
+    h = WindowHeader(task="classification", learner="shrub", rebalance="select", reset_rows=11)
+    with pytest.raises(ValueError, match="reset_rows=11"):
+        train_window(h, np.zeros((10, 1)), np.ones(10))
 
 
 def test_rebalancing_a_regression_window_is_refused() -> None:

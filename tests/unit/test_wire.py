@@ -75,6 +75,34 @@ def test_check_window(X: np.ndarray, y: np.ndarray, field: str, words: str) -> N
     assert info.value.field == field and words in info.value.reason
 
 
+def test_reset_rows_and_return_base_need_rebalancing() -> None:
+    ok = WindowHeader(
+        task="classification", learner="shrub", rebalance="select", reset_rows=0, return_base=True
+    )
+    assert (ok.reset_rows, ok.return_base) == (0, True)
+    with pytest.raises(ValidationError, match="reset_rows needs rebalance='select'"):
+        WindowHeader(task="classification", learner="shrub", rebalance="smote", reset_rows=3)
+    with pytest.raises(ValidationError, match="reset_rows needs rebalance='select'"):
+        WindowHeader(task="classification", learner="shrub", reset_rows=3)
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        WindowHeader(task="classification", learner="shrub", rebalance="select", reset_rows=-1)
+    with pytest.raises(ValidationError, match="return_base needs rebalance"):
+        WindowHeader(task="classification", learner="shrub", return_base=True)
+    # Absent fields stay off the binary header, so older trainers read new clients' plain windows.
+    body = encode_window(HEADER, np.zeros((3, 2)), np.ones(3))
+    assert b"reset_rows" not in body and b"return_base" not in body
+    header, _, _ = decode_window(encode_window(ok, np.zeros((3, 2)), np.ones(3)))
+    assert header == ok
+
+
+def test_reset_rows_may_not_exceed_the_window() -> None:
+    header = WindowHeader(task="classification", learner="shrub", rebalance="select", reset_rows=4)
+    check_window(header, np.zeros((4, 1)), np.ones(4), max_rows=10, max_features=5)
+    with pytest.raises(WindowError) as info:
+        check_window(header, np.zeros((3, 1)), np.ones(3), max_rows=10, max_features=5)
+    assert info.value.field == "reset_rows" and info.value.reason == "4 exceeds the 3 rows of the window"
+
+
 def test_shrub_labels_must_be_integers_and_ragged_rows_are_named() -> None:
     shrub = WindowHeader(task="classification", learner="shrub")
     with pytest.raises(WindowError, match="integers"):

@@ -4,7 +4,12 @@ Follows RebalanceStream (Bernardo et al., ICDMW 2020; see ALGORITHM-NOTES §2a):
 the window has at least two classes and every minority class has more than one sample, with
 k = min(5, smallest minority count − 1) neighbours; it upsamples every minority class to the majority
 count, and the output holds the originals (in their order) followed by the synthetic samples. A
-candidate is scored by the Cohen's kappa of test-then-train on its own (possibly augmented) data.
+candidate is scored by the Cohen's kappa of test-then-train on its own (possibly augmented) data
+(Algorithms 2-4, with blocks instead of single samples for a batch learner).
+
+The reference code also skips SMOTE unless the share of *label 0* exceeds 0.1. In its data label 0 is
+the majority class (MOA's ImbalancedStream gives the first ratio, 0.6-0.9, to class 0), so that test
+never binds there; it is not applied here.
 """
 
 from __future__ import annotations
@@ -65,19 +70,32 @@ def smote(X: FloatArray, y: FloatArray, seed: int) -> SmoteResult:
     return SmoteResult(X_out, y_out, True, f"SMOTE k={k}: {n_new} synthetic samples appended")
 
 
-def _kappa(y_true: FloatArray, y_pred: FloatArray) -> float:
-    """Cohen's kappa; 0 when chance agreement is 1 (the convention of :mod:`edgedrift.metrics`)."""
+def _binary_matrix(y_true: FloatArray, y_pred: FloatArray) -> ConfusionMatrix | None:
+    """The 2×2 matrix with the larger label as the positive class; None if more than 2 labels occur."""
     labels = np.unique(np.concatenate([y_true, y_pred]))
-    if labels.size <= 2:
-        # Kappa does not depend on which class is called positive: map to the ±1 of edgedrift.metrics.
-        cm = ConfusionMatrix()
-        cm.update_many(np.where(y_true == labels[-1], 1.0, -1.0), np.where(y_pred == labels[-1], 1.0, -1.0))
-        return cm.kappa
-    return float(cohen_kappa_score(y_true, y_pred, replace_undefined_by=0.0))
+    if labels.size > 2:
+        return None
+    # Kappa does not depend on which class is called positive: map to the ±1 of edgedrift.metrics.
+    cm = ConfusionMatrix()
+    cm.update_many(np.where(y_true == labels[-1], 1.0, -1.0), np.where(y_pred == labels[-1], 1.0, -1.0))
+    return cm
 
 
-def prequential_kappa(fit: Fit, X: FloatArray, y: FloatArray, blocks: int = 5) -> float:
-    """Kappa of blocked test-then-train over (X, y) in order.
+@dataclass(frozen=True)
+class Prequential:
+    """Outcome of a blocked test-then-train run: kappa and, for binary labels, the confusion counts.
+
+    ``counts`` is (TP, FP, FN, TN) with the larger label as positive (None for more than 2 labels or
+    when nothing could be tested); RebalanceStream copies a winning candidate's matrix (Algorithm 1,
+    line 29), so the cloud returns it with the selection.
+    """
+
+    kappa: float
+    counts: tuple[int, int, int, int] | None
+
+
+def prequential(fit: Fit, X: FloatArray, y: FloatArray, blocks: int = 5) -> Prequential:
+    """Blocked test-then-train over (X, y) in order (the batch form of Algorithms 2-4).
 
     The data is cut into ``blocks`` contiguous blocks; block b ≥ 1 is predicted by ``fit`` trained on
     blocks 0 … b−1 (a one-class prefix predicts its class), and kappa is taken over all predictions
@@ -90,7 +108,7 @@ def prequential_kappa(fit: Fit, X: FloatArray, y: FloatArray, blocks: int = 5) -
     n = y.shape[0]
     blocks = min(int(blocks), n)
     if blocks < 2:
-        return 0.0
+        return Prequential(0.0, None)
     edges = np.linspace(0, n, blocks + 1).astype(int)
     preds: list[FloatArray] = []
     for b in range(1, blocks):
@@ -100,4 +118,13 @@ def prequential_kappa(fit: Fit, X: FloatArray, y: FloatArray, blocks: int = 5) -
             preds.append(np.full(hi - lo, seen[0]))
         else:
             preds.append(np.asarray(fit(X[:lo], y[:lo])(X[lo:hi]), dtype=np.float64))
-    return _kappa(y[int(edges[1]) :], np.concatenate(preds))
+    y_true, y_pred = y[int(edges[1]) :], np.concatenate(preds)
+    cm = _binary_matrix(y_true, y_pred)
+    if cm is None:
+        return Prequential(float(cohen_kappa_score(y_true, y_pred, replace_undefined_by=0.0)), None)
+    return Prequential(cm.kappa, cm.counts)
+
+
+def prequential_kappa(fit: Fit, X: FloatArray, y: FloatArray, blocks: int = 5) -> float:
+    """Kappa of :func:`prequential` (blocked test-then-train over (X, y) in order)."""
+    return prequential(fit, X, y, blocks).kappa

@@ -23,20 +23,30 @@ from edgedrift.models.losses import FloatArray
 from edgedrift.models.tree import predict_tree
 from edgedrift.wire import LINEAR_LOSS, WindowHeader
 from edgedrift_cloud.training.linear import LinearTrainer, tune_C
-from edgedrift_cloud.training.rebalance import Fit, Predictor, prequential_kappa, smote
+from edgedrift_cloud.training.rebalance import Fit, Predictor, prequential, smote
 from edgedrift_cloud.training.shrub import train_shrub
 
 TrainDocument = Callable[[FloatArray, FloatArray], dict[str, Any]]
+
+
+#: Candidate training sets of ``rebalance="select"``, in RebalanceStream's order (Algorithm 1, line 27:
+#: ties keep the earliest).
+CANDIDATES: tuple[str, ...] = ("batch", "batch+smote", "reset", "reset+smote")
+#: Score of a candidate that cannot be built (SMOTE skipped, reset batch too small), as in the reference.
+UNBUILT = -1.0
+#: The smallest reset batch that is scored: blocked test-then-train needs a few rows per block.
+MIN_RESET_ROWS = 10
 
 
 @dataclass(frozen=True)
 class TrainOutcome:
     """A trained model document and how it was chosen.
 
-    ``chosen`` names the training data of the model ("none" or "smote"; None without rebalancing),
-    ``scores`` holds the prequential kappa of each candidate (``rebalance="select"`` only), ``train_ms``
-    the wall time of rebalancing, tuning, selection and the final fit, ``C`` the C actually used by a
-    linear learner, and ``note`` why SMOTE did or did not run.
+    ``chosen`` names the training data of the model (one of :data:`CANDIDATES`; None without
+    rebalancing), ``scores`` holds the prequential kappa of each candidate (``rebalance="select"``
+    only; −1 for one that could not be built), ``train_ms`` the wall time of rebalancing, tuning,
+    selection and the final fit, ``C`` the C actually used by a linear learner, and ``note`` why SMOTE
+    did or did not run. With rebalancing the document also carries this record as ``training``.
     """
 
     document: dict[str, Any]
@@ -80,31 +90,80 @@ def _learner(header: WindowHeader, X: FloatArray, y: FloatArray) -> tuple[TrainD
     return linear_document, linear_predictor, trainer.C
 
 
+def _candidates(
+    header: WindowHeader, X: FloatArray, y: FloatArray
+) -> tuple[dict[str, tuple[FloatArray, FloatArray] | None], str]:
+    """RebalanceStream's training sets (None where one cannot be built) and a note on SMOTE.
+
+    ``batch`` is the window, ``reset`` its last ``header.reset_rows`` rows (the samples since the first
+    warning; only with ``reset_rows``), and ``+smote`` their SMOTE-balanced versions (Algorithms 2-4).
+    """
+    seed = header.params.seed
+    balanced = smote(X, y, seed)
+    sets: dict[str, tuple[FloatArray, FloatArray] | None] = {
+        "batch": (X, y),
+        "batch+smote": (balanced.X, balanced.y) if balanced.applied else None,
+    }
+    notes = [balanced.note]
+    r = header.reset_rows
+    if r is not None:
+        if r < MIN_RESET_ROWS:
+            sets["reset"] = sets["reset+smote"] = None
+            notes.append(f"reset batch of {r} rows < {MIN_RESET_ROWS}: not scored")
+        else:
+            Xr, yr = X[-r:], y[-r:]
+            reset_bal = smote(Xr, yr, seed)
+            sets["reset"] = (Xr, yr)
+            sets["reset+smote"] = (reset_bal.X, reset_bal.y) if reset_bal.applied else None
+            notes.append(f"reset: {reset_bal.note}")
+    return sets, "; ".join(notes)
+
+
 def train_window(header: WindowHeader, X: FloatArray, y: FloatArray) -> TrainOutcome:
-    """Train the model the header asks for on (X, y); deterministic given ``header.params.seed``."""
+    """Train the model the header asks for on (X, y); deterministic given ``header.params.seed``.
+
+    ``rebalance="select"`` scores every candidate of :func:`_candidates` by blocked prequential kappa on
+    its own data and trains the first best (Algorithm 1, lines 22-27). With rebalancing the document
+    gets a ``training`` record: ``chosen``, ``scores``, ``note``, ``confusion`` (each scored candidate's
+    prequential (TP, FP, FN, TN), larger label positive, for binary labels) and, if
+    ``header.return_base``, ``base``: the document trained on the plain window.
+    """
     start = perf_counter()
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if header.rebalance != "none" and header.task != "classification":
         raise ValueError("rebalance (SMOTE) applies to classification only")
+    if header.reset_rows is not None and not 0 <= header.reset_rows <= y.shape[0]:
+        raise ValueError(f"reset_rows={header.reset_rows} is outside [0, {y.shape[0]}]")
     to_document, to_predictor, C = _learner(header, X, y)
-    chosen: str | None = None
+    if header.rebalance == "none":
+        document = to_document(X, y)
+        train_ms = (perf_counter() - start) * 1000.0
+        return TrainOutcome(document, str(document["kind"]), None, None, train_ms, C, None)
+    sets, note = _candidates(header, X, y)
     scores: dict[str, float] | None = None
-    note: str | None = None
-    data = (X, y)
-    if header.rebalance != "none":
-        balanced = smote(X, y, header.params.seed)
-        note = balanced.note
-        candidates = {"none": data}
-        if balanced.applied:
-            candidates["smote"] = (balanced.X, balanced.y)
-        if header.rebalance == "smote":
-            chosen = "smote" if balanced.applied else "none"
-        else:
-            kappas = {name: prequential_kappa(to_predictor, *cand) for name, cand in candidates.items()}
-            chosen = max(candidates, key=kappas.__getitem__)  # the first maximum: ties keep "none"
-            scores = kappas
-        data = candidates[chosen]
+    confusion: dict[str, list[int]] = {}
+    if header.rebalance == "smote":
+        chosen = "batch" if sets["batch+smote"] is None else "batch+smote"
+    else:
+        scores = {}
+        for name, data in sets.items():
+            if data is None:
+                scores[name] = UNBUILT
+                continue
+            run = prequential(to_predictor, *data)
+            scores[name] = run.kappa
+            if run.counts is not None:
+                confusion[name] = list(run.counts)
+        chosen = max(scores, key=scores.__getitem__)  # the first maximum: ties keep the earlier one
+    data = sets[chosen]
+    assert data is not None
     document = to_document(*data)
+    training: dict[str, Any] = {"chosen": chosen, "scores": scores, "note": note}
+    if confusion:
+        training["confusion"] = confusion
+    if header.return_base:
+        training["base"] = dict(document) if chosen == "batch" else to_document(X, y)
+    document["training"] = training
     train_ms = (perf_counter() - start) * 1000.0
     return TrainOutcome(document, str(document["kind"]), chosen, scores, train_ms, C, note)

@@ -420,6 +420,7 @@ _GENERATORS: dict[str, tuple[Callable[..., Stream], dict[str, Any]]] = {
     "sea": (generators.sea, {}),
     "hyperplane": (generators.hyperplane, {}),
     "rbf": (generators.rbf_drift, {}),
+    "rbf-imbalanced": (generators.rbf_imbalanced, {}),
 }
 _REAL: dict[str, Callable[[], Stream]] = {
     "elec2": lambda: load_elec2(drop_period=True),
@@ -470,8 +471,9 @@ def _parse_params(spec: str, text: str, func: Callable[..., Stream], fixed: dict
 
 def load_dataset(spec: str, target: str | None = None, seed: int = 0) -> Stream:
     """A stream from a spec string: ``elec2``, ``elec2-6``, ``covtype``, ``csv:PATH`` (with ``target``),
-    or a generator ``sine1``, ``sine1+``, ``ridge``, ``sea``, ``hyperplane``, ``rbf`` with optional
-    ``:key=value,...`` parameters (e.g. ``sine1+:d=10,sigma=100``; tuples as ``drift_at=100;200``).
+    or a generator ``sine1``, ``sine1+``, ``ridge``, ``sea``, ``hyperplane``, ``rbf``, ``rbf-imbalanced``
+    with optional ``:key=value,...`` parameters (e.g. ``sine1+:d=10,sigma=100``, ``rbf-imbalanced:mean=20000,
+    var=50``; tuples as ``drift_at=100;200``).
 
     ``seed`` seeds the generators unless the spec sets ``seed`` itself; real data sets ignore it.
     """

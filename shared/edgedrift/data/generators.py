@@ -1,4 +1,5 @@
-"""Synthetic drifting streams: the paper's Sine1+ and ridge streams, and river's SEA, Hyperplane, RBF.
+"""Synthetic drifting streams: the paper's Sine1+ and ridge streams, river's SEA, Hyperplane, RBF, and
+RebalanceStream's imbalanced RBF stream.
 
 Every generator is a pure function of its arguments: the same seed gives bit-identical arrays. The
 numpy-based generators (Sine1+, ridge; DRUiD paper Sections 5.4-5.5) need nothing but numpy; the river
@@ -7,6 +8,8 @@ based ones import river lazily so that the core library imports without it (rive
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import islice, pairwise
 from typing import Any
@@ -298,5 +301,182 @@ def rbf_drift(
             "change_speed": change_speed,
             "class_ratio": class_ratio,
             "seed": seed,
+        },
+    )
+
+
+#: RebalanceStream's minority shares (class ratios 0.9;0.1 … 0.6;0.4), in the reference's list order.
+IMBALANCE_LEVELS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4)
+_JAVA_MULT = 0x5DEECE66D
+_JAVA_MASK = (1 << 48) - 1
+
+
+class _JavaRandom:
+    """``java.util.Random`` (48-bit LCG), enough of it to replay the reference's imbalance schedule."""
+
+    def __init__(self, seed: int) -> None:
+        self._seed = (seed ^ _JAVA_MULT) & _JAVA_MASK
+        self._next_gaussian: float | None = None
+
+    def _next(self, bits: int) -> int:
+        self._seed = (self._seed * _JAVA_MULT + 0xB) & _JAVA_MASK
+        value = self._seed >> (48 - bits)
+        return value - (1 << 32) if value >= 1 << 31 else value  # Java's (int) cast
+
+    def next_int(self, bound: int) -> int:
+        if bound <= 0 or bound & (bound - 1):
+            raise ValueError("only powers of two are needed here")
+        return (bound * self._next(31)) >> 31
+
+    def next_double(self) -> float:
+        return ((self._next(26) << 27) + self._next(27)) * 2.0**-53
+
+    def next_gaussian(self) -> float:
+        """Marsaglia's polar method with Java's cached second value."""
+        if self._next_gaussian is not None:
+            value, self._next_gaussian = self._next_gaussian, None
+            return value
+        while True:
+            v1, v2 = 2.0 * self.next_double() - 1.0, 2.0 * self.next_double() - 1.0
+            s = v1 * v1 + v2 * v2
+            if 0.0 < s < 1.0:
+                break
+        multiplier = math.sqrt(-2.0 * math.log(s) / s)
+        self._next_gaussian = v2 * multiplier
+        return v1 * multiplier
+
+
+def rbf_drift_rows(gen: Any) -> Iterator[tuple[list[float], int]]:
+    """river ``RandomRBFDrift.__iter__`` bit for bit (rows as lists), about ten times faster.
+
+    river moves every drifting centroid in a Python loop before each sample; here one vectorised numpy
+    step per sample does the same float operations (centre += speed·change_speed, clip to [0, 1] and
+    reverse the speed). The sample itself is drawn exactly as river's ``_generate_sample`` draws it.
+    """
+    import random
+    from bisect import bisect_right
+    from itertools import accumulate
+
+    gen._generate_centroids()
+    rng = random.Random(gen.seed_sample)
+    k, d, speed_factor = gen.n_drift_centroids, gen.n_features, gen.change_speed
+    centre = np.array([c.centre for c in gen.centroids], dtype=np.float64)
+    speed = np.array(gen.centroid_speed, dtype=np.float64).reshape(k, d)
+    labels = [int(c.class_label) for c in gen.centroids]
+    std_dev = [float(c.std_dev) for c in gen.centroids]
+    cumulative = list(accumulate(gen.centroid_weights))
+    total, last = sum(gen.centroid_weights), len(cumulative) - 1
+    moving = centre[:k]
+    while True:
+        moving += speed * speed_factor
+        out = (moving > 1.0) | (moving < 0.0)
+        if out.any():
+            moving[out] = np.where(moving[out] > 1.0, 1.0, 0.0)
+            speed[out] = -speed[out]
+        idx = min(bisect_right(cumulative, rng.random() * total), last)
+        att = [rng.random() * 2.0 - 1.0 for _ in range(d)]
+        magnitude = 0.0
+        for a in att:
+            magnitude += a * a
+        scale = rng.gauss(0, 1) * std_dev[idx] / magnitude**0.5
+        c = centre[idx].tolist()
+        yield [c[i] + att[i] * scale for i in range(d)], labels[idx]
+
+
+def imbalance_schedule(n: int, mean: int = 20_000, var: float = 50.0, schedule_seed: int = 10) -> FloatArray:
+    """The minority share of every row of :func:`rbf_imbalanced` (RebalanceStream, Section IV).
+
+    Replays the reference's ``DatasetGenerator``: ``java.util.Random(schedule_seed)`` picks one of
+    :data:`IMBALANCE_LEVELS` (``nextInt(4)``) and a segment length ``round(nextGaussian()·var + mean)``,
+    again and again. The reference multiplies by ``var`` itself, so σ² of the paper acts as a standard
+    deviation; the seed is 10 for every data seed, so all five streams share one schedule (Fig. 1).
+    """
+    _check_positive(n=n, mean=mean)
+    if var < 0:
+        raise ValueError(f"var must be >= 0, got {var}")
+    rng = _JavaRandom(schedule_seed)
+    levels = np.empty(n)
+    start = 0
+    while start < n:
+        level = IMBALANCE_LEVELS[rng.next_int(len(IMBALANCE_LEVELS))]
+        length = max(1, math.floor(rng.next_gaussian() * var + mean + 0.5))  # Java's Math.round
+        levels[start : start + length] = level
+        start += length
+    return levels
+
+
+def rbf_imbalanced(
+    n: int = 100_000,
+    mean: int = 20_000,
+    var: float = 50.0,
+    n_features: int = 10,
+    n_centroids: int = 50,
+    change_speed: float = 1e-7,
+    seed: int = 3,
+    schedule_seed: int = 10,
+) -> Stream:
+    """RebalanceStream's stream (Section IV): Random RBF with drift under a switching class ratio.
+
+    river ``RandomRBFDrift(seed_model=seed, seed_sample=seed, 2 classes, 10 features, 50 centroids,
+    change_speed=1e-7, 50 drifting centroids)`` (MOA ``RandomRBFGeneratorDrift -n 50 -c 2 -a 10 -s 1e-7``)
+    wrapped like MOA's ``ImbalancedStream``: each row draws its class from the current ratio of
+    :func:`imbalance_schedule`, and generator samples are queued per class until that class has one
+    (first in, first out), so no sample is thrown away. **+1 (river class 1) is the minority** with share
+    0.1-0.4 and −1 the majority, as class 1 is in the reference's ratios ``0.9;0.1`` … ``0.6;0.4``.
+
+    ``meta["minority_share"]`` is the per-row share (the imbalance level of the paper's plots) and
+    ``drift_points`` the rows where it changes. Two reference details are not copied: its RBF model seed
+    is fixed at 1 for every data seed (here ``seed_model = seed``), and it re-prepares the whole stream at
+    every ratio switch, which restarts the generator.
+    """
+    from river.datasets import synth
+
+    _check_positive(n=n, n_features=n_features, n_centroids=n_centroids)
+    if change_speed < 0:
+        raise ValueError(f"change_speed must be >= 0, got {change_speed}")
+    share = imbalance_schedule(n, mean, var, schedule_seed)
+    wanted_positive = np.random.default_rng(_derive_seed(seed, 3)).random(n) < share
+    gen = rbf_drift_rows(
+        synth.RandomRBFDrift(
+            seed_model=seed,
+            seed_sample=seed,
+            n_classes=2,
+            n_features=n_features,
+            n_centroids=n_centroids,
+            change_speed=change_speed,
+            n_drift_centroids=n_centroids,
+        )
+    )
+    queues: tuple[deque[list[float]], deque[list[float]]] = (deque(), deque())
+    X = np.empty((n, n_features))
+    max_queue = 50 * n + 1_000
+    for i in range(n):
+        cls = int(wanted_positive[i])
+        queue = queues[cls]
+        while not queue:
+            row, label = next(gen)
+            queues[int(bool(label))].append(row)
+            if len(queues[1 - cls]) > max_queue:
+                raise RuntimeError(f"rbf_imbalanced: the generator hardly produces class {2 * cls - 1:+d}")
+        X[i] = queue.popleft()
+    y = np.where(wanted_positive, 1.0, -1.0)
+    changes = tuple(int(i) for i in np.flatnonzero(np.diff(share)) + 1)
+    return Stream(
+        name=f"rbf-imbalanced:mean={mean},var={var:g},seed={seed}",
+        X=X,
+        y=y,
+        task="classification",
+        feature_names=tuple(f"x{i}" for i in range(n_features)),
+        drift_points=changes,
+        meta={
+            "generator": "rbf_imbalanced",
+            "mean": mean,
+            "var": var,
+            "n_centroids": n_centroids,
+            "change_speed": change_speed,
+            "seed": seed,
+            "schedule_seed": schedule_seed,
+            "minority_share": share,
+            "queued": (len(queues[0]), len(queues[1])),
         },
     )

@@ -5,6 +5,7 @@ from edgedrift.monitors.druid import DruidMonitor, DruidPaperMonitor, chi_scale_
 from edgedrift.monitors.error_driven import ErrorDrivenMonitor
 from edgedrift.monitors.gradient import BoundMonitor, DeltaG
 from edgedrift.monitors.predsign import PredSignMonitor
+from edgedrift.monitors.rebalance import RebalanceMonitor
 
 __all__ = [
     "BoundMonitor",
@@ -16,5 +17,6 @@ __all__ = [
     "NeverMonitor",
     "PeriodicMonitor",
     "PredSignMonitor",
+    "RebalanceMonitor",
     "chi_scale_mle",
 ]

@@ -1,0 +1,578 @@
+"""Shrub Ensembles on the edge: accuracy, memory and cloud recomputes on ELEC2 and SEA, against river.
+
+Every run is test-then-train over all labels, driven as EdgeDrift runs it: ``EdgeLoop`` with a
+``CountWindow`` of W = B labels, a recompute policy (``PeriodicMonitor(k)``: every k labels, or ADWIN on the
+ensemble's 0/1 errors: ``ErrorDrivenMonitor("adwin", δ, "batch")``), an in-process "cloud" that trains one
+shrub with ``train_shrub`` on the window (each call is one counted recompute), and the
+:class:`~edgedrift.learners.shrub_ensemble.ShrubEnsemble` as the loop's learner with
+``predict_with="incremental"`` (the loop anchors every new shrub into it). The first ``N0`` labels warm up
+every method (an initial shrub, not counted as a recompute; river learns them); accuracy is over the rest.
+
+Parts (``--parts``, comma separated):
+
+* ``defaults``: step rule × update cadence × burn-in on streams *not* used below (SEA seed 1, Hyperplane),
+  to choose the learner's defaults without tuning on the evaluation streams;
+* ``grid``: M × max_depth × B at k = 100 (accuracy–memory Pareto front);
+* ``grid-rho``: part of that grid with the step rule of the paper's experiments (ρ = 0.5), under which a
+  new shrub can displace an old one even for M = 1 (with α = 1/(m+1) it never can);
+* ``triggers``: k ∈ {10, 50, 100, 500, 2000} and ADWIN for three configurations, plus the "latest shrub"
+  (the loop predicting with the newest cloud shrub alone) and a static shrub, (accuracy–recomputes);
+* ``peers``: river HoeffdingTree, HoeffdingAdaptiveTree, ARF (3 and 10 models);
+* ``k1``: cost of a new shrub on every label (the reference's cadence) on a prefix, extrapolated;
+* ``cache``: what the per-tree probability cache on the window saves: one cached gradient step against
+  the descent of the window through all trees that every step would need without it.
+
+Results are merged into ``out/shrubs/results.json`` (one record per data set × method), plots go to
+``docs/img/shrubs_<data>_pareto.png`` and ``docs/img/shrubs_<data>_recomputes.png``.
+
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 EDGEDRIFT_DATA_DIR=/work/shared/data \\
+        .venv/bin/python bench/shrub_ensembles.py --parts defaults,grid,triggers,peers,k1
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgedrift.data import Stream, load_dataset
+from edgedrift.learners.shrub_ensemble import ShrubEnsemble
+from edgedrift.loop import EdgeLoop
+from edgedrift.models.tree import ShrubModel
+from edgedrift.monitors.base import Monitor, NeverMonitor, PeriodicMonitor
+from edgedrift.monitors.error_driven import ErrorDrivenMonitor
+from edgedrift.window import CountWindow
+from edgedrift_cloud.training.shrub import train_shrub
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "out" / "shrubs"
+IMG = ROOT / "docs" / "img"
+N0 = 200
+#: Evaluation streams: ELEC2 (45,312 rows, 5 features) and SEA with 10% label noise, 50,000 rows and
+#: abrupt drifts every 12,500 rows (thresholds 8, 9, 7, 9.5), seed 0.
+DATASETS = {"elec2": "elec2", "sea": "sea:n=50000,drift_at=12500;25000;37500,noise=0.1"}
+#: Streams for choosing the defaults only (never reported as evaluation results).
+DEFAULT_STUDY = {
+    "sea-seed1": "sea:n=50000,drift_at=12500;25000;37500,noise=0.1,seed=1",
+    "hyperplane": "hyperplane:n=30000,n_features=10,noise=0.05,mag_change=0.001",
+}
+MEMORY_SAMPLES = 20
+
+
+@dataclass(frozen=True)
+class SEConfig:
+    """One Shrub Ensemble run: M, max_depth, B (= the loop's window W), trigger and optimiser settings.
+
+    ``trigger`` is ``"k=<labels>"`` (periodic), ``"adwin=<delta>"`` or ``"never"``; ``predict`` is
+    ``"incremental"`` (the ensemble) or ``"batch"`` (the newest shrub alone: the "latest shrub" baseline).
+    """
+
+    M: int = 8
+    D: int = 4
+    B: int = 256
+    trigger: str = "k=100"
+    step: float | str = "adaptive"
+    rho: float | None = None
+    update_every: int = 16
+    burnin: int = 5
+    predict: str = "incremental"
+
+    @property
+    def name(self) -> str:
+        step = f"rho={self.rho}" if self.rho is not None else f"step={self.step}"
+        kind = "SE" if self.predict == "incremental" else "latest-shrub"
+        return (
+            f"{kind} M={self.M} D={self.D} B={self.B} {self.trigger} {step} "
+            f"u={self.update_every} burnin={self.burnin}"
+        )
+
+
+def make_monitor(trigger: str) -> Monitor:
+    kind, _, value = trigger.partition("=")
+    if kind == "k":
+        return PeriodicMonitor(int(value))
+    if kind == "adwin":
+        return ErrorDrivenMonitor("adwin", float(value), "batch")
+    if kind == "never":
+        return NeverMonitor()
+    raise ValueError(f"unknown trigger {trigger!r}")
+
+
+def python_heap_bytes(obj: Any) -> int:
+    """Bytes of ``obj``'s object graph, measured with river's own walker (the peers' memory figure)."""
+    from river.base import Base
+
+    return int(Base._raw_memory_usage.fget(obj))
+
+
+def run_se(stream: Stream, cfg: SEConfig, limit: int | None = None) -> dict[str, Any]:
+    """Test-then-train through ``EdgeLoop`` with in-process shrub training; accuracy after N0 labels."""
+    X, y = stream.X, stream.y
+    n = len(y) if limit is None else min(limit, len(y))
+    se = ShrubEnsemble(
+        max_trees=cfg.M,
+        window=cfg.B,
+        step=cfg.step,  # type: ignore[arg-type]
+        burnin_steps=cfg.burnin,
+        update_every=cfg.update_every,
+        rho=cfg.rho,
+    )
+    train_s = [0.0]
+    seed = [0]
+
+    def recompute(Xw: np.ndarray, yw: np.ndarray) -> ShrubModel:
+        t = time.perf_counter()
+        seed[0] += 1
+        doc = train_shrub(Xw, yw, "classification", max_depth=cfg.D, seed=seed[0])
+        model = ShrubModel.from_document(doc)
+        train_s[0] += time.perf_counter() - t
+        return model
+
+    loop = EdgeLoop(
+        CountWindow(cfg.B, X.shape[1]),
+        make_monitor(cfg.trigger),
+        recompute,
+        learner=se,
+        predict_with="incremental" if cfg.predict == "incremental" else "batch",
+    )
+    loop.start(recompute(X[:N0][-cfg.B :], y[:N0][-cfg.B :]), X[:N0], y[:N0], warm_learner=True)
+    train_s[0] = 0.0
+    probes = set(np.linspace(N0, n - 1, MEMORY_SAMPLES).astype(int).tolist())
+    mem, trees = [], []
+    correct = 0
+    t0 = time.perf_counter()
+    for i in range(N0, n):
+        correct += loop.process_one(X[i], float(y[i])) == y[i]
+        if i in probes:
+            mem.append(se.memory_bytes if cfg.predict == "incremental" else loop.model.nbytes)  # type: ignore[union-attr]
+            trees.append(se.n_trees if cfg.predict == "incremental" else 1)
+    elapsed = time.perf_counter() - t0
+    m = n - N0
+    return {
+        "method": cfg.name,
+        "family": "SE" if cfg.predict == "incremental" else "latest-shrub",
+        "config": asdict(cfg),
+        "accuracy": correct / m,
+        "recomputes": loop.counters.recomputes,
+        "memory_bytes_mean": float(np.mean(mem)),
+        "memory_bytes_max": int(np.max(mem)),
+        "python_heap_bytes_final": python_heap_bytes(se if cfg.predict == "incremental" else loop.model),
+        "n_trees_mean": float(np.mean(trees)),
+        "us_per_label_edge": (elapsed - train_s[0]) / m * 1e6,
+        "us_per_label_training": train_s[0] / m * 1e6,
+        "n_evaluated": m,
+    }
+
+
+def river_model(name: str) -> Any:
+    from river import forest, tree
+
+    models: dict[str, Callable[[], Any]] = {
+        "river HoeffdingTree": lambda: tree.HoeffdingTreeClassifier(),
+        "river HoeffdingAdaptiveTree": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=0),
+        "river ARF n_models=3": lambda: forest.ARFClassifier(n_models=3, seed=0),
+        "river ARF n_models=10": lambda: forest.ARFClassifier(n_models=10, seed=0),
+    }
+    return models[name]()
+
+
+RIVER_PEERS = (
+    "river HoeffdingTree",
+    "river HoeffdingAdaptiveTree",
+    "river ARF n_models=3",
+    "river ARF n_models=10",
+)
+
+
+def run_river(stream: Stream, name: str) -> dict[str, Any]:
+    """river's predict_one, then learn_one, on every label after N0 warm-up labels."""
+    model = river_model(name)
+    keys = list(range(stream.X.shape[1]))
+    rows = [dict(zip(keys, r, strict=True)) for r in stream.X.tolist()]
+    labels = (stream.y > 0).tolist()
+    for i in range(N0):
+        model.learn_one(rows[i], labels[i])
+    n = len(labels)
+    probes = set(np.linspace(N0, n - 1, MEMORY_SAMPLES).astype(int).tolist())
+    mem, correct, walk_s = [], 0, 0.0
+    t0 = time.perf_counter()
+    for i in range(N0, n):
+        correct += model.predict_one(rows[i]) == labels[i]
+        model.learn_one(rows[i], labels[i])
+        if i in probes:
+            t = time.perf_counter()
+            mem.append(model._raw_memory_usage)
+            walk_s += time.perf_counter() - t
+    elapsed = time.perf_counter() - t0 - walk_s
+    m = n - N0
+    return {
+        "method": name,
+        "family": "river",
+        "accuracy": correct / m,
+        "recomputes": 0,
+        "python_heap_bytes_mean": float(np.mean(mem)),
+        "python_heap_bytes_max": int(np.max(mem)),
+        "us_per_label_edge": elapsed / m * 1e6,
+        "n_evaluated": m,
+    }
+
+
+# ----------------------------------------------------------------------------------- parts
+
+
+def grid_configs(quick: bool) -> list[SEConfig]:
+    Ms = (1, 4, 16) if quick else (1, 2, 4, 8, 16, 32)
+    Ds = (2, 8) if quick else (2, 4, 8)
+    Bs = (64, 1024) if quick else (64, 256, 1024)
+    return [SEConfig(M=M, D=D, B=B) for M in Ms for D in Ds for B in Bs]
+
+
+def grid_rho_configs(quick: bool) -> list[SEConfig]:
+    Ms = (1, 4) if quick else (1, 2, 4, 8)
+    return [SEConfig(M=M, D=D, B=B, rho=0.5) for M in Ms for D in (2, 4, 8) for B in (64, 256)]
+
+
+#: The configurations whose accuracy is traced against the number of recomputes.
+TRIGGER_BASES = (SEConfig(M=8, D=4, B=256), SEConfig(M=4, D=2, B=64), SEConfig(M=16, D=8, B=1024))
+TRIGGERS = ("k=10", "k=50", "k=100", "k=500", "k=2000", "adwin=0.002", "adwin=0.1")
+
+
+def trigger_configs(quick: bool) -> list[SEConfig]:
+    triggers = ("k=50", "k=500", "adwin=0.002") if quick else TRIGGERS
+    bases = TRIGGER_BASES[:1] if quick else TRIGGER_BASES
+    out = [replace(b, trigger=t) for b in bases for t in triggers]
+    base = TRIGGER_BASES[0]
+    out += [replace(base, trigger=t, predict="batch") for t in triggers]
+    out.append(replace(base, trigger="never", predict="batch"))
+    return out
+
+
+def default_study_configs(quick: bool) -> list[SEConfig]:
+    steps: list[tuple[float | str, float | None]] = [
+        ("adaptive", None),
+        (0.01, None),
+        (0.1, None),
+        (1.0, None),
+        ("adaptive", 0.25),
+        ("adaptive", 0.5),
+        ("adaptive", 0.75),
+    ]
+    cadences = (0, 1) if quick else (0, 1, 16)
+    base = SEConfig(trigger="k=50")
+    out = [replace(base, step=s, rho=r, update_every=u) for s, r in steps for u in cadences]
+    out += [replace(base, burnin=b, update_every=u) for b in (0, 10) for u in (1, 16)]
+    return out
+
+
+def k1_cost(stream: Stream, n: int = 2000) -> dict[str, Any]:
+    """A shrub on every label (the reference's cadence): measured on ``n`` labels, extrapolated."""
+    r = run_se(stream, replace(TRIGGER_BASES[0], trigger="k=1"), limit=N0 + n)
+    per_label = (r["us_per_label_edge"] + r["us_per_label_training"]) * 1e-6
+    r["method"] += f" (first {n} labels only)"
+    r["family"] = "SE-k1-prefix"
+    r["projected_full_run_s"] = per_label * (len(stream.y) - N0)
+    return r
+
+
+def median_call(fn: Callable[[], object], repeat: int) -> float:
+    """Seconds of one call: the median of ``repeat`` single-call timings (robust to a busy machine)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def measure_cache(se: ShrubEnsemble, x: np.ndarray, repeat: int) -> dict[str, float]:
+    """A step runs on a fresh copy each time, so that pruning never shrinks the ensemble being timed."""
+    m, n = se.n_trees, se.window_size
+    x32 = x.astype(np.float32)
+    copies = [copy.deepcopy(se) for _ in range(repeat)]
+    return {
+        "trees": m,
+        "us_cached_step": 1e6 * median_call(lambda: copies.pop()._update(1), repeat),
+        "us_window_descent": 1e6 * median_call(lambda: se._tree_proba(se._X[:n], m), repeat),
+        "us_row_descent": 1e6 * median_call(lambda: se._tree_proba(x32, m), repeat),
+    }
+
+
+def cache_cost(stream: Stream, repeat: int = 100) -> list[dict[str, Any]]:
+    """µs of one cached proximal step vs. the window descent an uncached step adds (private methods:
+    this is a measurement of the implementation), and µs per label to keep the cache filled."""
+    out = []
+    X, y = stream.X, stream.y
+    for M, D, B in ((8, 4, 256), (32, 8, 256), (8, 4, 1024), (32, 8, 1024)):
+        se = ShrubEnsemble(max_trees=M, window=B, update_every=0)
+        se.learn_many(X[N0 : N0 + B], y[N0 : N0 + B])
+        docs = [
+            train_shrub(X[lo : lo + B], y[lo : lo + B], "classification", max_depth=D, seed=t)
+            for t, lo in enumerate(range(N0, N0 + M * 64, 64))
+        ]
+        se.load(docs, np.full(M, 1.0 / M))
+        out.append({"M": M, "D": D, "B": B, **measure_cache(se, X[N0 : N0 + 1], repeat)})
+        print(out[-1], flush=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------- output
+
+
+def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(memory, accuracy) points not dominated by a smaller-or-equal memory with higher accuracy."""
+    front: list[tuple[float, float]] = []
+    for mem, acc in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not front or acc > front[-1][1]:
+            front.append((mem, acc))
+    return front
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def pareto_plot(data: str, records: Sequence[dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 6))
+    se = [r for r in records if r["family"] == "SE"]
+    if se:
+        depth = np.array([r["config"]["D"] for r in se])
+        mem = np.array([r["memory_bytes_mean"] for r in se]) / 1024
+        acc = np.array([r["accuracy"] for r in se]) * 100
+        rho = np.array([r["config"]["rho"] is not None for r in se])
+        for (D, marker), color in zip(
+            zip((2, 4, 8), ("o", "s", "^"), strict=True), ("C0", "C1", "C2"), strict=True
+        ):
+            for use_rho in (False, True):
+                sel = (depth == D) & (rho == use_rho)
+                if sel.any():
+                    ax.scatter(
+                        mem[sel], acc[sel], s=22, alpha=0.6, marker=marker,
+                        facecolors="none" if use_rho else color, edgecolors=color,
+                        label=f"SE depth {D}, " + ("ρ = 0.5 rule" if use_rho else "α = 1/(m+1)"),
+                    )  # fmt: skip
+        front = pareto_front(zip(mem.tolist(), acc.tolist(), strict=True))
+        ax.plot(*zip(*front, strict=True), "-", color="C3", lw=2, label="SE Pareto front (array bytes)")
+        heap = np.array([r["python_heap_bytes_final"] for r in se]) / 1024
+        hfront = pareto_front(zip(heap.tolist(), acc.tolist(), strict=True))
+        ax.plot(
+            *zip(*hfront, strict=True),
+            "--",
+            color="C3",
+            lw=1.2,
+            label="SE front (Python heap, river's walker)",
+        )
+    for i, r in enumerate(x for x in records if x["family"] == "river"):
+        ax.scatter(
+            r["python_heap_bytes_mean"] / 1024, r["accuracy"] * 100, s=90, marker="*",
+            color=f"C{4 + i}", label=r["method"], zorder=5,
+        )  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel("memory (KiB, mean over the stream; log scale)")
+    ax.set_ylabel("test-then-train accuracy (%)")
+    ax.set_title(f"{data}: accuracy vs memory (SE grid at k = 100, river peers)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def recompute_plot(data: str, records: Sequence[dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 6))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r["family"] not in ("SE", "latest-shrub") or "triggers" not in r.get("parts", ()):
+            continue
+        c = r["config"]
+        key = f"{r['family']} M={c['M']} D={c['D']} B={c['B']}"
+        groups.setdefault(key, []).append(r)
+    for i, (key, rs) in enumerate(sorted(groups.items())):
+        periodic = sorted(
+            (r for r in rs if r["config"]["trigger"].startswith("k=")), key=lambda r: r["recomputes"]
+        )
+        color = f"C{i}"
+        style = "-" if key.startswith("SE") else ":"
+        if periodic:
+            ax.plot(
+                [r["recomputes"] for r in periodic], [r["accuracy"] * 100 for r in periodic], style,
+                marker="o", color=color, label=f"{key}, every k labels",
+            )  # fmt: skip
+        for r in rs:
+            trig = r["config"]["trigger"]
+            if trig.startswith("adwin"):
+                ax.scatter(r["recomputes"], r["accuracy"] * 100, marker="D", s=50, color=color)
+                ax.annotate(trig, (r["recomputes"], r["accuracy"] * 100), fontsize=7, color=color)
+            elif trig == "never":
+                ax.scatter(r["recomputes"], r["accuracy"] * 100, marker="x", s=60, color=color)
+                ax.annotate("static shrub", (r["recomputes"], r["accuracy"] * 100), fontsize=7, color=color)
+    for j, r in enumerate(x for x in records if x["family"] == "river"):
+        ax.axhline(r["accuracy"] * 100, ls="--", lw=1, color=f"C{6 + j}")
+        ax.text(0.01, r["accuracy"] * 100, f" {r['method']} (0 recomputes)", fontsize=7,
+                color=f"C{6 + j}", va="bottom", transform=ax.get_yaxis_transform())  # fmt: skip
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlim(-0.3, 2.0 * max([r["recomputes"] for r in records] + [1]))
+    ax.set_xlabel("cloud shrub trainings = recomputes (symmetric log scale); diamonds: ADWIN trigger")
+    ax.set_ylabel("test-then-train accuracy (%)")
+    ax.set_title(f"{data}: accuracy vs recomputes")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def table(records: Sequence[dict[str, Any]]) -> str:
+    rows = ["| method | accuracy | recomputes | memory KiB (arrays / py-heap) | trees | µs/label edge |"]
+    rows.append("|---|---:|---:|---:|---:|---:|")
+    for r in sorted(records, key=lambda r: (r["family"], -r["accuracy"])):
+        if r["family"] == "river":
+            mem = f"– / {r['python_heap_bytes_mean'] / 1024:.1f}"
+        else:
+            mem = f"{r['memory_bytes_mean'] / 1024:.1f} / {r['python_heap_bytes_final'] / 1024:.1f}"
+        trees = f"{r['n_trees_mean']:.1f}" if "n_trees_mean" in r else "–"
+        rows.append(
+            f"| {r['method']} | {100 * r['accuracy']:.2f} | {r['recomputes']} | {mem} | {trees} "
+            f"| {r['us_per_label_edge']:.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def summary(data: str, records: Sequence[dict[str, Any]]) -> str:
+    """Docs-ready tables: the SE Pareto front (grid), the best SE within memory budgets against the river
+    peers, and accuracy against recomputes for the default configuration."""
+    grid = [r for r in records if r["family"] == "SE" and {"grid", "grid-rho"} & set(r["parts"])]
+    river = sorted((r for r in records if r["family"] == "river"), key=lambda r: r["python_heap_bytes_mean"])
+    lines = [
+        f"### {data}: SE Pareto front (grid, k = 100)",
+        "",
+        "| KiB arrays | KiB py-heap | accuracy | config |",
+    ]
+    lines.append("|---:|---:|---:|---|")
+    by_point = {(r["memory_bytes_mean"] / 1024, 100 * r["accuracy"]): r for r in grid}
+    for mem, acc in pareto_front(by_point):
+        r = by_point[(mem, acc)]
+        lines.append(f"| {mem:.1f} | {r['python_heap_bytes_final'] / 1024:.1f} | {acc:.2f} | {r['method']} |")
+    lines += ["", f"### {data}: river peers and the best SE within their memory", ""]
+    lines.append("| peer | accuracy | KiB py-heap | µs/label | best SE with py-heap ≤ peer's | SE accuracy |")
+    lines.append("|---|---:|---:|---:|---|---:|")
+    for p in river:
+        budget = p["python_heap_bytes_mean"]
+        fit = [r for r in grid if r["python_heap_bytes_final"] <= budget]
+        best = max(fit, key=lambda r: r["accuracy"], default=None)
+        se_txt = (
+            "–" if best is None else f"{best['method']} ({best['python_heap_bytes_final'] / 1024:.1f} KiB)"
+        )
+        se_acc = "–" if best is None else f"{100 * best['accuracy']:.2f}"
+        lines.append(
+            f"| {p['method']} | {100 * p['accuracy']:.2f} | {budget / 1024:.1f} | "
+            f"{p['us_per_label_edge']:.0f} | {se_txt} | {se_acc} |"
+        )
+    lines += ["", f"### {data}: accuracy vs recomputes", ""]
+    lines.append(
+        "| configuration | trigger | recomputes | accuracy | KiB arrays | µs/label edge | µs/label cloud |"
+    )
+    lines.append("|---|---|---:|---:|---:|---:|---:|")
+    trig = [r for r in records if "triggers" in r["parts"]]
+    order = {t: i for i, t in enumerate((*TRIGGERS, "never"))}
+    for r in sorted(
+        trig, key=lambda r: (r["family"], r["method"].split(" k=")[0], order.get(r["config"]["trigger"], 99))
+    ):
+        c = r["config"]
+        lines.append(
+            f"| {r['family']} M={c['M']} D={c['D']} B={c['B']} | {c['trigger']} | {r['recomputes']} | "
+            f"{100 * r['accuracy']:.2f} | {r['memory_bytes_mean'] / 1024:.1f} | "
+            f"{r['us_per_label_edge']:.0f} | {r['us_per_label_training']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------ main
+
+
+def load_results(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    if path.exists():
+        loaded: dict[str, dict[str, dict[str, Any]]] = json.loads(path.read_text())
+        return loaded
+    return {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="grid,triggers,peers")
+    ap.add_argument("--data", default="elec2,sea")
+    ap.add_argument("--quick", action="store_true", help="a small subset of every part (a smoke run)")
+    ap.add_argument("--match", default="", help="only run the SE configurations whose name contains this")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--img", type=Path, default=IMG)
+    args = ap.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    args.img.mkdir(parents=True, exist_ok=True)
+    results_path = args.out / "results.json"
+    results = load_results(results_path)
+
+    def record(data: str, part: str, r: dict[str, Any]) -> None:
+        old = results.setdefault(data, {}).get(r["method"], {})
+        r["parts"] = sorted(set(old.get("parts", [])) | {part})
+        results[data][r["method"]] = r
+        results_path.write_text(json.dumps(results, indent=1))
+        print(
+            f"[{data}] {r['method']}: acc {100 * r['accuracy']:.2f}%  recomputes {r['recomputes']}  "
+            f"{r['us_per_label_edge']:.0f} µs/label",
+            flush=True,
+        )
+
+    if "defaults" in parts:
+        for data, spec in DEFAULT_STUDY.items():
+            stream = load_dataset(spec)
+            for cfg in default_study_configs(args.quick):
+                record(data, "defaults", run_se(stream, cfg))
+    for data in [d.strip() for d in args.data.split(",") if d.strip()]:
+        stream = load_dataset(DATASETS[data])
+        if "grid" in parts:
+            for cfg in grid_configs(args.quick):
+                if args.match in cfg.name:
+                    record(data, "grid", run_se(stream, cfg))
+        if "grid-rho" in parts:
+            for cfg in grid_rho_configs(args.quick):
+                if args.match in cfg.name:
+                    record(data, "grid-rho", run_se(stream, cfg))
+        if "triggers" in parts:
+            for cfg in trigger_configs(args.quick):
+                if args.match in cfg.name:
+                    record(data, "triggers", run_se(stream, cfg))
+        if "peers" in parts:
+            peers = RIVER_PEERS[:2] if args.quick else RIVER_PEERS
+            for name in peers:
+                record(data, "peers", run_river(stream, name))
+        if "k1" in parts:
+            record(data, "k1", k1_cost(stream, 500 if args.quick else 2000))
+        if "cache" in parts:
+            (args.out / f"cache_{data}.json").write_text(json.dumps(cache_cost(stream), indent=1))
+        recs = list(results.get(data, {}).values())
+        in_grid = {"grid", "grid-rho"}
+        grid_recs = [r for r in recs if r["family"] == "river" or in_grid & set(r.get("parts", ()))]
+        pareto_plot(data, grid_recs, args.img / f"shrubs_{data}_pareto.png")
+        recompute_plot(data, recs, args.img / f"shrubs_{data}_recomputes.png")
+        print(f"\n## {data}\n\n{table(recs)}\n\n{summary(data, recs)}\n", flush=True)
+    for data in DEFAULT_STUDY:
+        if data in results:
+            print(f"\n## defaults study: {data}\n\n{table(list(results[data].values()))}\n", flush=True)
+
+
+if __name__ == "__main__":
+    main()
