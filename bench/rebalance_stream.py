@@ -16,8 +16,8 @@ swaps, chosen candidates, time), ``docs/img/rebalance_fig1.png`` (μ=20000, σ²
 ``docs/img/rebalance_grid.png`` (Table I) and ``docs/img/rebalance_heatmaps.png`` (Fig. 2: the mean
 kappa difference RS−BASE and RS+−BASE per cell).
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/rebalance_stream.py --fig1       # one cell, ~10 min
-    OMP_NUM_THREADS=1 .venv/bin/python bench/rebalance_stream.py              # the 20-cell grid
+    OMP_NUM_THREADS=1 .venv/bin/python bench/rebalance_stream.py --fig1       # one cell, ~3.5 min
+    OMP_NUM_THREADS=1 .venv/bin/python bench/rebalance_stream.py              # 20 cells, ~45 min
     .venv/bin/python bench/rebalance_stream.py --plot-only                    # redraw from the JSON
 """
 

@@ -13,12 +13,12 @@ Parts (``--parts``, comma separated):
 * ``defaults``: step rule × update cadence × burn-in on streams *not* used below (SEA seed 1, Hyperplane),
   to choose the learner's defaults without tuning on the evaluation streams;
 * ``grid``: M × max_depth × B at k = 100 (accuracy–memory Pareto front);
-* ``grid-rho``: part of that grid with the step rule of the paper's experiments (ρ = 0.5), under which a
-  new shrub can displace an old one even for M = 1 (with α = 1/(m+1) it never can);
+* ``grid-rho``: part of that grid with the step rule of the paper's experiments (ρ = 0.5; its shrinkage
+  factor 1 − 2αλ₂ = −0.2 reverses the order of the weights at every step);
 * ``triggers``: k ∈ {10, 50, 100, 500, 2000} and ADWIN for three configurations, plus the "latest shrub"
   (the loop predicting with the newest cloud shrub alone) and a static shrub, (accuracy–recomputes);
 * ``peers``: river HoeffdingTree, HoeffdingAdaptiveTree, ARF (3 and 10 models);
-* ``k1``: cost of a new shrub on every label (the reference's cadence) on a prefix, extrapolated;
+* ``k1``: a new shrub on every label (the reference's cadence), default configuration, whole stream;
 * ``cache``: what the per-tree probability cache on the window saves: one cached gradient step against
   the descent of the window through all trees that every step would need without it.
 
@@ -271,12 +271,16 @@ def default_study_configs(quick: bool) -> list[SEConfig]:
     return out
 
 
-def k1_cost(stream: Stream, n: int = 2000) -> dict[str, Any]:
-    """A shrub on every label (the reference's cadence): measured on ``n`` labels, extrapolated."""
-    r = run_se(stream, replace(TRIGGER_BASES[0], trigger="k=1"), limit=N0 + n)
+def k1_cost(stream: Stream, prefix: int | None = None) -> dict[str, Any]:
+    """A shrub on every label (the reference's cadence) for the default configuration: the whole stream,
+    or the first ``prefix`` labels (then the run time of the whole stream is extrapolated)."""
+    r = run_se(
+        stream, replace(TRIGGER_BASES[0], trigger="k=1"), limit=None if prefix is None else N0 + prefix
+    )
     per_label = (r["us_per_label_edge"] + r["us_per_label_training"]) * 1e-6
-    r["method"] += f" (first {n} labels only)"
-    r["family"] = "SE-k1-prefix"
+    r["family"] = "SE-k1"
+    if prefix is not None:
+        r["method"] += f" (first {prefix} labels only)"
     r["projected_full_run_s"] = per_label * (len(stream.y) - N0)
     return r
 
@@ -395,10 +399,10 @@ def recompute_plot(data: str, records: Sequence[dict[str, Any]], path: Path) -> 
     fig, ax = plt.subplots(figsize=(9, 6))
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
-        if r["family"] not in ("SE", "latest-shrub") or "triggers" not in r.get("parts", ()):
+        if r["family"] not in ("SE", "SE-k1", "latest-shrub") or not {"triggers", "k1"} & set(r["parts"]):
             continue
         c = r["config"]
-        key = f"{r['family']} M={c['M']} D={c['D']} B={c['B']}"
+        key = f"{r['family'].removesuffix('-k1')} M={c['M']} D={c['D']} B={c['B']}"
         groups.setdefault(key, []).append(r)
     for i, (key, rs) in enumerate(sorted(groups.items())):
         periodic = sorted(
@@ -420,9 +424,9 @@ def recompute_plot(data: str, records: Sequence[dict[str, Any]], path: Path) -> 
                 ax.scatter(r["recomputes"], r["accuracy"] * 100, marker="x", s=60, color=color)
                 ax.annotate("static shrub", (r["recomputes"], r["accuracy"] * 100), fontsize=7, color=color)
     for j, r in enumerate(x for x in records if x["family"] == "river"):
-        ax.axhline(r["accuracy"] * 100, ls="--", lw=1, color=f"C{6 + j}")
-        ax.text(0.01, r["accuracy"] * 100, f" {r['method']} (0 recomputes)", fontsize=7,
-                color=f"C{6 + j}", va="bottom", transform=ax.get_yaxis_transform())  # fmt: skip
+        ax.axhline(
+            r["accuracy"] * 100, ls="--", lw=1, color=f"C{6 + j}", label=f"{r['method']} (0 recomputes)"
+        )
     ax.set_xscale("symlog", linthresh=1.0)
     ax.set_xlim(-0.3, 2.0 * max([r["recomputes"] for r in records] + [1]))
     ax.set_xlabel("cloud shrub trainings = recomputes (symmetric log scale); diamonds: ADWIN trigger")
@@ -486,11 +490,14 @@ def summary(data: str, records: Sequence[dict[str, Any]]) -> str:
         "| configuration | trigger | recomputes | accuracy | KiB arrays | µs/label edge | µs/label cloud |"
     )
     lines.append("|---|---|---:|---:|---:|---:|---:|")
-    trig = [r for r in records if "triggers" in r["parts"]]
-    order = {t: i for i, t in enumerate((*TRIGGERS, "never"))}
-    for r in sorted(
-        trig, key=lambda r: (r["family"], r["method"].split(" k=")[0], order.get(r["config"]["trigger"], 99))
-    ):
+    trig = [r for r in records if {"triggers", "k1"} & set(r["parts"])]
+    order = {t: i for i, t in enumerate(("k=1", *TRIGGERS, "never"))}
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        c = r["config"]
+        return (r["family"].removesuffix("-k1"), c["M"], c["D"], c["B"], order.get(c["trigger"], 99))
+
+    for r in sorted(trig, key=key):
         c = r["config"]
         lines.append(
             f"| {r['family']} M={c['M']} D={c['D']} B={c['B']} | {c['trigger']} | {r['recomputes']} | "
@@ -560,7 +567,7 @@ def main() -> None:
             for name in peers:
                 record(data, "peers", run_river(stream, name))
         if "k1" in parts:
-            record(data, "k1", k1_cost(stream, 500 if args.quick else 2000))
+            record(data, "k1", k1_cost(stream, 500 if args.quick else None))
         if "cache" in parts:
             (args.out / f"cache_{data}.json").write_text(json.dumps(cache_cost(stream), indent=1))
         recs = list(results.get(data, {}).values())
