@@ -221,9 +221,9 @@ def test_slide_behaviour_new_perfect_tree_is_added_or_replaces_the_smallest(
     """Slides, "Behaviour": all m trees wrong on every window point, a fully grown new tree right on all
     of them, α > BC/(4m): (1) m < M: the tree is added; (2) m = M: it replaces the smallest weight.
 
-    With the reference's gradient scale (dir divided by B·C) the new tree's weight after the step is 2α/C
-    and every old one is at most its old weight, so α > C/(2m) already suffices; at the slide's α the new
-    tree takes all the weight. The second case checks the exact replacement at α = 1.2·C/(2m).
+    With the reference's gradient scale (dir divided by B·C) the new tree's value after the step is 2α/C
+    and every old one is at most its old weight, so at the slide's α the new tree takes all the weight.
+    The second case checks the exact add / replace (the other trees stay) at the smaller α = 1.2·C/(2m).
     """
     B, C = 12, 3
     rng = np.random.default_rng(5)
