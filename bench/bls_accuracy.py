@@ -104,14 +104,15 @@ def run_bls(
 
 
 def run_river(stream: Stream, make: Callable[[], Any]) -> np.ndarray:
+    """river test-then-train with bool labels (y = +1 ↔ True): river's binary linear models expect 0/1
+    targets (their hinge/log losses map y to 2y − 1, so a −1 label would act as −3)."""
     model = make()
     pred = np.empty(len(stream.y))
     names = range(stream.X.shape[1])
     for i, (x, y) in enumerate(zip(stream.X.tolist(), stream.y.tolist(), strict=True)):
         xd = dict(zip(names, x, strict=True))
-        p = model.predict_one(xd)
-        pred[i] = -1.0 if p is None else float(p)
-        model.learn_one(xd, int(y))
+        pred[i] = 1.0 if model.predict_one(xd) is True else -1.0
+        model.learn_one(xd, y == 1.0)
     return pred
 
 
