@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import os
-import queue
 import secrets
 import shutil
 import signal
@@ -305,13 +304,11 @@ def _replay_thread(run: DeviceRun, broker_url: str, rate: float) -> None:
 
 def recent_metric(agent: EdgeAgent) -> str:
     """Recent accuracy (classification) or RMSE (regression) over the agent's last labeled samples."""
-    st = agent.state
-    n = len(st.recent)
-    if n == 0:
-        return "-"
-    if agent.settings.task == "classification":
-        return f"acc {st.recent_sum / n:.3f}"
-    return f"rmse {math.sqrt(max(st.recent_sum, 0.0) / n):.3f}"
+    st = agent.session
+    accuracy, rmse = st.accuracy(), st.rmse()
+    if accuracy is not None:
+        return f"acc {accuracy:.3f}"
+    return "-" if rmse is None else f"rmse {rmse:.3f}"
 
 
 def status_line(run: DeviceRun, collector: PredictionCollector, now: float) -> str:
@@ -319,12 +316,12 @@ def status_line(run: DeviceRun, collector: PredictionCollector, now: float) -> s
     agent = run.agent
     if agent is None:
         return f"  {run.spec.device_id:<6} starting"
-    st = agent.state
+    st = agent.session
     done = st.counters.samples
     pct = 100.0 * done / max(run.n, 1)
     rate = done / max((run.finished or now) - run.started, 1e-9)
     loop = st.loop
-    if st.phase == "warmup":
+    if st.phase != "running":
         learning = f"warm-up {min(done, PROTOCOL.window)}/{PROTOCOL.window}"
     else:
         learning = f"{recent_metric(agent)} (last {len(st.recent)} labels)"
@@ -332,7 +329,7 @@ def status_line(run: DeviceRun, collector: PredictionCollector, now: float) -> s
     version = "-" if st.model_version is None else f"v{st.model_version}"
     return (
         f"  {run.spec.device_id:<6} {done:>7,}/{run.n:<7,} {pct:5.1f}%  {learning:<30} "
-        f"recomputes {recomputes:<3} model {version:<4} queue {agent.inbox.qsize():>6,}  "
+        f"recomputes {recomputes:<3} model {version:<4} queue {agent.transport.inbox.qsize():>6,}  "
         f"{rate:>6,.0f}/s  published {collector.received(run.spec.device_id):,}"
     )
 
@@ -391,8 +388,8 @@ def compare(run: DeviceRun, collector: PredictionCollector, cloud: CloudProcess)
     mismatches = int(np.count_nonzero(~equal))
     first = int(np.argmin(equal)) + W if mismatches else None
     received = collector.received(spec.device_id)
-    loop = agent.state.loop
-    c = agent.state.counters
+    loop = agent.session.loop
+    c = agent.session.counters
     loop_recomputes = loop.counters.recomputes if loop is not None else 0
     cloud_counters = cloud.counters(spec.device_id)
     complete = received == run.n and c.dropped == 0
@@ -418,7 +415,7 @@ def compare(run: DeviceRun, collector: PredictionCollector, cloud: CloudProcess)
             "recomputes": loop_recomputes,
             "cloud_recomputes": int(cloud_counters["recomputes"]),
             "cloud_reasons": cloud_counters.get("reasons", {}),
-            "model_version": agent.state.model_version,
+            "model_version": agent.session.model_version,
             "bytes_up": loop.counters.bytes_up if loop is not None else 0,
             "bytes_down": loop.counters.bytes_down if loop is not None else 0,
             "http_bytes_up": c.http_bytes_up,
@@ -650,12 +647,9 @@ def _wait_for_predictions(
         time.sleep(0.1)
 
 
-def _stop_agent(agent: EdgeAgent, discard_queue: bool) -> None:
-    """Stop an agent (it checkpoints); on an interrupt drop its queued samples first so stop is quick."""
-    if discard_queue:
-        with contextlib.suppress(queue.Empty):
-            while True:
-                agent.inbox.get_nowait()
+def _stop_agent(agent: EdgeAgent) -> None:
+    """Stop an agent: it finishes the message at hand and checkpoints; queued messages stay with the
+    broker (unacknowledged), so stopping is quick."""
     agent.stop()
 
 
@@ -723,7 +717,7 @@ class Demo:
         for run in self.runs:
             assert run.agent is not None
             run.agent.wait_idle(30)
-            run.agent.send_heartbeat()  # the dashboard shows the final counters
+            run.agent.heartbeat_now()  # the dashboard shows the final counters
         view.render(force=True)
         replay_s = time.monotonic() - min(r.started for r in self.runs)
         say(f"replayed in {replay_s:.1f} s; running the offline evaluator on the same streams ...")
@@ -805,7 +799,7 @@ class Demo:
         for run in self.runs:
             if run.agent is not None:
                 try:
-                    _stop_agent(run.agent, discard_queue=interrupted)
+                    _stop_agent(run.agent)
                 except Exception:
                     log.exception("stopping the agent of %s failed", run.spec.device_id)
         steps: list[tuple[str, Callable[[], None] | None]] = [

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from edgedrift.data import Stream
+from edgedrift.guard import screen_first_window
 from edgedrift.loop import EdgeLoop, Recompute
 from edgedrift.metrics import (
     classification_report,
@@ -94,7 +95,9 @@ def build_runner(
         runner.warm(X0, y0)
         return runner, {"update_order": "river"}, train_clock
     strategy = STRATEGIES[spec.strategy]
+    guard, X0, y0 = screen_first_window(X0, y0, stream.task)
     ctx = make_context(X0, y0, stream.task, protocol.window_labels, train=strategy.train)
+    ctx.guard = guard
     loop = strategy.build(ctx, spec.param)
     assert isinstance(loop, EdgeLoop)
     loop.recompute_fn = _timed(loop.recompute_fn, train_clock)

@@ -2,7 +2,11 @@
 
     edgedrift-cloud serve --host 0.0.0.0 --port 8000 --database-url postgresql://user@db/edgedrift --workers 2
 
-Flags override the ``EDGEDRIFT_CLOUD_*`` environment (see ``cloud_trainer/.env.example``).
+Flags override the ``EDGEDRIFT_CLOUD_*`` environment (see ``cloud_trainer/.env.example``). Secrets
+belong in the environment or in files (``EDGEDRIFT_CLOUD_OPERATOR_TOKEN_FILE``,
+``EDGEDRIFT_CLOUD_DATABASE_PASSWORD_FILE``, ``add-device --secret-file``), not on a command line that
+every user of the machine can read in ``ps``. An unusable configuration is reported one line per
+problem, naming the variable and never its value.
 """
 
 from __future__ import annotations
@@ -13,17 +17,16 @@ import re
 import sys
 from collections.abc import Sequence
 
-from pydantic import ValidationError
-
+from edgedrift.secrets import SecretFileError, read_secret_file, weak_secret_reason
 from edgedrift.wire import DEVICE_ID_PATTERN
-from edgedrift_cloud.settings import MIN_SECRET_LENGTH, CloudSettings, InsecureSettingsError
+from edgedrift_cloud.settings import CloudSettings, ConfigurationError, load_settings
 
 
 def _settings() -> CloudSettings:
     try:
-        return CloudSettings()
-    except (InsecureSettingsError, ValidationError) as exc:
-        raise SystemExit(f"edgedrift-cloud: {exc}") from None
+        return load_settings()
+    except ConfigurationError as exc:
+        raise SystemExit("\n".join(f"edgedrift-cloud: {problem}" for problem in exc.problems)) from None
 
 
 def _apply(args: argparse.Namespace) -> None:
@@ -32,6 +35,39 @@ def _apply(args: argparse.Namespace) -> None:
         value = getattr(args, flag, None)
         if value is not None:
             os.environ[f"EDGEDRIFT_CLOUD_{env}"] = str(value)
+            os.environ.pop(f"EDGEDRIFT_CLOUD_{env}_FILE", None)  # the flag wins over a file, as over a value
+    if getattr(args, "database_url", None) and _has_password(args.database_url):
+        print(
+            "edgedrift-cloud: warning: --database-url holds a password, which every user of this machine "
+            "can read in the process list; use EDGEDRIFT_CLOUD_DATABASE_PASSWORD_FILE (or "
+            "EDGEDRIFT_CLOUD_DATABASE_URL_FILE) instead",
+            file=sys.stderr,
+        )
+
+
+def _has_password(url: str) -> bool:
+    """Whether a database URL carries a password (an unparsable one is left to the settings' check)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).password is not None
+    except Exception:
+        return False
+
+
+def _given_secret(args: argparse.Namespace) -> str | None:
+    """The secret of ``add-device``: ``--secret-file`` (``-`` = standard input), ``--secret``, or none."""
+    if args.secret_file is None:
+        return None if args.secret is None else str(args.secret)
+    try:
+        if args.secret_file == "-":
+            secret = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+            if not secret:
+                raise SystemExit("edgedrift-cloud: --secret-file -: standard input gave an empty line")
+            return secret
+        return read_secret_file("--secret-file", args.secret_file)
+    except SecretFileError as exc:
+        raise SystemExit(f"edgedrift-cloud: {exc}") from None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -75,17 +111,18 @@ def add_device(args: argparse.Namespace) -> int:
 
     if not re.fullmatch(DEVICE_ID_PATTERN, args.device_id):
         raise SystemExit(f"edgedrift-cloud: device id {args.device_id!r} must match {DEVICE_ID_PATTERN}")
-    if args.secret is not None and len(args.secret) < MIN_SECRET_LENGTH:
-        raise SystemExit(f"edgedrift-cloud: a device secret needs at least {MIN_SECRET_LENGTH} characters")
+    given = _given_secret(args)
+    if given is not None and (reason := weak_secret_reason(given)):
+        raise SystemExit(f"edgedrift-cloud: the device secret {reason}")
     _apply(args)
     engine = make_engine(_settings().database_url)
     upgrade(engine)
-    secret = args.secret or new_secret()
+    secret = given or new_secret()
     with make_sessionmaker(engine)() as session:
         created = registry.upsert_device(session, args.device_id, secret)
         session.commit()
     print(f"{'registered' if created else 'rotated the secret of'} device {args.device_id}")
-    if not args.secret:
+    if given is None:
         print(f"secret (shown once): {secret}")
     return 0
 
@@ -93,7 +130,11 @@ def add_device(args: argparse.Namespace) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="cloud_command", metavar="COMMAND", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--database-url", help="SQLAlchemy URL (default: sqlite:///edgedrift-cloud.db)")
+    common.add_argument(
+        "--database-url",
+        help="SQLAlchemy URL (default: sqlite:///edgedrift-cloud.db); keep its password out of the command "
+        "line: EDGEDRIFT_CLOUD_DATABASE_PASSWORD_FILE",
+    )
     common.add_argument(
         "--mode", choices=["development", "production"], help="development allows placeholder secrets"
     )
@@ -107,7 +148,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=migrate)
     p = sub.add_parser("add-device", parents=[common], help="register a device or rotate its secret")
     p.add_argument("device_id")
-    p.add_argument("--secret", help="the secret to set (default: generate and print one)")
+    given = p.add_mutually_exclusive_group()
+    given.add_argument(
+        "--secret-file",
+        metavar="PATH",
+        help="read the secret to set from PATH, '-' for standard input (default: generate and print one)",
+    )
+    given.add_argument(
+        "--secret", help="the secret itself (visible to every user in the process list: prefer --secret-file)"
+    )
     p.set_defaults(func=add_device)
 
 

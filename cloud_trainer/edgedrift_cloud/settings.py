@@ -1,37 +1,130 @@
 """Service settings, read from the environment (prefix ``EDGEDRIFT_CLOUD_``) or a ``.env`` file.
 
-See ``cloud_trainer/.env.example`` for every variable. Outside development mode the service refuses
-to start with a placeholder or short secret, so a forgotten default never reaches production.
+See ``cloud_trainer/.env.example`` for every variable. Each secret (operator token, device list, database
+URL or its password) may instead be a file named by ``<VARIABLE>_FILE`` (Docker and Kubernetes secrets;
+:mod:`edgedrift.secrets`). Outside development mode the service refuses to start with a placeholder,
+development default or short secret, so a forgotten default never reaches production.
+:func:`load_settings` reports an unusable configuration one line per problem, naming the variable and
+the reason but never the value (pydantic's own errors would print it).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
+from sqlalchemy.engine import URL, make_url
 
+from edgedrift.secrets import (
+    MIN_SECRET_LENGTH,
+    PLACEHOLDER_SECRETS,
+    SecretFileError,
+    secrets_from_files,
+    weak_secret_reason,
+)
 from edgedrift.wire import DEVICE_ID_PATTERN
 
-PLACEHOLDER_SECRETS = frozenset({"", "change-me", "changeme", "secret", "password", "dev", "development"})
-MIN_SECRET_LENGTH = 16
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "PLACEHOLDER_SECRETS",
+    "SECRET_FIELDS",
+    "CloudSettings",
+    "ConfigurationError",
+    "InsecureSettingsError",
+    "get_settings",
+    "load_settings",
+]
+
+ENV_PREFIX = "EDGEDRIFT_CLOUD_"
+#: Fields that may also be given as files (``EDGEDRIFT_CLOUD_OPERATOR_TOKEN_FILE`` ...).
+SECRET_FIELDS = ("operator_token", "devices", "database_url", "database_password")
+_INSECURE = "insecure_secret"
+_REFUSING = "refusing to start in production mode: "
+_PRODUCTION_HINT = " (set a real secret, or EDGEDRIFT_CLOUD_MODE=development)"
 
 
-class InsecureSettingsError(RuntimeError):
-    """A placeholder or short secret outside development mode."""
+class ConfigurationError(RuntimeError):
+    """An unusable configuration; ``problems`` has one line per problem, never a secret's value."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class InsecureSettingsError(ConfigurationError):
+    """A placeholder, development default or short secret outside development mode."""
+
+
+class _SecretFiles(PydanticBaseSettingsSource):
+    """The secret fields named by ``EDGEDRIFT_CLOUD_<FIELD>_FILE`` in the ``.env`` file or the environment."""
+
+    def __init__(
+        self, settings_cls: type[BaseSettings], sources: Sequence[PydanticBaseSettingsSource]
+    ) -> None:
+        super().__init__(settings_cls)
+        self.sources = sources
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads every secret file at once
+
+    def __call__(self) -> dict[str, Any]:
+        environ: dict[str, str] = {}
+        for source in self.sources:  # later sources win: the .env file, then the process environment
+            for key, value in getattr(source, "env_vars", {}).items():
+                if value is not None:
+                    environ[key.upper()] = value
+        return secrets_from_files(environ, ENV_PREFIX, SECRET_FIELDS)
+
+
+def _production(info: ValidationInfo) -> bool:
+    """Whether the weak-secret rule applies (an invalid mode counts as production: fail closed)."""
+    return bool(info.data.get("mode", "production") != "development")
+
+
+def _refuse_weak(value: str, what: str, info: ValidationInfo) -> None:
+    if _production(info) and (reason := weak_secret_reason(value)):
+        raise PydanticCustomError(_INSECURE, f"{_REFUSING}{what} {reason}{_PRODUCTION_HINT}")
+
+
+def _parse_database_url(value: str) -> URL:
+    """The URL parsed by SQLAlchemy; errors never repeat it (it may hold a password)."""
+    try:
+        url = make_url(value)
+    except Exception:
+        raise ValueError(
+            "is not a database URL (sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE)"
+        ) from None
+    if url.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ValueError("names a database the registry does not support (sqlite or postgresql)")
+    return url
 
 
 class CloudSettings(BaseSettings):
     """Everything the cloud trainer reads from its environment."""
 
-    model_config = SettingsConfigDict(env_prefix="EDGEDRIFT_CLOUD_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", hide_input_in_errors=True
+    )
 
     #: ``development`` allows placeholder secrets and pretty logs; anything else is production.
     mode: Literal["development", "production"] = "production"
     #: SQLAlchemy URL: ``sqlite:///path.db`` (default) or ``postgresql+psycopg://user@host/db``.
-    database_url: str = "sqlite:///edgedrift-cloud.db"
+    database_url: str = Field(default="sqlite:///edgedrift-cloud.db", repr=False)
+    #: The database password apart from the URL (which then has none), so that one secret file serves
+    #: both PostgreSQL (``POSTGRES_PASSWORD_FILE``) and the cloud (``..._DATABASE_PASSWORD_FILE``).
+    database_password: SecretStr | None = None
     #: Bearer token of the operator (lists every device, registers devices, reads the fleet).
     operator_token: SecretStr = SecretStr("change-me")
     #: Devices provisioned at start: ``dev-1=secret1,dev-2=secret2`` (secrets may be rotated by API).
@@ -51,40 +144,92 @@ class CloudSettings(BaseSettings):
     #: Dashboard refresh period in seconds.
     dashboard_refresh_seconds: float = Field(default=5.0, gt=0.0)
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """``*_FILE`` secrets after the constructor's arguments, beside the environment and ``.env``."""
+        files = _SecretFiles(settings_cls, (dotenv_settings, env_settings))
+        return init_settings, files, env_settings, dotenv_settings, file_secret_settings
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str, info: ValidationInfo) -> str:
+        url = _parse_database_url(value)
+        if url.password is not None:
+            _refuse_weak(str(url.password), "its password", info)
+        return value
+
+    @field_validator("database_password", mode="before")
+    @classmethod
+    def _empty_password_is_none(cls, value: object) -> object:
+        """An empty variable counts as unset (an override may blank out the compose value)."""
+        return None if value == "" else value
+
+    @field_validator("database_password")
+    @classmethod
+    def _database_password(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is not None:
+            _refuse_weak(value.get_secret_value(), "the password", info)
+        return value
+
+    @field_validator("operator_token")
+    @classmethod
+    def _operator_token(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        _refuse_weak(value.get_secret_value(), "the token", info)
+        return value
+
     @field_validator("devices", mode="before")
     @classmethod
     def _parse_devices(cls, value: object) -> object:
+        """``id=secret`` entries separated by commas or newlines (a secret file has one per line)."""
         if not isinstance(value, str):
             return value
         parsed: dict[str, str] = {}
-        for item in filter(None, (part.strip() for part in value.split(","))):
+        items = (part.strip() for part in value.replace("\n", ",").split(","))
+        for position, item in enumerate(filter(None, items), start=1):
             name, sep, secret = item.partition("=")
             if not sep:
-                raise ValueError(f"device entry {name!r} needs the form id=secret")
+                raise ValueError(f"entry {position} needs the form id=secret")
             parsed[name.strip()] = secret.strip()
         return parsed
 
     @field_validator("devices")
     @classmethod
-    def _device_ids(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+    def _device_ids(cls, value: dict[str, SecretStr], info: ValidationInfo) -> dict[str, SecretStr]:
         for name in value:
             if not re.fullmatch(DEVICE_ID_PATTERN, name):
                 raise ValueError(f"device id {name!r} must match {DEVICE_ID_PATTERN}")
+        if _production(info):
+            weak = [
+                f"the secret of device {name} {reason}"
+                for name, secret in value.items()
+                if (reason := weak_secret_reason(secret.get_secret_value()))
+            ]
+            if weak:
+                raise PydanticCustomError(_INSECURE, _REFUSING + "; ".join(weak) + _PRODUCTION_HINT)
         return value
 
     @model_validator(mode="after")
-    def _secure_outside_development(self) -> CloudSettings:
-        if self.mode == "development":
+    def _password_into_the_url(self) -> CloudSettings:
+        """Put ``database_password`` into ``database_url`` (URL-quoted), which must not carry one."""
+        if self.database_password is None:
             return self
-        weak = [("EDGEDRIFT_CLOUD_OPERATOR_TOKEN", self.operator_token)]
-        weak += [(f"the secret of device {name}", s) for name, s in self.devices.items()]
-        for what, secret in weak:
-            value = secret.get_secret_value()
-            if value.lower() in PLACEHOLDER_SECRETS or len(value) < MIN_SECRET_LENGTH:
-                raise InsecureSettingsError(
-                    f"refusing to start: {what} is a placeholder or shorter than {MIN_SECRET_LENGTH} "
-                    "characters; set a real secret or EDGEDRIFT_CLOUD_MODE=development"
-                )
+        url = make_url(self.database_url)
+        if url.get_backend_name() == "sqlite":
+            raise ValueError("EDGEDRIFT_CLOUD_DATABASE_PASSWORD is set, but a SQLite database takes none")
+        if url.password is not None:
+            raise ValueError(
+                "EDGEDRIFT_CLOUD_DATABASE_PASSWORD is set and EDGEDRIFT_CLOUD_DATABASE_URL holds a password "
+                "too; give it once"
+            )
+        password = self.database_password.get_secret_value()
+        self.database_url = url.set(password=password).render_as_string(hide_password=False)
         return self
 
     @property
@@ -92,7 +237,29 @@ class CloudSettings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
+def load_settings(**values: Any) -> CloudSettings:
+    """The settings (``values`` as for :class:`CloudSettings`), or one problem per line, never a value.
+
+    Raises :class:`InsecureSettingsError` when the only problems are weak secrets in production mode,
+    :class:`ConfigurationError` otherwise. pydantic's own message prints each ``input_value``: a
+    database URL with its password, a token one character short.
+    """
+    try:
+        return CloudSettings(**values)
+    except ValidationError as exc:
+        problems: list[str] = []
+        insecure = True
+        for error in exc.errors(include_url=False, include_input=False, include_context=False):
+            insecure = insecure and error["type"] == _INSECURE
+            message = error["msg"].removeprefix("Value error, ")
+            loc = error["loc"]
+            problems.append(f"{ENV_PREFIX}{str(loc[0]).upper()}: {message}" if loc else message)
+        raise (InsecureSettingsError if insecure else ConfigurationError)(problems) from None
+    except (SecretFileError, SettingsError) as exc:
+        raise ConfigurationError([str(exc)]) from None
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> CloudSettings:
     """The process's settings (cached; tests build their own and pass them to ``create_app``)."""
-    return CloudSettings()
+    return load_settings()

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, get_args
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from pydantic import ValidationError
+from pydantic import SecretStr
+from pydantic_core import PydanticUndefined
 
-from edgedrift_edge.settings import AgentSettings
+from edgedrift.secrets import secrets_from_files
+from edgedrift_edge.settings import ENV_PREFIX, SECRET_FIELDS, AgentSettings, SettingsError
 
 
 def _flag(name: str) -> str:
@@ -27,48 +31,60 @@ def _flag(name: str) -> str:
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per AgentSettings field (strings; pydantic validates and converts)."""
+    """One flag per AgentSettings field, with its help text, default and choices (strings: pydantic
+    validates and converts)."""
     for name, info in AgentSettings.model_fields.items():
-        doc = (info.description or "").strip()
-        choices = (
-            [a for a in get_args(info.annotation) if isinstance(a, str)]
-            if "Literal" in str(info.annotation)
-            else None
-        )
+        choices = [a for a in get_args(info.annotation) if isinstance(a, str)] if "Literal" in str(
+            info.annotation
+        ) else None  # fmt: skip
+        default = info.default if info.default is not PydanticUndefined else None
+        if isinstance(default, SecretStr):
+            default = None
+        shown = "required" if info.is_required() else f"default: {default}"
+        env = f"{ENV_PREFIX}{name.upper()}"
+        if name in SECRET_FIELDS:
+            env += f" or {env}_FILE"
         parser.add_argument(
             _flag(name),
             dest=name,
             default=None,
-            metavar=name.upper(),
-            help=doc or None,
+            metavar=None if choices else name.upper(),
+            help=f"{info.description} ({shown}; env {env})",
             choices=choices or None,
         )
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the agent until SIGTERM/SIGINT (exit 0) or until it cannot work any more (exit 1)."""
     from edgedrift_edge.agent import EdgeAgent
 
     overrides = {name: getattr(args, name) for name in AgentSettings.model_fields}
     try:
         settings = AgentSettings.load(overrides)
-    except ValidationError as exc:
+    except SettingsError as exc:
         print(f"edgedrift-edge run: invalid settings:\n{exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     agent = EdgeAgent(settings)
-    done = threading.Event()
+    stop = threading.Event()
 
     def _stop(signum: int, _frame: Any) -> None:
-        logging.getLogger("edgedrift_edge").info("signal %d: stopping (drain, checkpoint, offline)", signum)
-        done.set()
+        logging.getLogger("edgedrift_edge").info("signal %d: stopping (finish, checkpoint, offline)", signum)
+        stop.set()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     agent.start()
     logging.getLogger("edgedrift_edge").info("ready: device %s", settings.device_id)
     print(f"edgedrift-edge: ready, device {settings.device_id}", flush=True)
-    done.wait()
+    while not stop.wait(0.5):
+        if agent.finished.is_set():
+            print(f"edgedrift-edge: stopped: {agent.fatal}", file=sys.stderr, flush=True)
+            return 1
     agent.stop()
+    if agent.fatal:
+        print(f"edgedrift-edge: stopped: {agent.fatal}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -77,7 +93,15 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", help="label column of a CSV data set")
     parser.add_argument("--seed", type=int, default=0, help="seed of a generated stream")
     parser.add_argument("--devices", required=True, help="comma-separated device ids (each gets the stream)")
-    parser.add_argument("--broker-url", default="mqtt://127.0.0.1:1883")
+    parser.add_argument(
+        "--broker-url",
+        default="mqtt://127.0.0.1:1883",
+        help="mqtt://[user@]host:port (default: %(default)s); the password better comes from "
+        "--broker-password-file or EDGEDRIFT_REPLAY_BROKER_PASSWORD(_FILE)",
+    )
+    parser.add_argument(
+        "--broker-password-file", help="file holding the broker password (one line), so it is not on argv"
+    )
     parser.add_argument("--topic-prefix", default="edgedrift")
     parser.add_argument(
         "--rate", type=float, default=0.0, help="messages per second (0: as fast as possible)"
@@ -125,9 +149,28 @@ def replay_command(args: argparse.Namespace) -> int:
         args.limit,
         args.topic_prefix,
     )
-    n = replay(plan, args.broker_url, progress=not args.no_progress)
+    n = replay(
+        plan, replay_broker_url(args.broker_url, args.broker_password_file), progress=not args.no_progress
+    )
     print(f"replayed {n} samples of {stream.name} to {len(devices)} device(s)")
     return 0
+
+
+def replay_broker_url(url: str, password_file: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The replay's broker URL with a password from ``--broker-password-file``, or from
+    ``EDGEDRIFT_REPLAY_BROKER_PASSWORD`` / ``EDGEDRIFT_REPLAY_BROKER_PASSWORD_FILE``, put into it."""
+    environ = os.environ if environ is None else environ
+    env = dict(environ)
+    if password_file:
+        env["EDGEDRIFT_REPLAY_BROKER_PASSWORD_FILE"] = password_file
+    password = secrets_from_files(env, "EDGEDRIFT_REPLAY_", ["broker_password"]).get("broker_password")
+    password = password or env.get("EDGEDRIFT_REPLAY_BROKER_PASSWORD") or None
+    if password is None:
+        return url
+    parts = urlsplit(url)
+    user = parts.username or ""
+    netloc = f"{user}:{quote(password, safe='')}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,202 +1,269 @@
-"""HTTP client of the cloud trainer: recomputes with retries (exponential backoff, full jitter) and
-heartbeats. Every retry of one recompute carries the same ``request_id``, so a retry after a lost
-response returns the stored version instead of training (and counting) twice."""
+"""The cloud trainer's client: recomputes and heartbeats on a thread of their own, with deadlines.
+
+Every call runs on one asyncio event loop in a background thread (never on the worker that predicts),
+and every attempt has an overall deadline (``asyncio.timeout``), so a cloud that accepts the connection
+and then trickles a byte every few seconds cannot hang a device: httpx's own timeouts apply per read.
+
+Retries: transport errors, 5xx and 408 back off exponentially with full jitter (AWS architecture blog,
+"Exponential Backoff And Jitter"), so a fleet that lost the cloud together does not come back together;
+429 and 503 wait the server's ``Retry-After`` plus jitter; 401/403 mean the device's credential is wrong
+or revoked: reported as *unauthorized* and retried slowly (capped at ``unauthorized_retry_s``), since
+an operator may fix it; any other 4xx is final. Every retry of a request carries its ``request_id``, so
+the cloud never trains or counts one recompute twice.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
-import math
 import random
 import threading
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import httpx
-import numpy as np
 
-from edgedrift.models.document import BatchModel, model_from_document
-from edgedrift.models.losses import FloatArray
-from edgedrift.strategies import LINEAR, TrainSpec
+from edgedrift.models.document import model_from_document
 from edgedrift.wire import WINDOW_CONTENT_TYPE, Heartbeat, LearnerParams, WindowHeader, encode_window
+from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel
 
 log = logging.getLogger("edgedrift_edge.cloud")
-
-#: Loss of the learning core -> learner name of the training API.
-LOSS_LEARNER = {"logistic": "logistic", "squared_hinge": "svm", "squared": "ridge"}
+T = TypeVar("T")
 
 
 class CloudError(RuntimeError):
-    """A failed call; ``retryable`` is False for refusals that a retry cannot fix (4xx)."""
+    """A failed attempt; ``retryable`` False for refusals a retry cannot fix, ``unauthorized`` for
+    401/403, ``retry_after`` the server's Retry-After in seconds."""
 
-    def __init__(self, message: str, retryable: bool) -> None:
+    def __init__(
+        self,
+        message: str,
+        retryable: bool,
+        *,
+        unauthorized: bool = False,
+        retry_after: float | None = None,
+        status: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
-
-
-@dataclass(frozen=True)
-class TrainedModel:
-    """A model version the cloud stored for this device."""
-
-    version: int
-    model: BatchModel
-    document: dict[str, Any]
-    train_ms: float
-    bytes_up: int
-    bytes_down: int
-    replayed: bool
+        self.unauthorized = unauthorized
+        self.retry_after = retry_after
+        self.status = status
 
 
 def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
-    """Full jitter: uniform in [0, min(cap, base·2^attempt)] (AWS architecture blog, "Exponential
-    Backoff And Jitter"), so a fleet that lost the cloud together does not retry together."""
+    """Full jitter: uniform in [0, min(cap, base·2^attempt)]."""
     return rng.uniform(0.0, min(cap, base * 2.0**attempt))
 
 
+def retry_after_seconds(value: str | None) -> float | None:
+    """The delay of a ``Retry-After`` header given in seconds (None when absent or not a number)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0.0 <= seconds < 86_400 else None
+
+
+def error_from_response(response: httpx.Response) -> CloudError:
+    code = response.status_code
+    text = f"HTTP {code}: {response.text[:300]}"
+    if code in (401, 403):
+        return CloudError(text, True, unauthorized=True, status=code)
+    retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+    retryable = code >= 500 or code in (408, 429)
+    return CloudError(text, retryable, retry_after=retry_after, status=code)
+
+
 class CloudClient:
-    """One device's connection to the cloud trainer."""
+    """HTTP client of the cloud trainer for one or more devices (each call names its device)."""
 
     def __init__(
         self,
         base_url: str,
-        device_id: str,
-        secret: str | None,
         *,
-        timeout: float = 10.0,
-        retry_base: float = 0.5,
-        retry_max: float = 30.0,
+        timeout_s: float = 10.0,
+        deadline_s: float = 60.0,
+        retry_base_s: float = 0.5,
+        retry_max_s: float = 30.0,
+        unauthorized_retry_s: float = 300.0,
         encoding: str = "binary-float64",
         seed: int | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
-        self.device_id = device_id
-        self.retry_base = retry_base
-        self.retry_max = retry_max
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.unauthorized_retry_s = unauthorized_retry_s
         self.encoding = encoding
         self.rng = random.Random(seed)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="edgedrift-cloud", daemon=True)
+        self._thread.start()
+        self._http = self._run(self._open())
+        self._closed = threading.Event()
 
-    def close(self) -> None:
-        self.http.close()
+    async def _open(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout_s)
 
-    def train(
-        self,
-        X: FloatArray,
-        y: FloatArray,
-        *,
-        task: str,
-        loss: str,
-        C: float | str,
-        reason: str,
-        monitor: dict[str, Any],
-        request_id: str,
-        spec: TrainSpec = LINEAR,
-        reset_rows: int | None = None,
-    ) -> TrainedModel:
-        """One attempt: post the window, return the stored version (raises :class:`CloudError`).
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-        ``spec`` is the strategy's learner (the loss's linear learner by default); ``reset_rows`` marks
-        the last rows as RebalanceStream's reset batch.
-        """
-        fields: dict[str, Any] = {
-            "task": task,
-            "learner": spec.learner or LOSS_LEARNER[loss],
-            "params": LearnerParams.model_validate({"C": C, **spec.params}),
-            "rebalance": spec.rebalance,
-            "reason": reason,
-            "monitor": scalar_stats(monitor),
-            "request_id": request_id,
-        }
-        if reset_rows is not None:
-            fields["reset_rows"] = reset_rows
-        if spec.return_base:
-            fields["return_base"] = True
-        header = WindowHeader.model_validate(fields)
-        url = f"/v1/devices/{self.device_id}/models"
+    def _spawn(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel what is running, close the connections, stop the thread."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+
+        async def shutdown() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._http.aclose()
+
         try:
-            if self.encoding == "json":
-                body = json.dumps(
-                    {**header.model_dump(mode="json"), "X": X.tolist(), "y": y.tolist()}
-                ).encode()
-                response = self.http.post(url, content=body, headers={"Content-Type": "application/json"})
-            else:
-                dtype = "float32" if self.encoding == "binary-float32" else "float64"
-                body = encode_window(header, X, y, dtype=dtype)
-                response = self.http.post(url, content=body, headers={"Content-Type": WINDOW_CONTENT_TYPE})
-        except httpx.HTTPError as exc:
-            raise CloudError(f"{type(exc).__name__}: {exc}", retryable=True) from None
-        if response.status_code >= 400:
-            retryable = response.status_code >= 500 or response.status_code in (408, 429)
-            raise CloudError(f"HTTP {response.status_code}: {response.text[:300]}", retryable)
-        data = response.json()
-        doc = data["model"]
-        return TrainedModel(
-            version=int(data["version"]),
-            model=model_from_document(doc),
-            document=doc,
-            train_ms=float(data["train_ms"]),
-            bytes_up=len(body),
-            bytes_down=len(response.content),
-            replayed=bool(data.get("replayed", False)),
-        )
+            asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(timeout)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            log.warning("cloud client did not shut down within %.0f s", timeout)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
 
-    def train_with_retries(
+    # --- recomputes -------------------------------------------------------------------------------------
+
+    def submit(
         self,
-        X: FloatArray,
-        y: FloatArray,
-        *,
-        stop: threading.Event,
-        attempts: int | None = None,
-        on_failure: Callable[[int, CloudError], None] | None = None,
-        **kwargs: Any,
+        device_id: str,
+        secret: str | None,
+        request: RecomputeRequest,
+        on_failure: Callable[[RecomputeFailure], None],
+    ) -> concurrent.futures.Future[TrainedModel | None]:
+        """Train ``request`` with retries in the background; the future holds the model, or None when
+        the cloud refused it for good or the client closed. Each failed attempt goes to ``on_failure``
+        (called on the client's thread)."""
+        return self._spawn(self._train_with_retries(device_id, secret, request, on_failure))
+
+    async def _train_with_retries(
+        self,
+        device_id: str,
+        secret: str | None,
+        request: RecomputeRequest,
+        on_failure: Callable[[RecomputeFailure], None],
     ) -> TrainedModel | None:
-        """Retry :meth:`train` until it succeeds, ``attempts`` run out, ``stop`` is set, or the cloud
-        refuses for good; ``on_failure(attempt, error)`` is told about each failure."""
-        request_id = f"{self.device_id}-{uuid.uuid4().hex[:16]}"
         attempt = 0
-        while not stop.is_set():
+        unauthorized_streak = 0
+        while not self._closed.is_set():
             try:
-                return self.train(X, y, request_id=request_id, **kwargs)
+                return await self.train(device_id, secret, request)
             except CloudError as exc:
-                if on_failure is not None:
-                    on_failure(attempt, exc)
-                if not exc.retryable:
-                    log.error("recompute refused by the cloud: %s", exc)
+                if exc.unauthorized:
+                    delay = backoff_delay(
+                        unauthorized_streak, self.retry_max_s, self.unauthorized_retry_s, self.rng
+                    )
+                    delay = max(delay, self.retry_base_s)
+                    unauthorized_streak += 1
+                elif exc.retry_after is not None:
+                    delay = exc.retry_after + self.rng.uniform(
+                        0.0, max(self.retry_base_s, 0.1 * exc.retry_after)
+                    )
+                else:
+                    delay = backoff_delay(attempt + 1, self.retry_base_s, self.retry_max_s, self.rng)
+                final = not exc.retryable
+                on_failure(
+                    RecomputeFailure(
+                        request.request_id,
+                        attempt,
+                        str(exc),
+                        final=final,
+                        unauthorized=exc.unauthorized,
+                        retry_in_s=None if final else round(delay, 3),
+                    )
+                )
+                if final:
+                    log.error("recompute %s refused by the cloud: %s", request.request_id, exc)
                     return None
             attempt += 1
-            if attempts is not None and attempt >= attempts:
-                return None
-            stop.wait(backoff_delay(attempt, self.retry_base, self.retry_max, self.rng))
+            await asyncio.sleep(delay)
         return None
 
-    def heartbeat(self, beat: Heartbeat) -> None:
+    async def train(self, device_id: str, secret: str | None, request: RecomputeRequest) -> TrainedModel:
+        """One attempt within the overall deadline (raises :class:`CloudError`)."""
+        header = self._header(request)
+        url = f"/v1/devices/{device_id}/models"
+        headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+        if self.encoding == "json":
+            body = json.dumps(
+                {**header.model_dump(mode="json"), "X": request.X.tolist(), "y": request.y.tolist()}
+            ).encode()
+            headers["Content-Type"] = "application/json"
+        else:
+            dtype = "float32" if self.encoding == "binary-float32" else "float64"
+            body = encode_window(header, request.X, request.y, dtype=dtype)
+            headers["Content-Type"] = WINDOW_CONTENT_TYPE
+        response = await self._post(url, headers, content=body)
         try:
-            response = self.http.post(
-                f"/v1/devices/{self.device_id}/stats", json=beat.model_dump(mode="json")
+            data = response.json()
+            doc = data["model"]
+            return TrainedModel(
+                request_id=request.request_id,
+                version=int(data["version"]),
+                model=model_from_document(doc),
+                document=doc,
+                train_ms=float(data["train_ms"]),
+                bytes_up=len(body),
+                bytes_down=len(response.content),
+                replayed=bool(data.get("replayed", False)),
             )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
+
+    @staticmethod
+    def _header(request: RecomputeRequest) -> WindowHeader:
+        spec = request.spec
+        fields: dict[str, Any] = {
+            "task": request.task,
+            "learner": request.learner,
+            "params": LearnerParams.model_validate({"C": request.C, **spec.params}),
+            "rebalance": spec.rebalance,
+            "reason": request.reason,
+            "monitor": request.stats,
+            "request_id": request.request_id,
+        }
+        if request.reset_rows is not None:
+            fields["reset_rows"] = request.reset_rows
+        if spec.return_base:
+            fields["return_base"] = True
+        return WindowHeader.model_validate(fields)
+
+    # --- heartbeats ----------------------------------------------------------------------------------------
+
+    def heartbeat(
+        self, device_id: str, secret: str | None, beat: Heartbeat
+    ) -> concurrent.futures.Future[None]:
+        """Post one heartbeat in the background (the future raises :class:`CloudError` on failure)."""
+        return self._spawn(self._heartbeat(device_id, secret, beat))
+
+    async def _heartbeat(self, device_id: str, secret: str | None, beat: Heartbeat) -> None:
+        headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+        await self._post(f"/v1/devices/{device_id}/stats", headers, json=beat.model_dump(mode="json"))
+
+    async def _post(self, url: str, headers: dict[str, str], **body: Any) -> httpx.Response:
+        """One POST within the overall deadline; :class:`CloudError` for a transport error or a 4xx/5xx."""
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                response = await self._http.post(url, headers=headers, **body)
+        except TimeoutError:
+            raise CloudError(f"no answer within the {self.deadline_s:g} s deadline", True) from None
         except httpx.HTTPError as exc:
-            raise CloudError(f"{type(exc).__name__}: {exc}", retryable=True) from None
+            raise CloudError(f"{type(exc).__name__}: {exc}", True) from None
         if response.status_code >= 400:
-            raise CloudError(
-                f"HTTP {response.status_code}: {response.text[:300]}", response.status_code >= 500
-            )
-
-
-def scalar_stats(stats: dict[str, Any]) -> dict[str, Any]:
-    """Monitor stats the API stores: up to 32 finite scalars with short names (numpy scalars converted)."""
-    out: dict[str, Any] = {}
-    for key, value in stats.items():
-        if len(out) == 32:
-            break
-        name = "".join(c if c.isalnum() or c in "_.:-" else "_" for c in str(key))[:64] or "_"
-        if isinstance(value, bool | np.bool_):
-            out[name] = bool(value)
-        elif isinstance(value, int | np.integer):
-            out[name] = int(value)
-        elif isinstance(value, float | np.floating) and math.isfinite(float(value)):
-            out[name] = float(value)
-        elif isinstance(value, str):
-            out[name] = value[:256]
-    return out
+            raise error_from_response(response)
+        return response

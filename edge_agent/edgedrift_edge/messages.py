@@ -3,7 +3,8 @@
 In: ``{"id": 17, "x": [...], "y": 1, "ts": ...}`` (``y`` absent or null = unlabeled) or a batch
 ``{"samples": [...]}``; late labels ``{"id": 17, "y": 1}`` or ``{"labels": [...]}``. A bad sample in a
 batch is rejected on its own: the good ones are kept. Every rejection carries a reason that names the
-field, which the agent publishes as an event and counts.
+field; the session counts each one and publishes one summary event per message. A batch above the
+per-message item cap is refused as a whole, with its item count (so the ledger still adds up).
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ class Rejection:
 
 @dataclass
 class Samples:
-    """The valid samples of one message; ``y`` is NaN where unlabeled."""
+    """The valid samples of one message; ``y`` is NaN where unlabeled.
+
+    ``X`` is the (n, d) block once the width is known; before (``d`` None) rows may differ in width and
+    only ``rows`` is set (``X`` is then an empty (0, 0) array).
+    """
 
     ids: list[SampleId]
     X: FloatArray
@@ -40,10 +45,44 @@ class Samples:
     ts: FloatArray
     batch: bool
     rejected: list[Rejection] = field(default_factory=list)
+    rows: list[FloatArray] | None = None
+
+    def row(self, i: int) -> FloatArray:
+        return self.X[i] if self.rows is None else self.rows[i]
+
+    def subset(self, keep: list[int]) -> Samples:
+        """The samples at positions ``keep`` (rejections are not carried over)."""
+        return Samples(
+            [self.ids[i] for i in keep],
+            self.X[keep] if self.rows is None else self.X,
+            self.y[keep],
+            self.ts[keep],
+            self.batch,
+            rows=None if self.rows is None else [self.rows[i] for i in keep],
+        )
+
+
+#: Stands in for NaN in a content key: Python hashes a NaN by its identity, not its value.
+_NAN_KEY = -7.7e-311
+
+
+def content_keys(rows: list[list[float]], ys: list[float], tss: list[float]) -> list[int]:
+    """Digests of samples' content, to tell a QoS-1 redelivery (same id, same content) from a reused id
+    (a sensor that rebooted and counts from 0 again). Python's hash of a tuple of floats is the same in
+    every process (unlike that of bytes or str), so digests survive a restart through the checkpoint."""
+    return [
+        hash((*row, y if y == y else _NAN_KEY, t if t == t else _NAN_KEY))
+        for row, y, t in zip(rows, ys, tss, strict=True)
+    ]
 
 
 class MessageError(ValueError):
-    """The whole message is unusable (not JSON, not an object, ...)."""
+    """The whole message is unusable (not JSON, not an object, too many items, ...); ``count`` is how
+    many samples it carried when that is known (1 otherwise)."""
+
+    def __init__(self, message: str, count: int = 1) -> None:
+        super().__init__(message)
+        self.count = count
 
 
 def _load(payload: bytes) -> dict[str, Any]:
@@ -51,6 +90,8 @@ def _load(payload: bytes) -> dict[str, Any]:
         data = json.loads(payload)
     except (UnicodeDecodeError, ValueError) as exc:
         raise MessageError(f"malformed JSON: {exc}") from None
+    except RecursionError:
+        raise MessageError("malformed JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise MessageError(f"expected a JSON object, got {type(data).__name__}")
     return data
@@ -77,26 +118,43 @@ def check_label(y: Any, task: str) -> float:
 
 
 def _sample(item: Any, d: int | None, task: str, seq: int) -> tuple[SampleId, list[float], float, float]:
-    if not isinstance(item, dict):
+    """One sample's fields, checked; ValueError naming the field. ``type(v) is int`` fast paths keep the
+    common case cheap (they also exclude bools, which are ints to isinstance)."""
+    if type(item) is not dict:
         raise ValueError(f"a sample must be a JSON object, got {type(item).__name__}")
     if not SAMPLE_FIELDS.issuperset(item):
         raise ValueError(f"unknown field {sorted(set(item) - SAMPLE_FIELDS)[0]!r}")
-    sid = _check_id(item["id"]) if "id" in item else seq
+    sid = item.get("id", seq)
+    if type(sid) is not int:
+        sid = _check_id(sid)
     x = item.get("x")
-    if not isinstance(x, list) or not x:
+    if type(x) is not list or not x:
         raise ValueError("x must be a non-empty list of numbers")
     if d is not None and len(x) != d:
         raise ValueError(f"x has {len(x)} values, expected {d}")
     y = item.get("y")
-    label = math.nan if y is None else check_label(y, task)
+    if y is None:
+        label = math.nan
+    elif (type(y) is int or type(y) is float) and (y == 1 or y == -1) and task == "classification":
+        label = float(y)
+    else:
+        label = check_label(y, task)
     ts = item.get("ts")
-    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts)):
+    if ts is None:
+        return sid, x, label, math.nan
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
         raise ValueError("ts must be a finite number")
-    return sid, x, label, math.nan if ts is None else float(ts)
+    return sid, x, label, float(ts)
 
 
-def parse_samples(payload: bytes, d: int | None, task: str, next_seq: int) -> Samples:
-    """Valid samples of a single or batch message plus the rejections; ``d`` None = take it from the first."""
+def parse_samples(
+    payload: bytes, d: int | None, task: str, next_seq: int, max_items: int | None = None
+) -> Samples:
+    """Valid samples of a single or batch message plus the rejections.
+
+    ``d`` None: the width is not decided yet, rows of any width are kept (in ``rows``). A batch of more
+    than ``max_items`` samples raises :class:`MessageError` with its count.
+    """
     data = _load(payload)
     batch = "samples" in data
     if batch:
@@ -106,14 +164,22 @@ def parse_samples(payload: bytes, d: int | None, task: str, next_seq: int) -> Sa
         items = data["samples"]
         if not isinstance(items, list):
             raise MessageError("'samples' must be a list")
+        if max_items is not None and len(items) > max_items:
+            raise MessageError(
+                f"batch of {len(items)} samples exceeds the cap of {max_items} per message", len(items)
+            )
     else:
         items = [data]
     if d is not None:
+        if len(items) == 1:
+            single = _parse_single(items[0], d, task, next_seq, batch)
+            if single is not None:
+                return single
         known = _parse_known_width(items, d, task, next_seq, batch)
         if known is not None:
             return known
     ids: list[SampleId] = []
-    rows: list[list[float]] = []
+    rows: list[FloatArray] = []
     ys: list[float] = []
     tss: list[float] = []
     rejected: list[Rejection] = []
@@ -127,14 +193,30 @@ def parse_samples(payload: bytes, d: int | None, task: str, next_seq: int) -> Sa
         if not np.isfinite(row).all():
             rejected.append(Rejection("x contains NaN or inf", sid))
             continue
-        if d is None:
-            d = len(x)
         ids.append(sid)
-        rows.append(x)
+        rows.append(row)
         ys.append(label)
         tss.append(ts)
-    X = np.asarray(rows, dtype=np.float64).reshape(len(rows), d or 0)
-    return Samples(ids, X, np.asarray(ys), np.asarray(tss), batch, rejected)
+    y_arr, ts_arr = np.asarray(ys, dtype=np.float64), np.asarray(tss, dtype=np.float64)
+    if d is None:
+        return Samples(ids, np.zeros((0, 0)), y_arr, ts_arr, batch, rejected, rows=rows)
+    X = np.asarray(rows, dtype=np.float64).reshape(len(rows), d)
+    return Samples(ids, X, y_arr, ts_arr, batch, rejected)
+
+
+def _parse_single(item: Any, d: int, task: str, seq: int, batch: bool) -> Samples | None:
+    """The common case, one valid sample of the known width, without numpy's per-call overhead for the
+    checks; None when anything is off (then the general path decides and words the rejection)."""
+    try:
+        sid, x, label, ts = _sample(item, d, task, seq)
+        if not all(isinstance(v, float | int) and not isinstance(v, bool) for v in x):
+            return None
+        if not all(map(math.isfinite, x)):
+            return None
+    except (ValueError, TypeError, OverflowError):
+        return None
+    X = np.array(x, dtype=np.float64).reshape(1, d)
+    return Samples([sid], X, np.array([label]), np.array([ts]), batch)
 
 
 def _parse_known_width(items: list[Any], d: int, task: str, next_seq: int, batch: bool) -> Samples | None:
@@ -196,12 +278,31 @@ def _reason(exc: Exception) -> str:
     return text
 
 
-def parse_labels(payload: bytes, task: str) -> tuple[list[tuple[SampleId, float]], list[Rejection]]:
-    """Late labels of a single or batch label message."""
+def count_items(payload: bytes) -> int:
+    """How many samples (or labels) a message carries, as far as it can be told (1 when it cannot):
+    the count of a message whose handling failed, so that the ledger still adds up."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return 1
+    for key in ("samples", "labels"):
+        if isinstance(data, dict) and isinstance(data.get(key), list):
+            return max(len(data[key]), 1)
+    return 1
+
+
+def parse_labels(
+    payload: bytes, task: str, max_items: int | None = None
+) -> tuple[list[tuple[SampleId, float]], list[Rejection]]:
+    """Late labels of a single or batch label message (a batch above ``max_items`` is refused whole)."""
     data = _load(payload)
     items = data["labels"] if set(data) == {"labels"} else [data]
     if not isinstance(items, list):
         raise MessageError("'labels' must be a list")
+    if max_items is not None and len(items) > max_items:
+        raise MessageError(
+            f"batch of {len(items)} labels exceeds the cap of {max_items} per message", len(items)
+        )
     good: list[tuple[SampleId, float]] = []
     rejected: list[Rejection] = []
     for item in items:

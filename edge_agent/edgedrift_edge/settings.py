@@ -1,5 +1,11 @@
 """Agent settings: environment variables ``EDGEDRIFT_EDGE_<FIELD>`` and ``edgedrift-edge run --<field>``.
 
+Every field's ``description`` is its ``--help`` text. Secrets (the device's cloud secret, the broker
+password) can come from files (``EDGEDRIFT_EDGE_DEVICE_SECRET_FILE``, ``EDGEDRIFT_EDGE_BROKER_PASSWORD_FILE``)
+so that they never sit on a command line. In production mode the agent refuses placeholder, default or
+short secrets. Validation errors name the setting and the reason, never the value (a broker URL may
+carry a password).
+
 Plain pydantic (no pydantic-settings) so the edge install stays at edgedrift-core + paho-mqtt + httpx.
 """
 
@@ -8,77 +14,168 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from edgedrift.secrets import SecretFileError, secrets_from_files, weak_secret_reason
 from edgedrift.wire import DEVICE_ID_PATTERN
 
 ENV_PREFIX = "EDGEDRIFT_EDGE_"
+#: Settings that may be read from a file named by ``EDGEDRIFT_EDGE_<NAME>_FILE``.
+SECRET_FIELDS = ("device_secret", "broker_password")
+
+
+class SettingsError(ValueError):
+    """Invalid settings: one line per problem, naming the setting, never its value."""
+
+
+def _described(description: str, **kw: Any) -> Any:
+    return Field(description=description, **kw)
 
 
 class AgentSettings(BaseModel):
     """Everything one edge agent reads (one agent per device)."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, hide_input_in_errors=True)
 
-    #: The device this agent serves; its topics are ``{topic_prefix}/{device_id}/...``.
-    device_id: Annotated[str, Field(pattern=DEVICE_ID_PATTERN)]
-    #: The device's secret for the cloud trainer (bearer token).
-    device_secret: SecretStr | None = None
-    #: ``mqtt://[user:password@]host:port`` or ``mqtts://...`` for TLS.
-    broker_url: str = "mqtt://127.0.0.1:1883"
-    #: CA file for mqtts (the system store when unset).
-    tls_ca_file: str | None = None
-    topic_prefix: str = "edgedrift"
-    #: QoS of the subscriptions and of the predictions and events the agent publishes.
-    qos: Annotated[int, Field(ge=0, le=2)] = 1
-    #: The cloud trainer's base URL; empty = edge only (no recomputes).
-    cloud_url: str = "http://127.0.0.1:8000"
-    #: A strategy of :mod:`edgedrift.strategies` (druid, druid-rmsprop, periodic, predsign, sgd, ...).
-    strategy: str = "druid"
-    #: The strategy's trade-off parameter (druid: alpha; periodic: period; ...); its default when unset.
-    strategy_param: float | None = None
-    task: Literal["classification", "regression"] = "classification"
-    #: Features per sample; taken from the first valid sample when unset.
-    n_features: Annotated[int, Field(ge=1, le=4096)] | None = None
-    #: Samples of the first window (its labeled ones train the first model and tune C and the learner).
-    warmup_samples: Annotated[int, Field(ge=1)] = 2000
-    #: Labels in the sliding window that recomputes train on.
-    window_labels: Annotated[int, Field(ge=2)] = 200
-    #: C of the batch model; "auto" tunes it on the first window (as the evaluator does).
-    C: Annotated[float, Field(gt=0)] | Literal["auto"] = "auto"
-    #: ``async``: keep predicting with the incremental model while the cloud trains; ``sync``: wait for
-    #: the model (a deployed run then equals an offline replay sample for sample).
-    recompute_mode: Literal["async", "sync"] = "async"
-    #: ``exact``: a batch message is processed sample by sample (as the evaluator does); ``vectorised``:
-    #: as one mini-batch (much faster; predictions use the state at the batch's start).
-    batch_mode: Literal["exact", "vectorised"] = "vectorised"
-    #: Window upload encoding: the binary body (float64 exact, float32 half the bytes) or JSON.
-    window_encoding: Literal["binary-float64", "binary-float32", "json"] = "binary-float64"
-    #: Bounded queue between the MQTT network thread and the worker; overflow is counted, never silent.
-    queue_size: Annotated[int, Field(ge=1)] = 20_000
-    #: Unlabeled samples kept for late labels; a label for an evicted or unknown id is a counted miss.
-    join_buffer: Annotated[int, Field(ge=1)] = 50_000
-    http_timeout_s: Annotated[float, Field(gt=0)] = 10.0
-    #: Recompute retries: exponential backoff from retry_base_s to retry_max_s with full jitter.
-    retry_base_s: Annotated[float, Field(gt=0)] = 0.5
-    retry_max_s: Annotated[float, Field(gt=0)] = 30.0
-    #: Attempts per recompute in sync mode (async mode retries until the model arrives).
-    sync_attempts: Annotated[int, Field(ge=1)] = 5
-    checkpoint_dir: str = "edgedrift-state"
-    checkpoint_every_s: Annotated[float, Field(gt=0)] = 30.0
-    heartbeat_every_s: Annotated[float, Field(gt=0)] = 10.0
-    #: Labeled samples in the "recent accuracy" of heartbeats and status.
-    accuracy_window: Annotated[int, Field(ge=1)] = 1000
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    device_id: Annotated[
+        str,
+        _described("the device this agent serves; its topics are {topic_prefix}/{device_id}/...",
+                   pattern=DEVICE_ID_PATTERN),
+    ]  # fmt: skip
+    mode: Literal["development", "production"] = _described(
+        "production refuses placeholder, default or short secrets (cloud secret, broker password)",
+        default="development",
+    )
+    device_secret: SecretStr | None = _described(
+        "the device's bearer secret at the cloud trainer (better: EDGEDRIFT_EDGE_DEVICE_SECRET_FILE)",
+        default=None,
+    )
+    broker_url: str = _described(
+        "mqtt://[user[:password]@]host:port, or mqtts://... for TLS", default="mqtt://127.0.0.1:1883"
+    )
+    broker_password: SecretStr | None = _described(
+        "the broker password (overrides one in the URL; better: EDGEDRIFT_EDGE_BROKER_PASSWORD_FILE)",
+        default=None,
+    )
+    tls_ca_file: str | None = _described("CA file for mqtts (the system store when unset)", default=None)
+    topic_prefix: str = _described("first level of every topic", default="edgedrift")
+    qos: Annotated[int, Field(ge=0, le=2)] = _described(
+        "QoS of the subscriptions and of the predictions and events published", default=1
+    )
+    cloud_url: str = _described("the cloud trainer's base URL", default="http://127.0.0.1:8000")
+    strategy: str = _described(
+        "a strategy of edgedrift.strategies: the learner and its recompute policy (docs/edge-agent.md)",
+        default="druid",
+    )
+    strategy_param: float | None = _described(
+        "the strategy's trade-off parameter (druid: alpha, periodic: period, ...); unset = its default",
+        default=None,
+    )
+    task: Literal["classification", "regression"] = _described(
+        "what the labels are", default="classification"
+    )
+    n_features: Annotated[int, Field(ge=1, le=4096)] | None = _described(
+        "features per sample; unset = the majority width of the warm-up samples", default=None
+    )
+    warmup_samples: Annotated[int, Field(ge=1)] = _described(
+        "samples of the first window (its labeled ones train the first model and tune the learner)",
+        default=2000,
+    )
+    window_labels: Annotated[int, Field(ge=2)] = _described(
+        "labels in the sliding window that recomputes train on", default=200
+    )
+    C: Annotated[float, Field(gt=0)] | Literal["auto"] = _described(
+        "C of the batch model; auto = tuned by the cloud on the first window", default="auto"
+    )
+    recompute_mode: Literal["async", "sync"] = _described(
+        "async: keep predicting with the incremental model while the cloud trains; sync: wait for the "
+        "model (up to sync_wait_s), so a deployed run equals an offline replay",
+        default="async",
+    )
+    batch_mode: Literal["exact", "vectorised"] = _described(
+        "a batch message sample by sample (exact, as the evaluator) or as one mini-batch (vectorised)",
+        default="vectorised",
+    )
+    window_encoding: Literal["binary-float64", "binary-float32", "json"] = _described(
+        "how windows are uploaded: binary float64 (exact), float32 (half the bytes) or JSON",
+        default="binary-float64",
+    )
+    queue_size: Annotated[int, Field(ge=1)] = _described(
+        "messages the inbox holds between the network thread and the worker (then back-pressure)",
+        default=20_000,
+    )
+    max_inbox_mb: Annotated[float, Field(gt=0)] = _described(
+        "payload megabytes the inbox holds (then back-pressure; QoS 0 messages are dropped and counted)",
+        default=256.0,
+    )
+    publish_queue: Annotated[int, Field(ge=1)] = _described(
+        "outgoing messages paho may hold; a publish beyond it is counted and retried", default=100_000
+    )
+    max_items_per_message: Annotated[int, Field(ge=1)] = _described(
+        "samples (or labels) one message may carry; a bigger batch is rejected whole, with its count",
+        default=10_000,
+    )
+    join_buffer: Annotated[int, Field(ge=1)] = _described(
+        "unlabeled samples kept for late labels; a label for an evicted or unknown id is a counted miss",
+        default=50_000,
+    )
+    dedup_window: Annotated[int, Field(ge=1)] = _described(
+        "recent sample ids remembered to recognise QoS-1 redeliveries", default=100_000
+    )
+    outlier_threshold: Annotated[float, Field(gt=0)] = _described(
+        "robust z-score above which a sample is an outlier (predicted, not learned)", default=100.0
+    )
+    http_timeout_s: Annotated[float, Field(gt=0)] = _described(
+        "connect/read/write timeout of one HTTP operation", default=10.0
+    )
+    http_deadline_s: Annotated[float, Field(gt=0)] = _described(
+        "overall deadline of one cloud call (a trickling server cannot hang it)", default=60.0
+    )
+    retry_base_s: Annotated[float, Field(gt=0)] = _described(
+        "first backoff of a failed recompute (exponential with full jitter)", default=0.5
+    )
+    retry_max_s: Annotated[float, Field(gt=0)] = _described("longest backoff between attempts", default=30.0)
+    unauthorized_retry_s: Annotated[float, Field(gt=0)] = _described(
+        "longest wait between attempts while the cloud rejects the credential (401/403)", default=300.0
+    )
+    retry_cooldown_s: Annotated[float, Field(ge=0)] = _described(
+        "after the cloud refused a recompute for good (4xx), wait this long before asking again",
+        default=30.0,
+    )
+    sync_wait_s: Annotated[float, Field(gt=0)] = _described(
+        "sync mode: how long the worker waits for a model before going on asynchronously", default=120.0
+    )
+    checkpoint_dir: str = _described("directory of the checkpoint file", default="edgedrift-state")
+    checkpoint_every_s: Annotated[float, Field(gt=0)] = _described(
+        "seconds between checkpoints (a failed one is reported and retried)", default=30.0
+    )
+    heartbeat_every_s: Annotated[float, Field(gt=0)] = _described(
+        "seconds between heartbeats to the cloud and status updates on MQTT", default=10.0
+    )
+    watchdog_s: Annotated[float, Field(gt=0)] = _described(
+        "status degraded when work is queued and nothing progresses for this long", default=60.0
+    )
+    accuracy_window: Annotated[int, Field(ge=1)] = _described(
+        "labeled samples in the recent accuracy (or RMSE) of heartbeats and status", default=1000
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = _described("log level", default="INFO")
 
     @field_validator("broker_url")
     @classmethod
     def _broker_url(cls, value: str) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl") or not parts.hostname:
-            raise ValueError("broker_url must look like mqtt://[user:password@]host:port or mqtts://...")
+            raise ValueError("must look like mqtt://[user:password@]host:port or mqtts://...")
         return value
 
     @field_validator("strategy")
@@ -87,29 +184,81 @@ class AgentSettings(BaseModel):
         from edgedrift.strategies import STRATEGIES
 
         if value not in STRATEGIES:
-            raise ValueError(f"unknown strategy {value!r}; known: {', '.join(sorted(STRATEGIES))}")
+            raise ValueError(f"unknown strategy; known: {', '.join(sorted(STRATEGIES))}")
         return value
+
+    @model_validator(mode="after")
+    def _secure_in_production(self) -> AgentSettings:
+        if self.mode != "production":
+            return self
+        checks = [("EDGEDRIFT_EDGE_DEVICE_SECRET", self.device_secret)]
+        password = self.broker_password or _url_password(self.broker_url)
+        if password is not None or urlsplit(self.broker_url).username:
+            checks.append(("the broker password", password))
+        for name, secret in checks:
+            if secret is None:
+                raise ValueError(f"production mode: {name} is missing")
+            weak = weak_secret_reason(secret.get_secret_value())
+            if weak is not None:
+                raise ValueError(f"production mode: {name} {weak}")
+        return self
 
     @property
     def topics(self) -> dict[str, str]:
         base = f"{self.topic_prefix}/{self.device_id}"
         return {k: f"{base}/{k}" for k in ("samples", "labels", "predictions", "events", "status")}
 
+    @property
+    def effective_broker_url(self) -> str:
+        """The broker URL with ``broker_password`` in it (for the client only; log :func:`redact`)."""
+        if self.broker_password is None:
+            return self.broker_url
+        parts = urlsplit(self.broker_url)
+        user = quote(unquote(parts.username or ""), safe="")
+        secret = quote(self.broker_password.get_secret_value(), safe="")
+        netloc = f"{user}:{secret}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
     @classmethod
     def env_names(cls) -> list[str]:
         """Every environment variable the agent reads."""
-        return [ENV_PREFIX + name.upper() for name in cls.model_fields]
+        names = [ENV_PREFIX + name.upper() for name in cls.model_fields]
+        return names + [ENV_PREFIX + name.upper() + "_FILE" for name in SECRET_FIELDS]
 
     @classmethod
     def load(
         cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> AgentSettings:
-        """Environment first, then explicit overrides (CLI flags) on top."""
+        """Environment first (secrets also from ``*_FILE``), then explicit overrides (CLI flags) on top.
+        Raises :class:`SettingsError` with one line per problem and no value in it."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for name in cls.model_fields:
             raw = environ.get(ENV_PREFIX + name.upper())
             if raw is not None and raw != "":
                 values[name] = raw
+        try:
+            values.update(secrets_from_files(environ, ENV_PREFIX, SECRET_FIELDS))
+        except SecretFileError as exc:
+            raise SettingsError(str(exc)) from None
         values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-        return cls.model_validate(values)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise SettingsError(describe_errors(exc)) from None
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """One line per problem: ``--flag / EDGEDRIFT_EDGE_VAR: reason``, never the rejected value."""
+    lines = []
+    for error in exc.errors(include_input=False, include_url=False):
+        field = str(error["loc"][0]) if error["loc"] else ""
+        where = f"--{field.replace('_', '-')} / {ENV_PREFIX}{field.upper()}" if field else "settings"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        lines.append(f"{where}: {message}")
+    return "\n".join(lines)
+
+
+def _url_password(url: str) -> SecretStr | None:
+    password = urlsplit(url).password
+    return None if password is None else SecretStr(unquote(password))

@@ -8,6 +8,10 @@ monitor, incremental learner and prediction policy:
 * ``"monitor"``: β₁, but the incremental model β_cur while the monitor warns (Algorithm 1);
 * ``"incremental"``: always the incremental learner, which a recompute re-anchors (incremental SGD,
   EdgeDrift's hybrid ``druid``, the error-driven triggers in incremental mode).
+
+With a :class:`~edgedrift.guard.RangeGuard`, a sample it flags is still predicted but kept out of the
+window, the monitor and the learner (``counters.outliers``; ``last_outliers`` holds the flags of the
+last call), so one glitched reading cannot poison the state.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from edgedrift.guard import RangeGuard
 from edgedrift.learners.base import OnlineLearner
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
@@ -51,6 +56,7 @@ class LoopCounters:
     recomputes: int = 0
     bytes_up: int = 0
     bytes_down: int = 0
+    outliers: int = 0
 
 
 def window_upload_bytes(n: int, d: int) -> int:
@@ -61,6 +67,8 @@ def window_upload_bytes(n: int, d: int) -> int:
 class EdgeLoop:
     """Test-then-train loop over one stream, shared by the evaluator and the edge agent."""
 
+    _state_transient = ("recompute_fn",)
+
     def __init__(
         self,
         window: CountWindow | TimeWindow,
@@ -70,6 +78,7 @@ class EdgeLoop:
         predict_with: PredictWith = "batch",
         anchor_on_recompute: bool = True,
         swap_learner_on_drift: bool = False,
+        guard: RangeGuard | None = None,
     ) -> None:
         if predict_with != "batch" and learner is None:
             raise ValueError(f"predict_with={predict_with!r} needs an incremental learner")
@@ -87,6 +96,10 @@ class EdgeLoop:
         self.events: list[RecomputeEvent] = []
         self.pending_recompute = False
         self._background: OnlineLearner | None = None
+        self.guard = guard
+        #: Whether the last process_one / learn_one sample was an outlier (process_many: ``last_outliers``).
+        self.last_outlier = False
+        self.last_outliers: np.ndarray = np.zeros(0, dtype=bool)
 
     def start(self, model: BatchModel, X: FloatArray, y: FloatArray, warm_learner: bool = False) -> None:
         """Install the first batch model, trained on (X, y) (not counted as a recompute).
@@ -138,22 +151,40 @@ class EdgeLoop:
         override = self.monitor.prediction_model()
         return (override or self.model).predict_one(x)
 
+    def _outlier(self, x: FloatArray, y: float | None, remember: bool = True) -> bool:
+        flagged = self.guard is not None and self.guard.check(x, y if self._guard_labels else None, remember)
+        self.last_outlier = flagged
+        if flagged:
+            self.counters.outliers += 1
+        return flagged
+
+    @property
+    def _guard_labels(self) -> bool:
+        return self.model is not None and self.model.task == "regression"
+
     def process_one(self, x: FloatArray, y: float | None = None, ts: float = math.nan) -> float:
         """Predict x; if it carries a label, learn from it afterwards. Returns the prediction."""
         y_hat = self.predict_one(x)
         self.counters.samples += 1
+        if self._outlier(x, y):
+            return y_hat
         if y is None:
             self.monitor.update_unlabeled(x)
         else:
-            self.learn_one(x, y, y_hat, ts)
+            self._learn(x, y, y_hat, ts)
         return y_hat
 
     def learn_one(self, x: FloatArray, y: float, y_hat: float | None = None, ts: float = math.nan) -> None:
         """A labeled sample (possibly late): window, monitor, learner, and a recompute if one is due."""
+        if self._outlier(x, y, remember=False):
+            return
+        self._learn(x, y, y_hat, ts)
+
+    def _learn(self, x: FloatArray, y: float, y_hat: float | None, ts: float) -> None:
         if y_hat is None:
             y_hat = self.predict_one(x)
         assert self.model is not None
-        error = (y - y_hat) ** 2 if self.model.task == "regression" else float(y != y_hat)
+        error = (y - y_hat) * (y - y_hat) if self.model.task == "regression" else float(y != y_hat)
         self.counters.labeled += 1
         n_evicted = self.window.push(x, y, ts)
         self.monitor.update(x, y, error, self.window, n_evicted)
@@ -233,29 +264,59 @@ class EdgeLoop:
         X = np.asarray(X, dtype=np.float64)
         preds = self.predict_many(X)
         self.counters.samples += len(X)
+        y = None if y is None else np.asarray(y, dtype=np.float64)
+        flags = self._outliers_many(X, y)
+        if flags.any():
+            X, preds_kept = X[~flags], preds[~flags]
+            y = None if y is None else y[~flags]
+            ts = None if ts is None else np.asarray(ts)[~flags]
+        else:
+            preds_kept = preds
         if y is None:
             self.monitor.update_unlabeled_many(X)
             return preds
-        y = np.asarray(y, dtype=np.float64)
         labeled = ~np.isnan(y)
         if not labeled.all():
             self.monitor.update_unlabeled_many(X[~labeled])
         if labeled.any():
-            self.learn_many(X[labeled], y[labeled], preds[labeled], None if ts is None else ts[labeled])
+            self._learn_many(X[labeled], y[labeled], preds_kept[labeled], None if ts is None else ts[labeled])
         return preds
+
+    def _outliers_many(self, X: FloatArray, y: FloatArray | None) -> np.ndarray:
+        if self.guard is None:
+            flags = np.zeros(len(X), dtype=bool)
+        else:
+            flags = self.guard.check_many(X, y if self._guard_labels else None)
+            if flags.any():
+                self.counters.outliers += int(flags.sum())
+        self.last_outliers = flags
+        return flags
 
     def learn_many(
         self, X: FloatArray, y: FloatArray, y_hat: FloatArray | None = None, ts: FloatArray | None = None
     ) -> None:
         """Labeled samples as one mini-batch (see :meth:`process_many`)."""
+        flags = self._outliers_many(X, y)
+        if flags.any():
+            keep = ~flags
+            X, y = X[keep], y[keep]
+            y_hat = None if y_hat is None else y_hat[keep]
+            ts = None if ts is None else ts[keep]
+        if len(y):
+            self._learn_many(X, y, y_hat, ts)
+
+    def _learn_many(
+        self, X: FloatArray, y: FloatArray, y_hat: FloatArray | None, ts: FloatArray | None
+    ) -> None:
         if self.swap_learner_on_drift:
             for i in range(len(y)):
-                self.learn_one(X[i], float(y[i]), None, math.nan if ts is None else float(ts[i]))
+                self._learn(X[i], float(y[i]), None, math.nan if ts is None else float(ts[i]))
             return
         if y_hat is None:
             y_hat = self.predict_many(X)
         assert self.model is not None
-        errors = (y - y_hat) ** 2 if self.model.task == "regression" else (y != y_hat).astype(np.float64)
+        regression = self.model.task == "regression"
+        errors = (y - y_hat) * (y - y_hat) if regression else (y != y_hat).astype(np.float64)
         self.counters.labeled += len(y)
         n_evicted = self.window.push_many(X, y, ts)
         self.monitor.update_many(X, y, errors, self.window, n_evicted)

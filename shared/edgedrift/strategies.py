@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from edgedrift.guard import RangeGuard
 from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, Perceptron
 from edgedrift.learners.base import OnlineLearner
 from edgedrift.loop import EdgeLoop, PredictWith, Recompute
@@ -59,6 +60,8 @@ class Context:
     learner_params: dict[str, dict[str, float]] = field(default_factory=dict)
     #: Trains the first model when it differs from ``recompute`` (e.g. without rebalancing).
     initial: Recompute | None = None
+    #: Keeps glitched samples out of learning (fitted on X0 by :func:`edgedrift.guard.screen_first_window`).
+    guard: RangeGuard | None = None
 
     def initial_model(self) -> BatchModel:
         """The first batch model, trained on the first window (not counted as a recompute)."""
@@ -178,17 +181,35 @@ REBALANCE_TREE = {"max_depth": 8}
 class Strategy:
     """A named way of running the stream; ``param`` is its trade-off knob, swept over ``grid``.
 
-    ``train`` says which model a recompute asks the cloud for (the initial model included).
+    ``default`` is the value :meth:`build` uses when no parameter is given (the table "Strategy
+    defaults" in docs/edge-agent.md); a strategy has one exactly when it has a ``param``. ``train``
+    says which model a recompute asks the cloud for (the initial model included).
     """
 
     name: str
     description: str
-    build: Build
+    builder: Build
     param: str | None = None
     grid: tuple[float, ...] = ()
+    default: float | None = None
     edgedrift: bool = False
     classification_only: bool = False
     train: TrainSpec = LINEAR
+
+    def __post_init__(self) -> None:
+        if (self.param is None) != (self.default is None):
+            raise ValueError(f"strategy {self.name!r}: a default is needed exactly when there is a param")
+
+    def build(self, ctx: Context, value: float | None = None) -> Runner:
+        """The strategy's runner for parameter ``value`` (None: :attr:`default`)."""
+        return self.builder(ctx, value if value is not None else self.default)
+
+
+def _value(value: float | None) -> float:
+    """The parameter a builder received: :meth:`Strategy.build` resolves None to the default first."""
+    if value is None:
+        raise ValueError("this strategy needs a parameter value; build it through Strategy.build")
+    return float(value)
 
 
 def _loop(
@@ -205,13 +226,14 @@ def _loop(
         ctx.recompute,
         make_learner(learner, ctx) if learner else None,
         predict_with,
+        guard=ctx.guard,
         **kwargs,
     )
 
 
 def _druid(learner: str) -> Build:
     def build(ctx: Context, alpha: float | None) -> Runner:
-        monitor = DruidMonitor(alpha=alpha or 0.999, t_n=ctx.window_labels)
+        monitor = DruidMonitor(alpha=_value(alpha), t_n=ctx.window_labels)
         return _loop(ctx, monitor, learner, "incremental")
 
     return build
@@ -223,7 +245,7 @@ def _edge_only(learner: str) -> Build:
 
 def _error_driven(detector: Detector, mode: Literal["batch", "incremental"]) -> Build:
     def build(ctx: Context, level: float | None) -> Runner:
-        monitor = ErrorDrivenMonitor(detector, float(level or 0.0), mode)
+        monitor = ErrorDrivenMonitor(detector, _value(level), mode)
         if mode == "batch":
             return _loop(ctx, monitor)
         return _loop(ctx, monitor, "sgd", "incremental", swap_learner_on_drift=True)
@@ -238,9 +260,9 @@ def _shrub_ensemble(trigger: Literal["periodic", "adwin"]) -> Build:
     def build(ctx: Context, value: float | None) -> Runner:
         monitor: Monitor
         if trigger == "periodic":
-            monitor = PeriodicMonitor(int(value or 200))
+            monitor = PeriodicMonitor(int(_value(value)))
         else:
-            monitor = ErrorDrivenMonitor("adwin", float(value or 0.002), "batch")
+            monitor = ErrorDrivenMonitor("adwin", _value(value), "batch")
         return _loop(ctx, monitor, "shrubs", "incremental")
 
     return build
@@ -253,7 +275,7 @@ def _rebalance(mode: Literal["base", "rs", "rs+"]) -> Build:
     def build(ctx: Context, delta: float | None) -> Runner:
         from edgedrift.monitors.rebalance import RebalanceMonitor
 
-        return _loop(ctx, RebalanceMonitor(delta=float(delta or 0.002), mode=mode))
+        return _loop(ctx, RebalanceMonitor(delta=_value(delta), mode=mode))
 
     return build
 
@@ -263,6 +285,11 @@ DRUID_GRID = (0.5, 0.9, 0.99, 0.999, 0.9999, 0.999999, 1 - 1e-9)
 DDM_GRID = (0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 EDDM_GRID = (0.1, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999, 0.99999)
 ADWIN_GRID = (1e-5, 1e-3, 0.002, 0.01, 0.05, 0.1, 0.3, 0.5)
+#: Defaults of the error-driven triggers: river's own (DDM's drift threshold 3 with warning 2, EDDM's
+#: warning level α = 0.95 with drift β = 0.90, ADWIN's δ = 0.002), which the paper's level mappings give.
+DDM_LEVEL = 3.0
+EDDM_LEVEL = 0.95
+ADWIN_DELTA = 0.002
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
@@ -274,6 +301,7 @@ STRATEGIES: dict[str, Strategy] = {
             _druid("newton"),
             "alpha",
             DRUID_GRID,
+            0.999,
             edgedrift=True,
         ),
         Strategy(
@@ -282,6 +310,7 @@ STRATEGIES: dict[str, Strategy] = {
             _druid("rmsprop"),
             "alpha",
             DRUID_GRID,
+            0.999,
             edgedrift=True,
         ),
         Strategy(
@@ -306,24 +335,27 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             "druid-paper",
             "Algorithm 1 literally (χ_d fit, N = T_N = window, SGD β_cur)",
-            lambda ctx, a: _loop(ctx, DruidPaperMonitor(a or 0.99, ctx.window_labels), "sgd", "monitor"),
+            lambda ctx, a: _loop(ctx, DruidPaperMonitor(_value(a), ctx.window_labels), "sgd", "monitor"),
             "alpha",
             (0.01, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.9999999),
+            0.99,
         ),
         Strategy(
             "predsign",
             "PredSign: recompute after T_D sign disagreements of the Lemma 1 bounds",
-            lambda ctx, t: _loop(ctx, PredSignMonitor(int(t or 1000))),
+            lambda ctx, t: _loop(ctx, PredSignMonitor(int(_value(t)))),
             "t_d",
             (60, 200, 600, 2000, 6000, 20000, 50000),
+            1000,
             classification_only=True,
         ),
         Strategy(
             "periodic",
             "Periodic sliding window: recompute every P labels",
-            lambda ctx, p: _loop(ctx, PeriodicMonitor(int(p or 100))),
+            lambda ctx, p: _loop(ctx, PeriodicMonitor(int(_value(p)))),
             "period",
             (1, 2, 5, 10, 20, 50, 100, 200, 430, 1000, 3000),
+            100,
         ),
         Strategy(
             "sgd",
@@ -352,6 +384,7 @@ STRATEGIES: dict[str, Strategy] = {
             _shrub_ensemble("periodic"),
             "period",
             (20, 50, 100, 200, 500, 1000, 2000, 5000),
+            200,
             edgedrift=True,
             classification_only=True,
             train=SHRUB,
@@ -362,6 +395,7 @@ STRATEGIES: dict[str, Strategy] = {
             _shrub_ensemble("adwin"),
             "delta",
             ADWIN_GRID,
+            ADWIN_DELTA,
             classification_only=True,
             train=SHRUB,
         ),
@@ -371,6 +405,7 @@ STRATEGIES: dict[str, Strategy] = {
             _rebalance("base"),
             "delta",
             ADWIN_GRID,
+            ADWIN_DELTA,
             classification_only=True,
             train=TrainSpec("shrub", REBALANCE_TREE),
         ),
@@ -380,6 +415,7 @@ STRATEGIES: dict[str, Strategy] = {
             _rebalance("rs"),
             "delta",
             ADWIN_GRID,
+            ADWIN_DELTA,
             edgedrift=True,
             classification_only=True,
             train=TrainSpec("shrub", REBALANCE_TREE, rebalance="select"),
@@ -390,6 +426,7 @@ STRATEGIES: dict[str, Strategy] = {
             _rebalance("rs+"),
             "delta",
             ADWIN_GRID,
+            ADWIN_DELTA,
             classification_only=True,
             train=TrainSpec("shrub", REBALANCE_TREE, rebalance="select", return_base=True),
         ),
@@ -399,6 +436,7 @@ STRATEGIES: dict[str, Strategy] = {
             _error_driven("ddm", "batch"),
             "level",
             DDM_GRID,
+            DDM_LEVEL,
             classification_only=True,
         ),
         Strategy(
@@ -407,6 +445,7 @@ STRATEGIES: dict[str, Strategy] = {
             _error_driven("ddm", "incremental"),
             "level",
             DDM_GRID,
+            DDM_LEVEL,
             classification_only=True,
         ),
         Strategy(
@@ -415,6 +454,7 @@ STRATEGIES: dict[str, Strategy] = {
             _error_driven("eddm", "batch"),
             "level",
             EDDM_GRID,
+            EDDM_LEVEL,
             classification_only=True,
         ),
         Strategy(
@@ -423,6 +463,7 @@ STRATEGIES: dict[str, Strategy] = {
             _error_driven("eddm", "incremental"),
             "level",
             EDDM_GRID,
+            EDDM_LEVEL,
             classification_only=True,
         ),
         Strategy(
@@ -431,6 +472,7 @@ STRATEGIES: dict[str, Strategy] = {
             _error_driven("adwin", "batch"),
             "delta",
             ADWIN_GRID,
+            ADWIN_DELTA,
             classification_only=True,
         ),
         Strategy(
@@ -439,6 +481,7 @@ STRATEGIES: dict[str, Strategy] = {
             _error_driven("adwin", "incremental"),
             "delta",
             ADWIN_GRID,
+            ADWIN_DELTA,
             classification_only=True,
         ),
     ]

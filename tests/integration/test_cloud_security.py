@@ -300,3 +300,78 @@ def test_refuses_to_start_with_a_placeholder_secret(tmp_path: Path, token: str) 
         timeout=60,
     )
     assert dev.returncode == 0, dev.stderr
+
+
+def test_an_invalid_configuration_never_prints_a_secret(tmp_path: Path) -> None:
+    """`serve` with a malformed database URL holding a password, a short operator token and a weak device
+    secret: one line per problem naming the variable, none of the values (pydantic would print them)."""
+    password = "Pg-passw0rd-" + "7" * 12
+    token = "tok-" + "5" * 8
+    device_secret = "dev-1-insecure-but-long-enough"
+    env = {
+        "PATH": "",
+        "EDGEDRIFT_CLOUD_MODE": "production",
+        "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": token,
+        "EDGEDRIFT_CLOUD_DEVICES": f"dev-1={device_secret}",
+    }
+    for database_url in (
+        f"postgresql+psycopg://edgedrift:{password}@db:not-a-port/edgedrift",  # malformed
+        f"postgresql+psycopg://edgedrift:{password[:10]}@db:5432/edgedrift",  # a short password
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "edgedrift_cloud.cli", "serve", "--database-url", database_url],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode != 0
+        output = proc.stdout + proc.stderr
+        for secret in (password, password[:10], token, device_secret, "input_value"):
+            assert secret not in output, f"{secret!r} printed:\n{output}"
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("edgedrift-cloud: EDGEDRIFT_")]
+        named = [line.split(":")[1].strip() for line in lines]
+        assert named == [
+            "EDGEDRIFT_CLOUD_DATABASE_URL",
+            "EDGEDRIFT_CLOUD_OPERATOR_TOKEN",
+            "EDGEDRIFT_CLOUD_DEVICES",
+        ], proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_add_device_reads_the_secret_from_a_file_or_stdin(tmp_path: Path) -> None:
+    """`add-device --secret-file` keeps the secret off the command line; a weak one is refused unprinted."""
+    from edgedrift_cloud import registry
+    from edgedrift_cloud.auth import hash_secret
+    from edgedrift_cloud.db.engine import make_engine, make_sessionmaker
+
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    env = {"PATH": "", "EDGEDRIFT_CLOUD_MODE": "production", "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": OPERATOR}
+    secret_file = tmp_path / "dev-9.secret"
+    secret_file.write_text("file-secret-of-dev-9-0123456789\n")
+
+    def add(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "edgedrift_cloud.cli", "add-device", *args, "--database-url", url]
+        return subprocess.run(
+            command, env=env, cwd=tmp_path, input=stdin, capture_output=True, text=True, timeout=60
+        )
+
+    by_file = add("dev-9", "--secret-file", str(secret_file))
+    assert by_file.returncode == 0 and "registered device dev-9" in by_file.stdout, by_file.stderr
+    assert "0123456789" not in by_file.stdout, "a given secret is never echoed"
+    by_stdin = add("dev-10", "--secret-file", "-", stdin="stdin-secret-of-dev-10-0123456789\n")
+    assert by_stdin.returncode == 0, by_stdin.stderr
+    weak = add("dev-11", "--secret-file", "-", stdin="dev-11-insecure\n")
+    assert weak.returncode != 0 and "placeholder" in weak.stderr and "dev-11-insecure" not in weak.stderr
+    engine = make_engine(url)
+    with make_sessionmaker(engine)() as session:
+        assert (
+            registry.device_for_token_hash(session, hash_secret("file-secret-of-dev-9-0123456789")) == "dev-9"
+        )
+        assert (
+            registry.device_for_token_hash(session, hash_secret("stdin-secret-of-dev-10-0123456789"))
+            == "dev-10"
+        )
+        assert not registry.device_exists(session, "dev-11")
+    engine.dispose()

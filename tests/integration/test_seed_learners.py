@@ -105,8 +105,8 @@ def test_learner_runs_deployed_as_it_does_offline(
 
     deployed = np.array([p["y_hat"] for p in preds[WARMUP:]])
     assert np.array_equal(deployed, offline["predictions"]), f"{strategy}: deployed predictions differ"
-    assert agent.state.loop is not None
-    assert agent.state.loop.counters.recomputes == offline["recomputes"]
+    assert agent.session.loop is not None
+    assert agent.session.loop.counters.recomputes == offline["recomputes"]
     models = registry(sqlite_cloud, device)
     assert len(models) == offline["recomputes"] + 1, "every cloud call is one counted recompute (+ the first)"
     assert {m["model"]["kind"] for m in models} == {kind}

@@ -4,8 +4,11 @@
 broker's configuration must agree with the code they start: build inputs exist and enter the context,
 every command is accepted by its CLI (``<script> <subcommand> ... --help``), every ``EDGEDRIFT_*``
 variable is a setting, the services agree on device ids, secrets and broker users, the edge image stays
-slim, long-running services have healthchecks. The broker's configuration is also run for real when a
-``mosquitto`` binary is installed (logins, per-device ACL, persistence across a restart).
+slim, long-running services have healthchecks. One mode variable (EDGEDRIFT_MODE) reaches every service,
+every secret has a ``*_FILE`` alternative (or is listed in deploy/README.md as not having one yet), and in
+production the broker's entry point and PostgreSQL's refuse the public defaults as the cloud does. The
+broker's configuration is also run for real when a ``mosquitto`` binary is installed (logins, per-device
+ACL, persistence across a restart).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from edgedrift_cloud.settings import CloudSettings, InsecureSettingsError
+from edgedrift.secrets import weak_secret_reason
+from edgedrift_cloud.settings import SECRET_FIELDS, CloudSettings, InsecureSettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -54,8 +58,15 @@ HEAVY_DISTRIBUTIONS = {
     "edgedrift-cloud",
     "edgedrift-eval",
 }
-#: EDGEDRIFT_* variables that belong to no settings class (data locations of edgedrift-core).
-OTHER_EDGEDRIFT_VARIABLES = {"EDGEDRIFT_DATA_DIR", "EDGEDRIFT_CACHE_DIR"}
+#: EDGEDRIFT_* variables that belong to no settings class: data locations of edgedrift-core, and the
+#: stack's mode as the broker's and PostgreSQL's entry points read it.
+OTHER_EDGEDRIFT_VARIABLES = {
+    "EDGEDRIFT_DATA_DIR",
+    "EDGEDRIFT_CACHE_DIR",
+    "EDGEDRIFT_MODE",
+    "EDGEDRIFT_REPLAY_BROKER_PASSWORD",  # edgedrift_edge.cli.replay_broker_url (also *_FILE)
+}
+README = ROOT / "deploy" / "README.md"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -331,7 +342,8 @@ def dockerfile_of(service: Mapping[str, Any]) -> Path | None:
         return None
     if isinstance(build, str):
         build = {"context": build}
-    return (ROOT / build.get("context", ".") / build.get("dockerfile", "Dockerfile")).resolve()
+    path: Path = (ROOT / build.get("context", ".") / build.get("dockerfile", "Dockerfile")).resolve()
+    return path
 
 
 def effective_command(service: Mapping[str, Any]) -> list[str]:
@@ -589,7 +601,7 @@ def cloud_settings(env: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> C
             monkeypatch.delenv(variable)
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
-    return CloudSettings(_env_file=None)  # type: ignore[call-arg]
+    return load_settings(_env_file=None)
 
 
 def cloud_env(project: Mapping[str, Any]) -> dict[str, str]:
@@ -610,27 +622,31 @@ def test_settings_accept_the_compose_values(project: str, monkeypatch: pytest.Mo
         assert agent.device_id in settings.devices
 
 
+PRODUCTION = {"EDGEDRIFT_MODE": "production"}
+
+
 def test_default_secrets_are_refused_in_production(monkeypatch: pytest.MonkeyPatch) -> None:
     """The development defaults are public: production mode must not start with them."""
-    env = cloud_env(BASE)
-    with pytest.raises(InsecureSettingsError, match="OPERATOR_TOKEN"):
-        cloud_settings({**env, "EDGEDRIFT_CLOUD_MODE": "production"}, monkeypatch)
+    env = cloud_env(load_compose(COMPOSE, env=PRODUCTION))
+    assert env["EDGEDRIFT_CLOUD_MODE"] == "production"
+    with pytest.raises(InsecureSettingsError, match="OPERATOR_TOKEN") as caught:
+        cloud_settings(env, monkeypatch)
+    assert [p.split(":")[0] for p in caught.value.problems] == [
+        "EDGEDRIFT_CLOUD_OPERATOR_TOKEN",
+        "EDGEDRIFT_CLOUD_DEVICES",
+    ]
     strong = "x" * 32
     with pytest.raises(InsecureSettingsError, match="device"):
-        cloud_settings(
-            {**env, "EDGEDRIFT_CLOUD_MODE": "production", "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": strong},
-            monkeypatch,
-        )
+        cloud_settings({**env, "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": strong}, monkeypatch)
     devices = ",".join(f"dev-{n}={n}{strong}" for n in (1, 2, 3))
-    cloud_settings(
-        {
-            **env,
-            "EDGEDRIFT_CLOUD_MODE": "production",
-            "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": strong,
-            "EDGEDRIFT_CLOUD_DEVICES": devices,
-        },
-        monkeypatch,
-    )
+    secure = {**env, "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": strong, "EDGEDRIFT_CLOUD_DEVICES": devices}
+    cloud_settings(secure, monkeypatch)
+    # The PostgreSQL override's default password too.
+    postgres = cloud_env(load_compose(COMPOSE, POSTGRES_OVERRIDE, env=PRODUCTION))
+    with pytest.raises(InsecureSettingsError, match="EDGEDRIFT_CLOUD_DATABASE_PASSWORD"):
+        cloud_settings(
+            {**postgres, **{k: secure[k] for k in secure if "TOKEN" in k or "DEVICES" in k}}, monkeypatch
+        )
 
 
 def test_variables_are_documented_with_their_defaults() -> None:
@@ -655,9 +671,9 @@ def test_variables_are_documented_with_their_defaults() -> None:
 
 
 def test_env_example_names_do_not_reach_a_local_cloud() -> None:
-    """Copied to .env at the root, it must not configure an `edgedrift-cloud` started there."""
+    """Copied to .env at the root, it must not configure an `edgedrift-cloud` (or agent) started there."""
     names = re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), flags=re.MULTILINE)
-    assert names and not [n for n in names if n.startswith("EDGEDRIFT_")]
+    assert names and not [n for n in names if n.startswith(("EDGEDRIFT_CLOUD_", "EDGEDRIFT_EDGE_"))]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -688,7 +704,12 @@ def test_edges_agree_with_the_broker_the_cloud_and_the_replay() -> None:
         broker = urlsplit(env["EDGEDRIFT_EDGE_BROKER_URL"])
         assert (broker.hostname, str(broker.port)) in {("mosquitto", p) for p in broker_ports}
         assert broker.username == device, f"{name}: the ACL's %u patterns need the device id as broker user"
-        assert broker.password == mqtt_password(mosquitto, device), f"{name}: broker password differs"
+        assert broker.password is None, (
+            f"{name}: the broker password belongs in EDGEDRIFT_EDGE_BROKER_PASSWORD"
+        )
+        assert env["EDGEDRIFT_EDGE_BROKER_PASSWORD"] == mqtt_password(mosquitto, device), (
+            f"{name}: broker password differs"
+        )
         assert device in mosquitto["MQTT_DEVICES"].replace(",", " ").split()
         assert device_secrets(cloud)[device] == env["EDGEDRIFT_EDGE_DEVICE_SECRET"], f"{name}: cloud secret"
         assert env["EDGEDRIFT_EDGE_CLOUD_URL"] == f"http://cloud:{cloud_port}"
@@ -707,8 +728,9 @@ def test_edges_agree_with_the_broker_the_cloud_and_the_replay() -> None:
     assert "--broker-url" in replay_argv, "replay connects to 127.0.0.1 without --broker-url"
     replay_broker = urlsplit(replay_argv[replay_argv.index("--broker-url") + 1])
     assert (replay_broker.hostname, str(replay_broker.port)) in {("mosquitto", p) for p in broker_ports}
-    assert replay_broker.username == "replay"
-    assert replay_broker.password == mosquitto["MQTT_REPLAY_PASSWORD"]
+    assert replay_broker.username == "replay" and replay_broker.password is None, "no password on argv"
+    replay_env = SERVICES["replay"]["environment"]
+    assert replay_env["EDGEDRIFT_REPLAY_BROKER_PASSWORD"] == mosquitto["MQTT_REPLAY_PASSWORD"]
 
 
 @pytest.mark.parametrize("project", PROJECTS)
@@ -739,16 +761,22 @@ def test_start_order() -> None:
     assert cloud["depends_on"]["postgres"]["condition"] == "service_healthy"
 
 
-def test_postgres_override() -> None:
+def test_postgres_override(monkeypatch: pytest.MonkeyPatch) -> None:
     services = WITH_POSTGRES["services"]
-    url = urlsplit(environment(services["cloud"])["EDGEDRIFT_CLOUD_DATABASE_URL"])
+    cloud = environment(services["cloud"])
+    url = urlsplit(cloud["EDGEDRIFT_CLOUD_DATABASE_URL"])
     postgres = environment(services["postgres"])
     assert url.scheme == "postgresql+psycopg"
     assert (url.hostname, url.port) == ("postgres", 5432)
-    assert (url.username, url.password, url.path) == (
+    assert url.password is None, (
+        "the password is EDGEDRIFT_CLOUD_DATABASE_PASSWORD (one secret file for both)"
+    )
+    assert cloud["EDGEDRIFT_CLOUD_DATABASE_PASSWORD"] == postgres["POSTGRES_PASSWORD"]
+    assert (url.username, url.path) == (postgres["POSTGRES_USER"], "/" + postgres["POSTGRES_DB"])
+    connects = urlsplit(cloud_settings(cloud_env(WITH_POSTGRES), monkeypatch).database_url)
+    assert (connects.username, connects.password) == (
         postgres["POSTGRES_USER"],
         postgres["POSTGRES_PASSWORD"],
-        "/" + postgres["POSTGRES_DB"],
     )
     assert services["cloud"]["command"] == SERVICES["cloud"]["command"]
     assert environment(SERVICES["cloud"])["EDGEDRIFT_CLOUD_DATABASE_URL"].startswith("sqlite:////var/lib/")
@@ -824,6 +852,12 @@ def test_mosquitto_conf_requires_logins_and_persists() -> None:
     assert conf["persistence"] == ["true"]
     assert conf["listener"] == ["1883"]
     assert "password_file" in conf and "acl_file" in conf
+    # Saves after a number of changes, not once a minute (tests/integration/test_broker_durability.py).
+    assert conf["autosave_on_changes"] == ["true"] and int(conf["autosave_interval"][0]) <= 100
+    # Sessions keyed by the login: another device's credentials cannot take a session over.
+    assert conf["use_username_as_clientid"] == ["true"]
+    for limit in ("max_queued_messages", "max_queued_bytes", "max_inflight_messages"):
+        assert int(conf[limit][0]) > 0, f"{limit} is unlimited"
 
 
 def test_mosquitto_conf_references_files_that_exist() -> None:
@@ -855,9 +889,12 @@ def test_entrypoint_writes_every_user(tmp_path: Path) -> None:
     result = run_entrypoint(tmp_path, env)
     assert result.returncode == 0, result.stderr
     users = dict(line.split(":", 1) for line in (tmp_path / "auth" / "passwd").read_text().splitlines())
+    health = (tmp_path / "auth" / "healthcheck").read_text().strip()
+    assert len(health) >= 32 and not weak_secret_reason(health)
     assert users == {
         "operator": env["MQTT_OPERATOR_PASSWORD"],
         "replay": env["MQTT_REPLAY_PASSWORD"],
+        "healthcheck": health,
         **{d: mqtt_password(env, d) for d in env["MQTT_DEVICES"].split()},
     }
     assert (tmp_path / "auth" / "acl").read_text() == (MOSQUITTO_DIR / "acl").read_text()
@@ -872,6 +909,8 @@ def test_entrypoint_writes_every_user(tmp_path: Path) -> None:
         ({"MQTT_DEV_2_PASSWORD": ""}, "MQTT_DEV_2_PASSWORD"),
         ({"MQTT_OPERATOR_PASSWORD": ""}, "MQTT_OPERATOR_PASSWORD"),
         ({"MQTT_DEVICES": "dev-1 replay"}, "reserved"),
+        ({"MQTT_DEVICES": "dev-1 healthcheck"}, "reserved"),
+        ({"EDGEDRIFT_MODE": "prod"}, "EDGEDRIFT_MODE must be"),
         ({"MQTT_DEVICES": "dev-1 ../x"}, "must match"),
     ],
 )
@@ -952,8 +991,12 @@ def test_acl_gives_each_device_its_own_topics() -> None:
             assert acl_allows("operator", "read", topic), kind
             assert not acl_allows("operator", "write", topic), kind
             assert not acl_allows("replay", "read", topic), kind
-    assert acl_allows("operator", "read", "$SYS/broker/uptime"), "the healthcheck reads $SYS as the operator"
+    assert acl_allows("operator", "read", "$SYS/broker/uptime")
+    assert acl_allows("healthcheck", "read", "$SYS/broker/uptime"), "the compose healthcheck reads it"
     assert not acl_allows("dev-1", "read", "$SYS/broker/uptime")
+    for kind, topic in AgentSettings(device_id="dev-1").topics.items():
+        assert not acl_allows("healthcheck", "read", topic), kind
+        assert not acl_allows("healthcheck", "write", topic), kind
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1038,14 +1081,28 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         b.stop()
 
 
-def test_broker_healthcheck_and_logins(broker: Broker) -> None:
+def test_broker_healthcheck_and_logins(broker: Broker, tmp_path: Path) -> None:
     command = SERVICES["mosquitto"]["healthcheck"]["test"][1]
-    assert "-p 1883 " in command
-    env = {"PATH": os.environ["PATH"], "MQTT_OPERATOR_PASSWORD": broker.env["MQTT_OPERATOR_PASSWORD"]}
-    check = subprocess.run(
-        ["sh", "-c", command.replace("-p 1883 ", f"-p {broker.port} ")], env=env, timeout=30
-    )
-    assert check.returncode == 0, "the compose healthcheck fails against the broker"
+    auth_dir = entrypoint_default("MOSQUITTO_AUTH_DIR")
+    assert "-p 1883 " in command and f"{auth_dir}/healthcheck" in command
+    command = command.replace("-p 1883 ", f"-p {broker.port} ").replace(auth_dir, str(tmp_path / "auth"))
+    # An operator watching the broker (mosquitto_sub -u operator ...) stays connected through healthchecks:
+    # with the user name as client id, a healthcheck logged in as the operator would disconnect it.
+    watch = subprocess.Popen(
+        ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port), "-u", "operator", "-P",
+         broker.env["MQTT_OPERATOR_PASSWORD"], "-t", "edgedrift/#", "-v"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(0.3)
+        for _ in range(2):
+            check = subprocess.run(["sh", "-c", command], env={"PATH": os.environ["PATH"]}, timeout=30)
+            assert check.returncode == 0, "the compose healthcheck fails against the broker"
+        time.sleep(0.3)
+        assert watch.poll() is None, f"the healthcheck disconnected the operator: {watch.communicate()}"
+    finally:
+        watch.terminate()
+        watch.wait(10)
     anonymous = subprocess.run(
         ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port), "-t", "#", "-C", "1", "-W", "2"],
         capture_output=True,
@@ -1180,3 +1237,267 @@ def test_edge_healthcheck_counts_the_container_start(tmp_path: Path, monkeypatch
     assert health.check({**env, "EDGEDRIFT_EDGE_CHECKPOINT_EVERY_S": "100"})[0], "the period scales the limit"
     assert not health.check({**env, "EDGEDRIFT_EDGE_BROKER_URL": "mqtt://mosquitto:1884"})[0]
     assert health.broker_port("mqtts://h") == 8883
+
+
+# --------------------------------------------------------------------------------------------------
+# One mode for the stack, secrets from files, and production refusing the public defaults
+# --------------------------------------------------------------------------------------------------
+
+#: Where each non-agent service reads the stack's mode.
+MODE_VARIABLES = {
+    "cloud": "EDGEDRIFT_CLOUD_MODE",
+    "mosquitto": "EDGEDRIFT_MODE",
+    "postgres": "EDGEDRIFT_MODE",
+}
+SECRET_NAME = re.compile(r"(PASSWORD|SECRET|TOKEN)$")
+STRONG = "k9Qz-long-enough-random-value"
+
+
+@pytest.mark.parametrize("mode", ["development", "production"])
+def test_one_mode_variable_reaches_every_service(mode: str) -> None:
+    project = load_compose(COMPOSE, POSTGRES_OVERRIDE, env={"EDGEDRIFT_MODE": mode})
+    reached = set()
+    for name, service in project["services"].items():
+        env = environment(service)
+        if name in EDGES:
+            assert env["EDGEDRIFT_EDGE_MODE"] == mode, name
+        elif name != "replay":  # a one-shot publisher that reads flags only, no mode
+            assert env[MODE_VARIABLES[name]] == mode, name
+        reached.add(name)
+    assert {"mosquitto", "cloud", "postgres", *EDGES} <= reached
+    default = load_compose(COMPOSE, POSTGRES_OVERRIDE)["services"]
+    assert {environment(default[n])[v] for n, v in MODE_VARIABLES.items()} == {"development"}
+
+
+def test_agents_refuse_the_defaults_in_production() -> None:
+    from edgedrift_edge.settings import AgentSettings
+
+    services = load_compose(COMPOSE, env=PRODUCTION)["services"]
+    for name in EDGES:
+        env = {**dockerfile_env(dockerfile_of(services[name])), **environment(services[name])}
+        with pytest.raises(ValueError) as caught:
+            AgentSettings.load(environ=env)
+        for variable in ("EDGEDRIFT_EDGE_DEVICE_SECRET", "EDGEDRIFT_EDGE_BROKER_PASSWORD"):
+            assert env[variable] not in str(caught.value), f"{name}: the error prints {variable}"
+
+
+def compose_secrets(project: Mapping[str, Any] = WITH_POSTGRES) -> list[tuple[str, str]]:
+    """(service, variable or argument) for every secret the compose files hand to a container: variables
+    named like one, and any value that holds a default secret (a URL with a password, a device list)."""
+    defaults = {
+        value
+        for name, value in compose_variables(COMPOSE, POSTGRES_OVERRIDE).items()
+        if value and SECRET_NAME.search(name)
+    }
+    found: list[tuple[str, str]] = []
+    for name, service in project["services"].items():
+        for variable, value in environment(service).items():
+            if SECRET_NAME.search(variable) or any(d in value for d in defaults):
+                found.append((name, variable))
+        argv = service.get("command") or []
+        for i, arg in enumerate(argv):
+            if any(d in arg for d in defaults):
+                found.append((name, argv[i - 1] if i and argv[i - 1].startswith("--") else arg))
+    return found
+
+
+def not_yet_from_files() -> str:
+    """The paragraph of deploy/README.md that lists secrets without a file alternative."""
+    match = re.search(
+        r"^Not yet from files:(.*?)(?:\n\n|\Z)", README.read_text(), flags=re.MULTILINE | re.DOTALL
+    )
+    assert match, "deploy/README.md has no 'Not yet from files:' paragraph"
+    return match.group(1)
+
+
+def run_postgres_entrypoint(tmp_path: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """The override's entry point under sh, with a stub docker-entrypoint.sh that reports its arguments."""
+    service = WITH_POSTGRES["services"]["postgres"]
+    bin_dir = tmp_path / "pg-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "docker-entrypoint.sh").write_text('#!/bin/sh\necho "docker-entrypoint.sh $*"\n')
+    (bin_dir / "docker-entrypoint.sh").chmod(0o755)
+    return subprocess.run(
+        [*service["entrypoint"], *service["command"]],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_every_secret_can_come_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each secret variable has a NAME_FILE twin its reader accepts (Docker/Kubernetes secrets), or is
+    listed in deploy/README.md as not having one yet."""
+    from edgedrift_edge.settings import AgentSettings
+
+    secrets = compose_secrets()
+    assert ("cloud", "EDGEDRIFT_CLOUD_OPERATOR_TOKEN") in secrets
+    assert ("cloud", "EDGEDRIFT_CLOUD_DEVICES") in secrets
+    assert ("postgres", "POSTGRES_PASSWORD") in secrets and ("mosquitto", "MQTT_DEV_1_PASSWORD") in secrets
+    services = WITH_POSTGRES["services"]
+    files = tmp_path / "secrets"
+    files.mkdir()
+
+    def as_file(name: str, value: str) -> str:
+        path = files / name
+        path.write_text(value + "\n")
+        return str(path)
+
+    mosquitto = environment(services["mosquitto"])
+    from_files = {**mosquitto}
+    cloud = cloud_env(WITH_POSTGRES)
+    cloud_from_files = {**cloud}
+    undocumented = []
+    for service, variable in secrets:
+        env = environment(services[service])
+        if service == "mosquitto":
+            assert re.fullmatch(r"MQTT_[A-Z0-9_]+_PASSWORD", variable), variable
+            from_files |= {variable: "", f"{variable}_FILE": as_file(variable, env[variable])}
+        elif variable.startswith("EDGEDRIFT_CLOUD_"):
+            assert variable.removeprefix("EDGEDRIFT_CLOUD_").lower() in SECRET_FIELDS, variable
+            cloud_from_files |= {variable: "", f"{variable}_FILE": as_file(variable, env[variable])}
+        elif variable.startswith("EDGEDRIFT_EDGE_") and f"{variable}_FILE" in AgentSettings.env_names():
+            continue
+        elif variable == "EDGEDRIFT_REPLAY_BROKER_PASSWORD":
+            from edgedrift_edge.cli import replay_broker_url
+
+            env_file = {f"{variable}_FILE": as_file(variable, env[variable])}
+            assert replay_broker_url("mqtt://replay@b:1883", None, env_file) == replay_broker_url(
+                "mqtt://replay@b:1883", None, {variable: env[variable]}
+            )
+        elif (service, variable) == ("postgres", "POSTGRES_PASSWORD"):
+            # The image reads POSTGRES_PASSWORD_FILE itself; the override's check before it must too.
+            path = as_file("postgres", STRONG)
+            result = run_postgres_entrypoint(
+                tmp_path, {**env, **PRODUCTION, "POSTGRES_PASSWORD": "", "POSTGRES_PASSWORD_FILE": path}
+            )
+            assert result.returncode == 0 and "docker-entrypoint.sh postgres" in result.stdout, result.stderr
+        elif variable not in not_yet_from_files():
+            undocumented.append((service, variable))
+    assert not undocumented, f"secrets without a *_FILE alternative, not in deploy/README.md: {undocumented}"
+
+    result = run_entrypoint(tmp_path, from_files)
+    assert result.returncode == 0, result.stderr
+    users = dict(line.split(":", 1) for line in (tmp_path / "auth" / "passwd").read_text().splitlines())
+    assert users["operator"] == mosquitto["MQTT_OPERATOR_PASSWORD"]
+    assert users["dev-2"] == mqtt_password(mosquitto, "dev-2")
+    from_env, from_file = cloud_settings(cloud, monkeypatch), cloud_settings(cloud_from_files, monkeypatch)
+    assert from_file.database_url == from_env.database_url
+    assert from_file.operator_token == from_env.operator_token and from_file.devices == from_env.devices
+
+
+@pytest.mark.parametrize(
+    "variable", [v for v in environment(SERVICES["mosquitto"]) if v.endswith("_PASSWORD")]
+)
+def test_entrypoint_refuses_each_default_in_production(tmp_path: Path, variable: str) -> None:
+    env = environment(load_compose(COMPOSE, env=PRODUCTION)["services"]["mosquitto"])
+    assert env["EDGEDRIFT_MODE"] == "production"
+    strong = {v: f"{v.lower()}-{STRONG}" for v in env if v.endswith("_PASSWORD")}
+    passwd = shutil.which("mosquitto_passwd")
+    (tmp_path / "refused").mkdir()
+    refused = run_entrypoint(tmp_path / "refused", {**env, **strong, variable: env[variable]}, passwd=passwd)
+    assert refused.returncode == 1, refused.stdout
+    assert f"{variable} is a placeholder or a development default" in refused.stderr
+    assert env[variable] not in refused.stdout + refused.stderr
+    assert not (tmp_path / "refused" / "auth" / "passwd").exists(), "a refused start left a password file"
+    (tmp_path / "accepted").mkdir()
+    accepted = run_entrypoint(tmp_path / "accepted", {**env, **strong}, passwd=passwd)
+    assert accepted.returncode == 0, accepted.stderr
+    (tmp_path / "development").mkdir()
+    development = run_entrypoint(
+        tmp_path / "development", {**env, "EDGEDRIFT_MODE": "development"}, passwd=passwd
+    )
+    assert development.returncode == 0, development.stderr
+
+
+def test_entrypoint_reads_password_files(tmp_path: Path) -> None:
+    env = environment(SERVICES["mosquitto"])
+    path = tmp_path / "operator"
+    path.write_text(STRONG + "\r\n")
+    result = run_entrypoint(
+        tmp_path, {**env, "MQTT_OPERATOR_PASSWORD": "", "MQTT_OPERATOR_PASSWORD_FILE": str(path)}
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"operator:{STRONG}\n" in (tmp_path / "auth" / "passwd").read_text()
+    both = run_entrypoint(tmp_path, {**env, "MQTT_OPERATOR_PASSWORD_FILE": str(path)})
+    assert (
+        both.returncode == 1
+        and "not both" in both.stderr
+        and env["MQTT_OPERATOR_PASSWORD"] not in both.stderr
+    )
+    missing = run_entrypoint(
+        tmp_path, {**env, "MQTT_OPERATOR_PASSWORD": "", "MQTT_OPERATOR_PASSWORD_FILE": str(tmp_path / "none")}
+    )
+    assert (
+        missing.returncode == 1
+        and f"MQTT_OPERATOR_PASSWORD_FILE: cannot read {tmp_path / 'none'}" in missing.stderr
+    )
+
+
+def test_postgres_refuses_its_default_in_production(tmp_path: Path) -> None:
+    env = environment(load_compose(COMPOSE, POSTGRES_OVERRIDE, env=PRODUCTION)["services"]["postgres"])
+    refused = run_postgres_entrypoint(tmp_path, env)
+    assert refused.returncode == 1 and "POSTGRES_PASSWORD is a placeholder" in refused.stderr
+    assert env["POSTGRES_PASSWORD"] not in refused.stdout + refused.stderr
+    assert run_postgres_entrypoint(tmp_path, {**env, "POSTGRES_PASSWORD": STRONG}).returncode == 0
+    development = run_postgres_entrypoint(tmp_path, {**env, "EDGEDRIFT_MODE": "development"})
+    assert development.returncode == 0 and "docker-entrypoint.sh postgres" in development.stdout
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "change-me",
+        "operator-mqtt-insecure",
+        "Replace-With-A-Long-Random-Token",
+        "CHANGEME-but-long-enough",
+        "development",
+        "x" * 15,
+        "x" * 16,
+        "secret-but-long-enough-0123",
+        "9f86d081884c7d659a2feaa0c55ad015",
+    ],
+)
+def test_the_entry_points_apply_the_python_rule(tmp_path: Path, value: str) -> None:
+    """entrypoint.sh and the PostgreSQL override refuse exactly what edgedrift.secrets refuses."""
+    accepted = weak_secret_reason(value) is None
+    env = {**environment(SERVICES["mosquitto"]), **PRODUCTION}
+    strong = {v: f"{v.lower()}-{STRONG}" for v in env if v.endswith("_PASSWORD")}
+    mosquitto = run_entrypoint(tmp_path, {**env, **strong, "MQTT_REPLAY_PASSWORD": value})
+    assert (mosquitto.returncode == 0) == accepted, mosquitto.stderr
+    postgres = run_postgres_entrypoint(tmp_path, {**PRODUCTION, "POSTGRES_PASSWORD": value})
+    assert (postgres.returncode == 0) == accepted, postgres.stderr
+
+
+def readme_overrides() -> list[dict[str, Any]]:
+    """The YAML blocks of deploy/README.md's "Secrets from files": the override and its PostgreSQL part."""
+    section = README.read_text().split("### Secrets from files", 1)[1]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, flags=re.DOTALL)
+    assert len(blocks) == 2, "expected the override and its PostgreSQL part"
+    return [yaml.safe_load(block) for block in blocks]
+
+
+def test_the_documented_secrets_override_covers_every_secret() -> None:
+    """Merged as documented, every secret variable is blanked and read from a declared Docker secret."""
+    base_override, postgres_override = readme_overrides()
+    base = yaml.safe_load(COMPOSE.read_text())
+    with_postgres = merge(base, yaml.safe_load(POSTGRES_OVERRIDE.read_text()))
+    stacks = [
+        (merge(base, base_override), compose_secrets(BASE)),
+        (merge(merge(with_postgres, base_override), postgres_override), compose_secrets(WITH_POSTGRES)),
+    ]
+    for raw, secrets in stacks:
+        project = {k: v for k, v in resolve(raw, {}).items() if not k.startswith("x-")}
+        declared = project["secrets"]
+        for service, variable in secrets:
+            if variable.startswith("-"):  # a command-line flag: only a documented gap may remain
+                assert variable in not_yet_from_files(), (service, variable)
+                continue
+            env = environment(project["services"][service])
+            assert env[variable] == "", f"{service}: {variable} keeps its compose value"
+            path = env.get(f"{variable}_FILE", "")
+            name = path.removeprefix("/run/secrets/")
+            assert path.startswith("/run/secrets/") and name in declared, f"{service}: {variable}_FILE"
+            assert name in project["services"][service].get("secrets", []), f"{service} does not mount {name}"
+            assert declared[name]["file"].startswith("./secrets/")

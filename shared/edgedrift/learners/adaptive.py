@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from edgedrift.learners.base import IncrementalLearner
+from edgedrift.learners.base import DELTA_SQ_MAX, STEP_MAX, IncrementalLearner, sqnorm
 from edgedrift.models.losses import FloatArray, Loss, Task
 
 
@@ -39,8 +39,10 @@ class AdaptiveSGD(IncrementalLearner):
         self._v = np.zeros(n_features + 1)
         self._g = np.empty(n_features + 1)
 
-    def _update(self, xa: FloatArray, y: float) -> None:
-        c = self.loss.dz_one(y, float(xa @ self.w))
+    def _update(self, xa: FloatArray, y: float) -> bool:
+        c = self.loss.dz_one(y, float(xa.dot(self.w)))
+        if not abs(c) <= STEP_MAX:
+            return False
         g = np.multiply(xa, c, out=self._g)
         v = self._v
         if self.method == "rmsprop":
@@ -49,18 +51,22 @@ class AdaptiveSGD(IncrementalLearner):
         else:
             v += g * g
         self.w -= self.lr * g / (np.sqrt(v) + self.eps)
+        return True
 
-    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """Gradients at the batch's starting weights; v takes them in as k sequential steps would."""
-        G = self.loss.dz(y, Xa @ self.w)[:, None] * Xa
+        G = self.loss.dz(y, Xa.dot(self.w))[:, None] * Xa
+        if not sqnorm(G) <= DELTA_SQ_MAX:
+            return False
         k = len(y)
         if self.method == "rmsprop":
             decay = self.rho ** np.arange(k - 1, -1, -1)
             self._v *= self.rho**k
-            self._v += (1.0 - self.rho) * (decay @ (G * G))
+            self._v += (1.0 - self.rho) * decay.dot(G * G)
         else:
             self._v += np.einsum("ij,ij->j", G, G)
         self.w -= self.lr * G.sum(axis=0) / (np.sqrt(self._v) + self.eps)
+        return True
 
     def reset(self) -> None:
         super().reset()

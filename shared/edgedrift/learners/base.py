@@ -3,6 +3,14 @@
 Learners work on augmented features (x, 1), optionally standardised online. ``anchor(model)`` re-anchors
 a learner on a batch model: β₁ is mapped from its training space into the learner's current feature
 space, so the learner continues from the batch solution (β_cur ← β₁ in Algorithm 1).
+
+No sample may leave a learner with non-finite weights: a labeled sample with ‖x‖² + y² above
+``MAX_SQNORM`` (or non-finite) is skipped before anything changes, and an update whose scalar step
+exceeds ``STEP_MAX`` (a diverging score, a degenerate curvature) is skipped too. ``n_learned`` counts
+every labeled sample received, ``n_skipped`` those of them that left the weights unchanged. The
+per-sample checks are one dot product and scalars the update computes anyway, so that path stays
+cheap; a mini-batch step is not applied when its weight change has a squared norm above
+``DELTA_SQ_MAX`` (or is not finite).
 """
 
 from __future__ import annotations
@@ -15,6 +23,22 @@ import numpy as np
 
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray, Loss, Task, get_loss
+
+#: Largest ‖x‖² + y² of a labeled sample a learner takes in; beyond it (or non-finite) it is skipped.
+MAX_SQNORM = 1e100
+_F64 = np.dtype(np.float64)
+
+
+def sqnorm(a: FloatArray) -> float:
+    """Σ a², one BLAS call; not finite if an entry is not (or the sum overflows)."""
+    flat = a.reshape(-1)
+    return float(flat.dot(flat))
+
+
+#: Largest |scalar step| of one update (SGD's η·∂ℓ/∂z, a Newton step's coefficient); beyond it: skipped.
+STEP_MAX = 1e50
+#: Largest squared norm of the weight change of one mini-batch step; beyond it the step is not taken.
+DELTA_SQ_MAX = 1e200
 
 
 class EWStandardizer:
@@ -61,8 +85,8 @@ class EWStandardizer:
         a = self.alpha
         decay = (1.0 - a) ** k
         w = a * (1.0 - a) ** np.arange(k - 1, -1, -1)
-        mean = decay * self.mean + w @ X
-        self.var = decay * (self.var + (self.mean - mean) ** 2) + w @ ((X - mean) ** 2)
+        mean = decay * self.mean + w.dot(X)
+        self.var = decay * (self.var + (self.mean - mean) ** 2) + w.dot((X - mean) ** 2)
         self.mean = mean
         self.n += k
         self.inv_std = 1.0 / np.sqrt(self.var + self.eps)
@@ -120,6 +144,7 @@ class IncrementalLearner(ABC):
         self.scaler = EWStandardizer(n_features, scale_alpha) if scale else None
         self._xa = np.ones(n_features + 1)
         self.n_learned = 0
+        self.n_skipped = 0
         # Raw-space weights (x·raw_w + raw_b == x̃ᵀw), rebuilt lazily after learning, so that predicting
         # an unlabeled sample is a single dot product.
         self._raw_w = np.zeros(n_features)
@@ -143,7 +168,7 @@ class IncrementalLearner(ABC):
         """The linear score x̃ᵀw."""
         if self._stale:
             self._refresh_raw()
-        return float(x @ self._raw_w) + self._raw_b
+        return float(self._raw_w.dot(x)) + self._raw_b
 
     def _refresh_raw(self) -> None:
         if self.scaler is None:
@@ -162,39 +187,61 @@ class IncrementalLearner(ABC):
 
     def predict_many(self, X: FloatArray) -> FloatArray:
         """Vectorised predictions for a batch (the scaler is not updated)."""
-        z = self._features_many(X) @ self.w
+        z = self._features_many(X).dot(self.w)
         if self.task == "regression":
             return np.asarray(z, dtype=np.float64)
         return np.where(z >= 0.0, 1.0, -1.0)
 
     def learn_one(self, x: FloatArray, y: float) -> None:
-        """One update on a labeled sample (the scaler first takes in x, then the weights move)."""
+        """One update on a labeled sample (the scaler first takes in x, then the weights move).
+
+        A sample that could make the state non-finite is skipped and counted (see the module docstring).
+        """
+        if type(x) is not np.ndarray or x.dtype is not _F64:
+            x = np.asarray(x, dtype=np.float64)
+        if not float(x.dot(x)) + y * y <= MAX_SQNORM:
+            self.n_skipped += 1
+            self.n_learned += 1
+            return
         if self.scaler is not None:
             self.scaler.update(x)
-        self._update(self._features(x), y)
+        if not self._update(self._features(x), y):
+            self.n_skipped += 1
         self.n_learned += 1
         self._stale = True
 
     @abstractmethod
-    def _update(self, xa: FloatArray, y: float) -> None:
-        """Move w given the augmented features xa of a labeled sample."""
+    def _update(self, xa: FloatArray, y: float) -> bool:
+        """Move w given the augmented features xa of a labeled sample; False if the step was skipped."""
 
     def learn_many(self, X: FloatArray, y: FloatArray) -> None:
         """A batch of labeled samples as one mini-batch step (the scaler first takes in all of X).
 
         Learners with a vectorised rule override :meth:`_update_many`; the default applies
-        :meth:`_update` per sample.
+        :meth:`_update` per sample. Rows that :meth:`learn_one` would skip for their size are left out;
+        a step the learner does not take (see the module docstring) counts all rows as skipped.
         """
-        if self.scaler is not None:
-            self.scaler.update_many(X)
-        Xa = self._features_many(X)
-        self._update_many(Xa, np.asarray(y, dtype=np.float64))
-        self.n_learned += len(y)
-        self._stale = True
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        n = len(y)
+        if not sqnorm(X) + float(y.dot(y)) <= MAX_SQNORM:  # some row is too large: keep the others
+            ok = np.einsum("ij,ij->i", X, X) + y * y <= MAX_SQNORM
+            self.n_skipped += n - int(np.count_nonzero(ok))
+            X, y = X[ok], y[ok]
+        if len(y):
+            if self.scaler is not None:
+                self.scaler.update_many(X)
+            if not self._update_many(self._features_many(X), y):
+                self.n_skipped += len(y)
+            self._stale = True
+        self.n_learned += n
 
-    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
+        """Move w for a batch (augmented rows Xa); False if the step was not taken."""
         for xa, yi in zip(Xa, y, strict=True):
-            self._update(xa, float(yi))
+            if not self._update(xa, float(yi)):
+                self.n_skipped += 1
+        return True
 
     def _features_many(self, X: FloatArray) -> FloatArray:
         Xa = np.ones((len(X), self.n_features + 1))
@@ -225,6 +272,7 @@ class IncrementalLearner(ABC):
     def reset(self) -> None:
         self.w[:] = 0.0
         self.n_learned = 0
+        self.n_skipped = 0
         self._stale = True
         if self.scaler is not None:
             self.scaler = EWStandardizer(self.n_features, self.scaler.alpha, self.scaler.eps)

@@ -64,6 +64,7 @@ import numpy as np
 from scipy.linalg.blas import drot, dtrsv
 from scipy.linalg.lapack import dtpmqrt, dtpqrt, dtrtrs
 
+from edgedrift.learners.base import MAX_SQNORM
 from edgedrift.models.losses import FloatArray
 
 _PREDICT_CHUNK = 4096
@@ -118,6 +119,7 @@ class OnlineBLS:
         enh_scale = enh_rms / math.sqrt((self.n_feature_nodes * (n_features + 3) / 9.0 + 1.0) / 3.0)
         self.enh_scale = enh_scale
         self.n_learned = 0
+        self.n_skipped = 0
         self.x_mean: FloatArray | None = None
         self.x_scale: FloatArray | None = None
         self.set_scaler(x_mean, x_scale)
@@ -161,6 +163,7 @@ class OnlineBLS:
         self._class_index: dict[float, int] = {}
         self.W: FloatArray = np.zeros((m, 0))
         self.n_learned = 0
+        self.n_skipped = 0
 
     @property
     def memory_bytes(self) -> int:
@@ -281,10 +284,21 @@ class OnlineBLS:
         return j
 
     def learn_one(self, x: FloatArray, y: float) -> None:
-        """Algorithm 1 (or 2 with ``forgetting``) on one labeled sample; prediction happens outside."""
+        """Algorithm 1 (or 2 with ``forgetting``) on one labeled sample; prediction happens outside.
+
+        A sample whose label is not finite, or whose broad features or residual have a squared norm
+        above ``MAX_SQNORM`` (e.g. x = 1e308), is skipped and counted in ``n_skipped`` (and in
+        ``n_learned``, which counts every sample received): the factor and weights could not stay finite.
+        """
         y = float(y)
-        j = self._class_column(y)
         a = self._features(np.asarray(x, dtype=np.float64))
+        if not (math.isfinite(y) and float(a.dot(a)) <= MAX_SQNORM and self._moderate(a.dot(self.W))):
+            self.n_skipped += 1
+            self.n_learned += 1
+            if self.forgetting is not None and self.n_learned % self.refactor_every == 0:
+                self._restore_ridge()
+            return
+        j = self._class_column(y)
         e = -(a @ self.W)
         e[j] += 1.0
         v = self._v
@@ -302,6 +316,11 @@ class OnlineBLS:
         self.n_learned += 1
         if mu is not None and self.n_learned % self.refactor_every == 0:
             self._restore_ridge()
+
+    @staticmethod
+    def _moderate(v: FloatArray) -> bool:
+        """Whether the squared norm of v is finite and at most ``MAX_SQNORM``."""
+        return float(v.dot(v)) <= MAX_SQNORM
 
     def learn_many(self, X: FloatArray, y: FloatArray) -> None:
         """``learn_one`` for every row (in order)."""

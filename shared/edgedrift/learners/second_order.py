@@ -18,6 +18,9 @@ Per labeled sample (score z, c = ∂ℓ/∂z, curvature h = ∂²ℓ/∂z² floo
 3. the sample: P ← P − h P x̃ x̃ᵀ P / (1 + h x̃ᵀ P x̃) and w ← w − c P x̃;
 4. every 16 labels P ← (P + Pᵀ)/2, which keeps the covariance-form recursion stable under forgetting.
 
+Step 3 is skipped (and the sample counted in ``n_skipped``) when x̃ᵀPx̃ is not finite and positive or
+the Newton step's coefficient exceeds ``STEP_MAX``; steps 1-2 do not depend on the sample and stay.
+
 The rank-one updates run in place through BLAS (dger, daxpy): at d = 5 numpy's per-call overhead, not
 arithmetic, is the cost of an update.
 
@@ -27,10 +30,12 @@ extended-Kalman-filter update.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.linalg.blas import daxpy, dger
 
-from edgedrift.learners.base import IncrementalLearner
+from edgedrift.learners.base import DELTA_SQ_MAX, STEP_MAX, IncrementalLearner, sqnorm
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray, Loss, Task
 
@@ -65,7 +70,7 @@ class ForgettingNewton(IncrementalLearner):
         self._rho = prior * (1.0 - forgetting) * dim
         self._Px = np.empty(dim)
 
-    def _update(self, xa: FloatArray, y: float) -> None:
+    def _update(self, xa: FloatArray, y: float) -> bool:
         w, P, Pt = self.w, self.P, self.P.T  # Pt: the same memory in Fortran order, for in-place BLAS
         P *= 1.0 / self.forgetting
         if self._rho > 0.0:
@@ -74,15 +79,21 @@ class ForgettingNewton(IncrementalLearner):
             s = 1.0 + self._rho * Pj[j]
             dger(-self._rho / s, Pj, Pj, a=Pt, overwrite_a=1)
             daxpy(Pj, w, a=-self._rho * (w[j] - self.m[j]) / s)
-        z = float(xa @ w)
+        z = float(xa.dot(w))
         c = self.loss.dz_one(y, z)
         h = max(self.loss.d2z_one(y, z), self.h_min)
         Px = np.dot(P, xa, out=self._Px)
-        denom = 1.0 / h + float(xa @ Px)
+        denom = 1.0 / h + float(xa.dot(Px))
+        if not 0.0 < denom < math.inf:
+            return False  # P lost definiteness or x̃ᵀPx̃ overflowed; the forgetting and prior steps stay
+        step = c / (h * denom)
+        if not abs(step) <= STEP_MAX:
+            return False
         dger(-1.0 / denom, Px, Px, a=Pt, overwrite_a=1)
-        daxpy(Px, w, a=-c / (h * denom))
+        daxpy(Px, w, a=-step)
         if self.n_learned % 16 == 0:
             self._symmetrize()
+        return True
 
     def _symmetrize(self) -> None:
         """P ← (P + Pᵀ)/2: P/λ amplifies the antisymmetric part of the round-off at every step, and left
@@ -90,20 +101,21 @@ class ForgettingNewton(IncrementalLearner):
         self.P += self.P.T
         self.P *= 0.5
 
-    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """One Newton step for the whole batch, gradient at the batch's starting weights.
 
         The data part of the Hessian decays by λ^k; the batch's k samples and its k cyclic prior terms are
         added as one block U (rows) with weights: by the Woodbury identity (an m-by-m solve) when the block
-        has fewer rows than d+1, else directly in information form (a (d+1)-by-(d+1) solve).
+        has fewer rows than d+1, else directly in information form (a (d+1)-by-(d+1) solve). The new P is
+        built aside and installed only if it and the step are finite (and the solve not singular).
         """
-        w, P, k = self.w, self.P, len(y)
+        w, k = self.w, len(y)
         dim = w.size
-        P *= self.forgetting ** (-k)
-        z = Xa @ w
+        P = self.P * self.forgetting ** (-k)
+        z = Xa.dot(w)
         c = self.loss.dz(y, z)
         h = np.maximum(self.loss.d2z(y, z), self.h_min)
-        grad = c @ Xa
+        grad = c.dot(Xa)
         rows, weights = [Xa], [h]
         if self._rho > 0.0:
             hits = np.bincount((self.n_learned + np.arange(k)) % dim, minlength=dim)
@@ -113,16 +125,25 @@ class ForgettingNewton(IncrementalLearner):
             rows.append(np.eye(dim)[j])
             weights.append(rho)
         U, wt = np.vstack(rows), np.concatenate(weights)
-        if len(wt) < dim:
-            UP = U @ P
-            S = UP @ U.T
-            S[np.diag_indices_from(S)] += 1.0 / wt
-            P -= UP.T @ np.linalg.solve(S, UP)
-        else:
-            A = np.linalg.inv(P) + (U.T * wt) @ U
-            P[:] = np.linalg.inv(A)
-        self._symmetrize()
-        w -= P @ grad
+        try:
+            if len(wt) < dim:
+                UP = U.dot(P)
+                S = UP.dot(U.T)
+                S[np.diag_indices_from(S)] += 1.0 / wt
+                P -= UP.T.dot(np.linalg.solve(S, UP))
+            else:
+                A = np.linalg.inv(P) + (U.T * wt).dot(U)
+                P = np.ascontiguousarray(np.linalg.inv(A))
+        except np.linalg.LinAlgError:
+            return False
+        P += P.T
+        P *= 0.5
+        step = P.dot(grad)
+        if not (math.isfinite(sqnorm(P)) and sqnorm(step) <= DELTA_SQ_MAX):
+            return False
+        self.P = P
+        w -= step
+        return True
 
     def anchor(self, model: LinearModel) -> None:
         """Restart from the batch model (β_cur ← β₁) and shrink towards it from now on (m = β₁)."""

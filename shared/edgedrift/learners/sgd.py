@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from edgedrift.learners.base import IncrementalLearner
+from edgedrift.learners.base import DELTA_SQ_MAX, STEP_MAX, IncrementalLearner, sqnorm
 from edgedrift.models.losses import FloatArray, Loss, Task
 
 Schedule = Literal["constant", "inverse", "invscaling"]
@@ -48,21 +48,29 @@ class SGD(IncrementalLearner):
             return self.lr / (1.0 + self.lr * self.l2 * t)
         return float(self.lr / t**self.power_t)
 
-    def _update(self, xa: FloatArray, y: float) -> None:
+    def _update(self, xa: FloatArray, y: float) -> bool:
         w = self.w
-        c = self.loss.dz_one(y, float(xa @ w))
+        c = self.loss.dz_one(y, float(xa.dot(w)))
         eta = self.step_size()
+        step = eta * c
+        if not abs(step) <= STEP_MAX:
+            return False
         if self.l2:
             w[:-1] *= 1.0 - eta * self.l2
-        w -= (eta * c) * xa
+        w -= step * xa
+        return True
 
-    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """k steps with the gradients taken at the batch's starting weights."""
-        c = self.loss.dz(y, Xa @ self.w)
+        c = self.loss.dz(y, Xa.dot(self.w))
         eta = self.step_size()
+        delta = eta * c.dot(Xa)
+        if not sqnorm(delta) <= DELTA_SQ_MAX:
+            return False
         if self.l2:
             self.w[:-1] *= (1.0 - eta * self.l2) ** len(y)
-        self.w -= eta * (c @ Xa)
+        self.w -= delta
+        return True
 
 
 class Perceptron(IncrementalLearner):
@@ -74,11 +82,19 @@ class Perceptron(IncrementalLearner):
         super().__init__(n_features, "logistic", scale, scale_alpha)
         self.lr = lr
 
-    def _update(self, xa: FloatArray, y: float) -> None:
-        if y * float(xa @ self.w) <= 0.0:
-            self.w += (self.lr * y) * xa
+    def _update(self, xa: FloatArray, y: float) -> bool:
+        if y * float(xa.dot(self.w)) <= 0.0:
+            step = self.lr * y
+            if not abs(step) <= STEP_MAX:
+                return False
+            self.w += step * xa
+        return True
 
-    def _update_many(self, Xa: FloatArray, y: FloatArray) -> None:
+    def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """Mistakes judged with the batch's starting weights."""
         wrong = y * (Xa @ self.w) <= 0.0
-        self.w += self.lr * (y[wrong] @ Xa[wrong])
+        delta = self.lr * (y[wrong] @ Xa[wrong])
+        if not sqnorm(delta) <= DELTA_SQ_MAX:
+            return False
+        self.w += delta
+        return True

@@ -133,7 +133,9 @@ class ShrubEnsemble:
     Labels are arbitrary floats; the classes are the sorted union of the shrubs' classes and the labels
     seen. Prediction is the argmax of f(x) (ties to the smaller label); with no trees it is the window's
     majority label (its label frequencies as probabilities), or 0.0 before any label or shrub. Features
-    are compared as float32, like the shrub documents; NaN features are not supported.
+    are compared as float32, like the shrub documents; a labeled sample with a non-finite label or a
+    feature that is not finite as float32 (NaN, ±inf, |x| > 3.4e38) is skipped and counted in
+    ``n_skipped`` (and in ``n_learned``, the labeled samples received), so the window stays finite.
 
     Defaults: M = 8 and B = 256 sit inside the paper's grid (K 4…256, B 2⁴…2¹³), burnin_steps = 5 is the
     grid's smaller value. The step rule and cadence were chosen on streams the evaluation does not use
@@ -186,6 +188,7 @@ class ShrubEnsemble:
     def reset(self) -> None:
         """Forget everything learned: no trees, no classes, an empty window (hyper-parameters stay)."""
         self.n_learned = 0
+        self.n_skipped = 0
         self.n_features: int | None = None
         self._classes: list[float] = []
         self._m = 0
@@ -411,6 +414,10 @@ class ShrubEnsemble:
         """Append (x, y) to the window; every ``update_every`` labels, one proximal gradient step."""
         x32 = self._as_row(x)
         self._ensure_features(x32.size)
+        if not (math.isfinite(y) and np.isfinite(x32).all()):
+            self.n_skipped += 1
+            self.n_learned += 1
+            return
         ci = self._class_index(float(y))
         C, s, m = len(self._classes), self._pos, self._m
         self._X[s] = x32
@@ -433,6 +440,12 @@ class ShrubEnsemble:
         labels = np.asarray(y, dtype=np.float64).reshape(-1)
         if X32.shape[0] != labels.size:
             raise ValueError(f"X has {X32.shape[0]} rows but y has {labels.size} labels")
+        ok = np.isfinite(labels) & np.isfinite(X32).all(axis=1)
+        if not ok.all():
+            n_bad = labels.size - int(np.count_nonzero(ok))
+            self.n_skipped += n_bad
+            self.n_learned += n_bad
+            X32, labels = X32[ok], labels[ok]
         if labels.size == 0:
             return
         self._ensure_features(X32.shape[1])

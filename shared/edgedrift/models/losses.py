@@ -11,22 +11,36 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 Task = Literal["classification", "regression"]
 FloatArray = NDArray[np.float64]
+_INSTANCES: dict[type, object] = {}
 
 
 class Loss(ABC):
-    """A per-sample loss ℓ(y, z) with its derivative in the score z."""
+    """A per-sample loss ℓ(y, z) with its derivative in the score z.
+
+    Losses hold no state, so each class has one instance: constructing one (or restoring one from a
+    snapshot, a pickle or a deep copy) returns it, and learners and models share their loss. No
+    ``__dict__`` (empty slots), so a snapshot cannot set attributes on that shared instance.
+    """
+
+    __slots__ = ()
 
     name: ClassVar[str]
     task: ClassVar[Task]
     #: LIBLINEAR solver (`-s`) whose primal objective is exactly eq. (1) with this loss.
     liblinear_solver: ClassVar[int]
+
+    def __new__(cls) -> Self:
+        instance = _INSTANCES.get(cls)
+        if instance is None:
+            instance = _INSTANCES[cls] = super().__new__(cls)
+        return cast(Self, instance)
 
     @abstractmethod
     def value(self, y: FloatArray, z: FloatArray) -> FloatArray:
@@ -52,6 +66,7 @@ class Loss(ABC):
 class LogisticLoss(Loss):
     """ℓ = log(1 + exp(−y z)) (L2-regularised logistic regression, LIBLINEAR ``-s 0``)."""
 
+    __slots__ = ()
     name = "logistic"
     task = "classification"
     liblinear_solver = 0
@@ -78,6 +93,7 @@ class LogisticLoss(Loss):
 class SquaredHingeLoss(Loss):
     """ℓ = max(0, 1 − y z)² (L2-regularised L2-loss SVM, LIBLINEAR ``-s 2``)."""
 
+    __slots__ = ()
     name = "squared_hinge"
     task = "classification"
     liblinear_solver = 2
@@ -105,6 +121,7 @@ class SquaredLoss(Loss):
     Table 1 writes ridge as Σ(y − xᵀβ)² + α‖β‖²; dividing by 2α gives form (1) with C = 1/(2α).
     """
 
+    __slots__ = ()
     name = "squared"
     task = "regression"
     liblinear_solver = 11

@@ -66,7 +66,7 @@ class DruidPaperMonitor(BoundMonitor):
         self.n_fit = n_fit
         self.t_n = n_fit if t_n is None else t_n
         self.df = df
-        self._collected = np.empty(n_fit)
+        self._collected = np.zeros(n_fit)
         self.threshold = math.inf
 
     def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
@@ -213,8 +213,8 @@ class DruidMonitor(BoundMonitor):
             return
         if dg.n_added >= self._next_refresh:
             self._refresh_covariance()
-        u = self._W @ dg.robust
-        self.statistic = float(u @ u) / (dg.n_new_in_window + dg.n_removed)
+        u = self._W.dot(dg.robust)
+        self.statistic = float(u.dot(u)) / (dg.n_new_in_window + dg.n_removed)
         self.n_tests += 1
         if self.statistic > self.threshold:
             self.n_exceedances += 1
@@ -247,7 +247,7 @@ class DruidMonitor(BoundMonitor):
         tested = n_added0 + added >= self.min_labels
         if not tested.any():
             return
-        U = traj[tested] @ self._W.T
+        U = traj[tested].dot(self._W.T)
         stat = np.einsum("ij,ij->i", U, U) / counts[tested]
         exc = stat > self.threshold
         run = consecutive_counts(self.num_warnings, exc)

@@ -4,16 +4,19 @@ They watch the 0/1 error of the current predictor. In the paper's *batch* mode a
 recomputes the batch model from the samples seen since the warning (DDM, EDDM) or from the window
 (ADWIN, which has no warning level); in *incremental* mode the edge loop swaps in a learner trained since
 the warning instead. Either way a detection counts as one model computation, as in the paper.
+
+The river detectors are held by :class:`~edgedrift.monitors.replayable.ReplayableDetector`, so the
+monitor can be checkpointed with :mod:`edgedrift.state`; a non-finite error is skipped there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, Monitor
+from edgedrift.monitors.replayable import ReplayableDetector
 
 Detector = Literal["ddm", "eddm", "adwin"]
 
@@ -39,37 +42,36 @@ class ErrorDrivenMonitor(Monitor):
         min_train: int = 1,
     ) -> None:
         super().__init__()
-        from river import drift
-
+        if detector not in ("ddm", "eddm", "adwin"):
+            raise ValueError(f"unknown detector {detector!r}")
         self.detector_name = detector
         self.level = level
         self.mode = mode
         self.min_train = min_train
         self.name = f"{detector}-{mode}"
-        self._make: Callable[[], Any]
-        if detector == "ddm":
-            warn, drift_level = paper_ddm_levels(level)
-            self._make = lambda: drift.binary.DDM(warning_threshold=warn, drift_threshold=drift_level)
-        elif detector == "eddm":
-            warn, drift_level = paper_eddm_levels(level)
-            self._make = lambda: drift.binary.EDDM(alpha=warn, beta=drift_level)
-        elif detector == "adwin":
-            self._make = lambda: drift.ADWIN(delta=level)
-        else:
-            raise ValueError(f"unknown detector {detector!r}")
-        self._det = self._make()
+        self._det = self._new_detector()
         self._since_warning = 0
 
+    def _new_detector(self) -> ReplayableDetector:
+        """A fresh river detector for ``detector_name`` at ``level`` (replayable, so it can be saved)."""
+        if self.detector_name == "ddm":
+            warn, drift_level = paper_ddm_levels(self.level)
+            return ReplayableDetector("DDM", warning_threshold=warn, drift_threshold=drift_level)
+        if self.detector_name == "eddm":
+            warn, drift_level = paper_eddm_levels(self.level)
+            return ReplayableDetector("EDDM", alpha=warn, beta=drift_level)
+        return ReplayableDetector("ADWIN", delta=self.level)
+
     def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
-        self._det = self._make()
+        self._det = self._new_detector()
         self._since_warning = 0
         self.drift_detected = False
         self.warning_detected = False
 
     def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         self._det.update(error)
-        self.warning_detected = bool(getattr(self._det, "warning_detected", False))
-        self.drift_detected = bool(self._det.drift_detected)
+        self.warning_detected = self._det.warning_detected
+        self.drift_detected = self._det.drift_detected
         # Samples since the warning began; a warning that clears without a drift starts over (as in MOA).
         self._since_warning = self._since_warning + 1 if self.warning_detected or self.drift_detected else 0
         if self.drift_detected:
@@ -83,4 +85,4 @@ class ErrorDrivenMonitor(Monitor):
 
     @property
     def stats(self) -> dict[str, Any]:
-        return {**super().stats, "since_warning": self._since_warning}
+        return {**super().stats, "since_warning": self._since_warning, "skipped": self._det.n_skipped}

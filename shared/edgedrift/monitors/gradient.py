@@ -7,6 +7,9 @@ space (augmented, and standardised if the model carries a scaler).
 The radius vector also carries β₁'s optimality residual ρ = β₁ + C₁ Σ_{D₁} ∇ℓᵢ(β₁) (zero at the exact
 optimum), computed once per batch model: with it r = ½(β₁ + C₂ Σ_{D₂} ∇ℓᵢ(β₁)) exactly, so the bound of
 Theorem 1 holds even though the solver stops at a finite tolerance.
+
+A sample whose gradient is non-finite or huge (‖∇ℓ‖² above ``G2_MAX``, e.g. x = 1e308) adds nothing
+and is counted in ``n_skipped``; its eviction is skipped by the same test, so Δg never turns NaN or inf.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, Monitor, require_linear
 
+#: Largest squared norm of one sample's gradient that Δg takes in (larger or non-finite: skipped).
+G2_MAX = 1e100
+
 
 class DeltaG:
     """Running Δg for one batch model; call :meth:`reset` for every new model."""
@@ -35,6 +41,7 @@ class DeltaG:
         self._orig = 0
         self._evicted = 0
         self.n_added = 0
+        self.n_skipped = 0
 
     def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
         """Start from Δg = 0 for ``model`` trained on the window (X, y)."""
@@ -48,7 +55,6 @@ class DeltaG:
         self._inv_scale: FloatArray = np.ones(dim - 1) if model.scaler is None else 1.0 / model.scaler.scale
         self._raw_coef = model.raw_coef
         self._raw_intercept = model.raw_intercept
-        self._dz = model.loss.dz_one
         self._loss = model.loss
         self._bias = model.bias
         self.residual = model.beta + model.C * model.gradient_sum(X, y) if len(y) else model.beta.copy()
@@ -74,7 +80,7 @@ class DeltaG:
 
     def _clipped(self, g: FloatArray) -> FloatArray:
         assert self._metric is not None
-        q = float(g @ np.dot(self._metric, g, out=self._mg))
+        q = float(g.dot(np.dot(self._metric, g, out=self._mg)))
         if q > self._radius2:
             g *= (self._radius2 / q) ** 0.5
         return g
@@ -90,31 +96,42 @@ class DeltaG:
         return xa
 
     def add(self, x: FloatArray, y: float) -> None:
-        """Δg += ∇ℓ(β₁) of a new labeled sample."""
-        c = self._dz(y, float(x @ self._raw_coef) + self._raw_intercept)
-        np.multiply(self.augment(x), c, out=self._tmp)
+        """Δg += ∇ℓ(β₁) of a new labeled sample (nothing if the gradient is not finite and moderate)."""
+        self.n_added += 1
+        if not self._gradient(x, y):
+            self.n_skipped += 1
+            return
         daxpy(self._tmp, self.vec)
         if self._metric is not None:
             g = self._clipped(self._tmp)
             daxpy(g, self.robust)
             daxpy(g, self.added_sum)
             dger(1.0, g, g, a=self.added_outer.T, overwrite_a=1)  # in place: added_outer += g gᵀ
-        self.n_added += 1
+
+    def _gradient(self, x: FloatArray, y: float) -> bool:
+        """∇ℓ(β₁) of one sample into ``self._tmp``; False (skip it) unless its squared norm ≤ G2_MAX."""
+        c = self._loss.dz_one(y, float(self._raw_coef.dot(x)) + self._raw_intercept)
+        g = np.multiply(self.augment(x), c, out=self._tmp)
+        return float(g.dot(g)) <= G2_MAX
 
     def remove(self, X: FloatArray, y: FloatArray, k: int) -> None:
         """Δg −= ∇ℓ(β₁) of the k samples the window just evicted (rows of X, y)."""
         for i in range(k):
-            xi = X[i]
-            c = self._dz(float(y[i]), float(xi @ self._raw_coef) + self._raw_intercept)
-            np.multiply(self.augment(xi), c, out=self._tmp)
+            if not self._gradient(X[i], float(y[i])):
+                continue  # skipped when it was added
             daxpy(self._tmp, self.vec, a=-1.0)
             if self._metric is not None:
                 daxpy(self._clipped(self._tmp), self.robust, a=-1.0)
         self._evicted += k
 
     def gradients(self, X: FloatArray, y: FloatArray) -> FloatArray:
-        """Per-sample gradients ∇ℓᵢ(β₁) in β₁'s training space, shape (k, d+1)."""
-        c = self._loss.dz(y, X @ self._raw_coef + self._raw_intercept)
+        """Per-sample gradients ∇ℓᵢ(β₁) in β₁'s training space, shape (k, d+1); rows that :meth:`add`
+        would skip are zero."""
+        return self._gradients(X, y)[0]
+
+    def _gradients(self, X: FloatArray, y: FloatArray) -> tuple[FloatArray, int]:
+        """:meth:`gradients` and the number of rows skipped (zeroed)."""
+        c = self._loss.dz(y, X.dot(self._raw_coef) + self._raw_intercept)
         G = np.empty((len(y), X.shape[1] + 1))
         if self._mean is None:
             G[:, :-1] = X
@@ -122,7 +139,12 @@ class DeltaG:
             np.multiply(X - self._mean, self._inv_scale, out=G[:, :-1])
         G[:, -1] = self._bias
         G *= c[:, None]
-        return G
+        flat = G.reshape(-1)
+        if float(flat.dot(flat)) <= G2_MAX:  # then every row passes :meth:`add`'s test
+            return G, 0
+        bad = ~(np.einsum("ij,ij->i", G, G) <= G2_MAX)
+        G[bad] = 0.0
+        return G, int(np.count_nonzero(bad))
 
     def clip(self, G: FloatArray) -> FloatArray:
         """Row-wise robust clip of :meth:`enable_robust` (G itself when robust tracking is off)."""
@@ -134,7 +156,8 @@ class DeltaG:
 
     def add_many(self, X: FloatArray, y: FloatArray) -> FloatArray:
         """Add a batch; returns its (clipped) per-sample contributions, for step-wise statistics."""
-        G = self.gradients(X, y)
+        G, n_bad = self._gradients(X, y)
+        self.n_skipped += n_bad
         self.vec += G.sum(axis=0)
         R = self.clip(G)
         if self._metric is not None:
@@ -206,4 +229,5 @@ class BoundMonitor(Monitor):
             out["delta_g_norm"] = float(np.linalg.norm(dg.vec))
             out["bound"] = 2.0 * float(np.linalg.norm(dg.radius()))
             out["n_added"] = dg.n_added
+            out["skipped"] = dg.n_skipped
         return out

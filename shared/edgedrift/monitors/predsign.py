@@ -3,6 +3,7 @@
 Labeled samples update Δg (and so r); every unlabeled sample x is scored with the bounds
 L, U = x̃ᵀβ₁ − x̃ᵀr ∓ ‖x̃‖‖r‖ of eq. (7). When sign(L) ≠ sign(U) the new model β₂ might classify x
 differently; after more than T_D such samples since the last recompute, PredSign recomputes.
+An unlabeled sample whose bounds are not finite (e.g. x = 1e308) is skipped and counted.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class PredSignMonitor(BoundMonitor):
             raise ValueError("t_d must be >= 0")
         self.t_d = t_d
         self.n_disagree = 0
+        self.n_skipped = 0
         self._centre = np.zeros(0)
         self._r_norm = 0.0
 
@@ -50,8 +52,11 @@ class PredSignMonitor(BoundMonitor):
 
     def update_unlabeled(self, x: FloatArray) -> None:
         xa = self.delta_g.augment(x)
-        centre = float(xa @ self._centre)
-        half = math.sqrt(float(xa @ xa)) * self._r_norm
+        centre = float(xa.dot(self._centre))
+        half = math.sqrt(float(xa.dot(xa))) * self._r_norm
+        if not (math.isfinite(centre) and math.isfinite(half)):
+            self.n_skipped += 1
+            return
         if (centre - half >= 0.0) != (centre + half >= 0.0):
             self.n_disagree += 1
             self.warning_detected = True
@@ -65,7 +70,9 @@ class PredSignMonitor(BoundMonitor):
         Xa = dg.model.augment(X)
         centre = Xa @ self._centre
         half = np.linalg.norm(Xa, axis=1) * self._r_norm
-        n = int(np.count_nonzero((centre - half >= 0.0) != (centre + half >= 0.0)))
+        finite = np.isfinite(centre) & np.isfinite(half)
+        self.n_skipped += len(finite) - int(np.count_nonzero(finite))
+        n = int(np.count_nonzero(finite & ((centre - half >= 0.0) != (centre + half >= 0.0))))
         if n:
             self.n_disagree += n
             self.warning_detected = True
@@ -75,4 +82,9 @@ class PredSignMonitor(BoundMonitor):
 
     @property
     def stats(self) -> dict[str, Any]:
-        return {**super().stats, "disagreements": self.n_disagree, "t_d": self.t_d}
+        return {
+            **super().stats,
+            "disagreements": self.n_disagree,
+            "t_d": self.t_d,
+            "skipped_unlabeled": self.n_skipped,
+        }

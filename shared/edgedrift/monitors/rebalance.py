@@ -30,8 +30,6 @@ reaches the cap forces a recompute as if a change happened (MOA's ``-g``; ``stat
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -40,6 +38,7 @@ from edgedrift.metrics import ConfusionMatrix
 from edgedrift.models.document import BatchModel, model_from_document
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, Monitor
+from edgedrift.monitors.replayable import ReplayableDetector
 
 Mode = Literal["rs", "rs+", "base"]
 MODES: tuple[Mode, ...] = ("rs", "rs+", "base")
@@ -71,8 +70,6 @@ class RebalanceMonitor(Monitor):
         min_switch: int = 100,
     ) -> None:
         super().__init__()
-        from river import drift
-
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not 0.0 < delta < 1.0:
@@ -84,14 +81,12 @@ class RebalanceMonitor(Monitor):
         self.max_batch = int(max_batch)
         self.min_switch = int(min_switch)
         self.name = {"rs": "rebalance-stream", "rs+": "rebalance-stream-plus", "base": "rebalance-base"}[mode]
-        warning_delta = min(WARNING_FACTOR * delta, 0.5)
-        self._make_change: Callable[[], Any] = partial(drift.ADWIN, delta=delta)
-        self._make_warning: Callable[[], Any] = partial(drift.ADWIN, delta=warning_delta)
-        self._change = self._make_change()
-        self._warning = self._make_warning()
+        self.warning_delta = min(WARNING_FACTOR * delta, 0.5)
+        self._change = ReplayableDetector("ADWIN", delta=self.delta)
+        self._warning = ReplayableDetector("ADWIN", delta=self.warning_delta)
         # Ring buffers: sample number s (counted since construction) lives in row s % max_batch.
         self._X: FloatArray | None = None
-        self._y: FloatArray = np.empty(self.max_batch)
+        self._y: FloatArray = np.zeros(self.max_batch)
         self._seen = 0  # labeled samples so far
         self._count = 0  # samples in the batch: numbers seen-count … seen-1
         self._reset_from: int | None = None  # number of the first reset-batch sample
@@ -103,8 +98,6 @@ class RebalanceMonitor(Monitor):
         self._cm_base = ConfusionMatrix()  # RS+: BASE since the last change
         self._base: BatchModel | None = None
         self._next_base: BatchModel | None = None
-        self._predict_current: Callable[[FloatArray], float] | None = None
-        self._predict_base: Callable[[FloatArray], float] | None = None
         self._swap_counts: ConfusionMatrix | None = None
         self.n_swaps = 0
         self.n_kept = 0
@@ -128,17 +121,14 @@ class RebalanceMonitor(Monitor):
         self._model = model
         self._base = self._next_base if self.mode == "rs+" else None
         self._next_base = None
-        if self.mode == "rs+":
-            self._predict_current = model.predict_one
-            self._predict_base = None if self._base is None else self._base.predict_one
         self._cm_current.reset()
         self._cm_base.reset()
         # Samples that arrived after the batch was handed out (an asynchronous recompute) open the next.
         self._count = min(self._count, self._seen - self._taken)
         self._taken = self._seen
         self._reset_from = None
-        self._change = self._make_change()
-        self._warning = self._make_warning()
+        self._change = ReplayableDetector("ADWIN", delta=self.delta)
+        self._warning = ReplayableDetector("ADWIN", delta=self.warning_delta)
         self.warning_detected = False
         self.drift_detected = False
         self.reason = None
@@ -150,12 +140,12 @@ class RebalanceMonitor(Monitor):
         model's own prediction is recomputed (ADWIN and κ_L watch the current model, as in RS).
         """
         if self.mode == "rs+":
-            assert self._predict_current is not None, "reset() with the initial model first"
-            y_cur = self._predict_current(x)
+            assert self._model is not None, "reset() with the initial model first"
+            y_cur = self._model.predict_one(x)
             err = float(y_cur != y)
             self._cm_current.update(y, y_cur)
-            if self._predict_base is not None:
-                self._cm_base.update(y, self._predict_base(x))
+            if self._base is not None:
+                self._cm_base.update(y, self._base.predict_one(x))
         else:
             err = float(error != 0.0)
             y_cur = y if err == 0.0 else -y
@@ -267,7 +257,7 @@ class RebalanceMonitor(Monitor):
 
     def _append(self, x: FloatArray, y: float) -> None:
         if self._X is None:
-            self._X = np.empty((self.max_batch, np.shape(x)[0]))
+            self._X = np.zeros((self.max_batch, np.shape(x)[0]))
         row = self._seen % self.max_batch
         self._X[row] = x
         self._y[row] = y

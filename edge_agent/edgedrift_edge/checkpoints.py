@@ -1,0 +1,99 @@
+"""Where a device's session is kept between runs: one file per device, written atomically.
+
+The file is an :mod:`edgedrift.state` snapshot (JSON and numpy arrays; loading it cannot run code),
+versioned by its format string. Writing goes to a temporary file that is fsynced and renamed over the
+old one, and the directory is fsynced, so a crash leaves either the old or the new checkpoint. A file
+that cannot be read back (truncated, crafted, another device's, another format) is moved aside to
+``{device}.ckpt.corrupt-{UTC time}`` and reported; the agent then starts fresh instead of trusting it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from edgedrift import state
+
+FORMAT = "edgedrift.agent-checkpoint/2"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written (disk full, directory not writable, ...)."""
+
+
+class CorruptCheckpointError(ValueError):
+    """A checkpoint file that cannot be trusted; ``quarantined`` is where it was moved."""
+
+    def __init__(self, reason: str, quarantined: Path | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.quarantined = quarantined
+
+
+class CheckpointStore:
+    """One device's checkpoint file in ``directory``."""
+
+    def __init__(self, directory: str | Path, device_id: str) -> None:
+        self.directory = Path(directory)
+        self.device_id = device_id
+        self.path = self.directory / f"{device_id}.ckpt"
+
+    def save(self, tree: Any) -> int:
+        """Write ``tree`` atomically; returns the file's size. Raises :class:`CheckpointError`."""
+        try:
+            blob = state.dumps(tree, {"format": FORMAT, "device_id": self.device_id})
+        except state.StateError as exc:
+            raise CheckpointError(f"cannot snapshot the session: {exc}") from None
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with tmp.open("wb") as f:
+                f.write(blob)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            self._fsync_directory()
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise CheckpointError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        return len(blob)
+
+    def _fsync_directory(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def load(self) -> Any | None:
+        """The saved tree, None when there is none; :class:`CorruptCheckpointError` (after quarantining the
+        file) when it cannot be trusted."""
+        try:
+            blob = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CorruptCheckpointError(f"cannot read {self.path}: {exc.strerror or exc}", None) from None
+        try:
+            tree, meta = state.loads(blob)
+            if meta.get("format") != FORMAT:
+                raise state.StateError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+            if meta.get("device_id") != self.device_id:
+                raise state.StateError(f"checkpoint of device {meta.get('device_id')!r}")
+        except state.StateError as exc:
+            raise CorruptCheckpointError(str(exc), self.quarantine()) from None
+        return tree
+
+    def quarantine(self) -> Path | None:
+        """Move the checkpoint aside with a timestamped name; None if that failed too."""
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        try:
+            os.replace(self.path, target)
+        except OSError:
+            return None
+        return target

@@ -1,0 +1,73 @@
+"""What a session asks the cloud for and what comes back: plain data, no I/O.
+
+A :class:`RecomputeRequest` carries everything one recompute posts (the window, the strategy's learner,
+the monitor's evidence) and its ``request_id``: every retry of one request, also after the agent
+restarted from a checkpoint, carries the same id, so the cloud never trains or counts it twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgedrift.models.document import BatchModel
+from edgedrift.models.losses import FloatArray
+from edgedrift.strategies import TrainSpec
+
+#: Loss of the learning core -> learner name of the training API.
+LOSS_LEARNER = {"logistic": "logistic", "squared_hinge": "svm", "squared": "ridge"}
+
+
+@dataclass(frozen=True)
+class RecomputeRequest:
+    """One recompute: the window to train on and how."""
+
+    request_id: str
+    X: FloatArray
+    y: FloatArray
+    task: str
+    loss: str
+    C: float | str
+    reason: str
+    spec: TrainSpec
+    stats: dict[str, Any] = field(default_factory=dict)
+    reset_rows: int | None = None
+    initial: bool = False
+
+    @property
+    def learner(self) -> str:
+        """The training API's learner name: the strategy's, or the linear learner of the loss."""
+        return self.spec.learner or LOSS_LEARNER[self.loss]
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """A model version the cloud stored for this device."""
+
+    request_id: str
+    version: int
+    model: BatchModel
+    document: dict[str, Any]
+    train_ms: float
+    bytes_up: int
+    bytes_down: int
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class RecomputeFailure:
+    """One failed attempt of a request. ``final``: the cloud refused for good (a 4xx other than 401, 403,
+    408, 429); ``unauthorized``: the cloud rejected the device's credential (401/403), retried slowly."""
+
+    request_id: str
+    attempt: int
+    reason: str
+    final: bool = False
+    unauthorized: bool = False
+    retry_in_s: float | None = None
+
+
+#: A session's trainer: returns the model when it can answer at once (the sync mode's bounded wait),
+#: None when the answer will come later through the session's ``install``.
+Trainer = Callable[[RecomputeRequest], TrainedModel | None]

@@ -1,0 +1,790 @@
+"""One device's session: raw messages in, predictions and events out. Pure: no threads, no I/O, no clock
+of its own (one is injected), so tests drive it directly and the agent and a gateway wrap it.
+
+Lifecycle. *Warm-up*: samples are collected (predictions ``y_hat`` null, source ``warmup``) until the
+first window holds ``warmup_samples`` samples with enough labels. The width of a sample is not locked by
+the first message: it comes from the configuration, or else from the majority of the warm-up samples
+(the minority is set aside and reported). The labeled warm-up samples train the first model (a counted
+recompute); the range guard is fitted on them and their own outliers are left out. *Awaiting the first
+model*: samples keep being collected the same way. *Running*: the strategy's loop predicts and learns.
+
+Every sample of every message is accounted for: predicted (``predictions``), rejected (``rejected``,
+one summary event per message), or it was an exact redelivery of a sample already predicted
+(``duplicates``; it is predicted again, not learned again). The transport counts what it drops.
+
+Recomputes go through the injected :data:`~edgedrift_edge.recompute.Trainer`. It answers at once in
+sync mode (then the deployed run equals the offline evaluator's) and returns None in async mode: the
+model arrives later through :meth:`DeviceSession.install`. A request the cloud refuses for good puts
+the session on a cool-down instead of asking again on every sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import uuid
+from collections import Counter as Tally
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+import numpy as np
+
+from edgedrift import __version__
+from edgedrift.guard import RangeGuard, screen_first_window
+from edgedrift.loop import EdgeLoop
+from edgedrift.models.document import BatchModel
+from edgedrift.models.losses import FloatArray, Task
+from edgedrift.strategies import STRATEGIES, Context, TrainSpec
+from edgedrift.wire import Heartbeat
+from edgedrift_edge.messages import (
+    MessageError,
+    Rejection,
+    SampleId,
+    Samples,
+    content_keys,
+    parse_labels,
+    parse_samples,
+)
+from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel, Trainer
+
+#: The fewest labels (and, for classification, two classes) the first window needs to train a model.
+MIN_WARMUP_LABELS = 10
+#: Rejection reasons listed in a summary event (the count covers all of them).
+REASONS_PER_EVENT = 5
+Phase = Literal["warmup", "awaiting_model", "running"]
+Event = dict[str, Any]
+Prediction = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """What one device's session needs to know (a subset of the agent's settings)."""
+
+    device_id: str
+    task: Task = "classification"
+    strategy: str = "druid"
+    strategy_param: float | None = None
+    n_features: int | None = None
+    warmup_samples: int = 2000
+    window_labels: int = 200
+    C: float | Literal["auto"] = "auto"
+    batch_mode: Literal["exact", "vectorised"] = "vectorised"
+    join_buffer: int = 50_000
+    dedup_window: int = 100_000
+    accuracy_window: int = 1000
+    max_items: int = 10_000
+    outlier_threshold: float = 100.0
+    retry_cooldown_s: float = 30.0
+
+
+@dataclass
+class Counters:
+    """Everything a device counts; published in its status and heartbeats."""
+
+    messages: int = 0
+    samples: int = 0
+    labeled: int = 0
+    predictions: int = 0
+    rejected: int = 0
+    dropped: int = 0
+    duplicates: int = 0
+    id_reused: int = 0
+    outliers: int = 0
+    label_misses: int = 0
+    join_evictions: int = 0
+    recomputes_requested: int = 0
+    recomputes_completed: int = 0
+    recompute_failures: int = 0
+    http_bytes_up: int = 0
+    http_bytes_down: int = 0
+    heartbeats: int = 0
+    heartbeat_failures: int = 0
+    checkpoints: int = 0
+    checkpoint_failures: int = 0
+    reconnects: int = 0
+    publish_failures: int = 0
+    backpressure_waits: int = 0
+
+
+@dataclass
+class Output:
+    """What handling one message produced: predictions (one payload, or a batch) and events."""
+
+    predictions: list[Prediction] = field(default_factory=list)
+    batch: bool = False
+    events: list[Event] = field(default_factory=list)
+
+
+class DeviceSession:
+    """The per-device state machine (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        trainer: Trainer,
+        clock: Callable[[], float],
+    ) -> None:
+        self.config = config
+        self.trainer = trainer
+        self.clock = clock
+        self.strategy = STRATEGIES[config.strategy]
+        self.counters = Counters()
+        self.phase: Phase = "warmup"
+        self.n_features: int | None = config.n_features
+        self.warm_rows: list[FloatArray] = []
+        self.warm_y: list[float] = []
+        self.warm_ids: list[SampleId | None] = []
+        self.loop: EdgeLoop | None = None
+        self.C: float | str | None = None
+        self.loss = "logistic" if config.task == "classification" else "squared"
+        self.learner_params: dict[str, dict[str, float]] = {}
+        self.model_version: int | None = None
+        #: id -> (x, y_hat) of unlabeled samples waiting for a late label (bounded, oldest evicted).
+        self.joins: OrderedDict[SampleId, tuple[FloatArray, float]] = OrderedDict()
+        #: id -> content digest of recent samples, to tell redeliveries from reused ids (bounded).
+        self.recent_ids: OrderedDict[SampleId, int] = OrderedDict()
+        #: 1.0/0.0 per recent labeled prediction (classification) or squared error (regression).
+        self.recent: deque[float] = deque(maxlen=config.accuracy_window)
+        self.recent_sum = 0.0
+        self.next_seq = 0
+        self.drift_events = 0
+        self.width_mismatches = 0
+        self.epoch = uuid.uuid4().hex[:12]
+        self.request_seq = 0
+        self.pending: RecomputeRequest | None = None
+        self.guard: RangeGuard | None = None
+        self.cooldown_until = -math.inf
+        self.unauthorized = False
+        self._events: list[Event] = []
+        self._payload = b""
+
+    # --- messages ---------------------------------------------------------------------------------------
+
+    def handle(self, kind: str, payload: bytes) -> Output:
+        """One raw MQTT payload from the ``samples`` or ``labels`` topic."""
+        self.counters.messages += 1
+        self._events = []
+        self._payload = payload
+        out = Output()
+        try:
+            if kind == "labels":
+                labels, rejected = parse_labels(payload, self.config.task, self.config.max_items)
+                self._reject(rejected, "labels", len(rejected))
+                for sid, y in labels:
+                    self._late_label(sid, y)
+            else:
+                self._release_cooldown()
+                samples = parse_samples(
+                    payload, self.n_features, self.config.task, self.next_seq, self.config.max_items
+                )
+                self._reject(samples.rejected, kind, len(samples.rejected))
+                self.next_seq += len(samples.ids) + len(samples.rejected)
+                if samples.ids:
+                    out.predictions = self._samples(samples)
+                out.batch = samples.batch
+        except MessageError as exc:
+            self._reject([Rejection(str(exc))], kind, exc.count)
+        out.events = self._events
+        self._events = []
+        return out
+
+    def _emit(self, kind: str, **values: Any) -> None:
+        self._events.append({"type": kind, **values})
+
+    def _reject(self, rejected: list[Rejection], topic: str, count: int) -> None:
+        """One summary event per message: the count and the first few reasons."""
+        if not count:
+            return
+        self.counters.rejected += count
+        self._emit(
+            "rejected",
+            topic=topic,
+            count=count,
+            reasons=[{"id": r.id, "reason": r.reason} for r in rejected[:REASONS_PER_EVENT]],
+            message=hashlib.blake2b(self._payload, digest_size=8).hexdigest(),
+        )
+        widths = [r for r in rejected if r.reason.startswith("x has ")]
+        if widths and self.phase == "running":
+            self.width_mismatches += len(widths)
+            if self.width_mismatches >= 100:
+                self._emit(
+                    "width_mismatch",
+                    count=self.width_mismatches,
+                    n_features=self.n_features,
+                    hint="set n_features in the configuration and restart to change the width",
+                )
+                self.width_mismatches = 0
+
+    def _samples(self, s: Samples) -> list[Prediction]:
+        """Deduplicate, then warm-up or run; returns the predictions of every sample kept."""
+        keep, repeats = self._dedup(s)
+        preds: list[Prediction] = []
+        if repeats:
+            preds.extend(self._repeat(s, repeats))
+        if keep is not None:
+            s = s.subset(keep)
+        if s.ids:
+            self.counters.samples += len(s.ids)
+            self.counters.labeled += sum(1 for v in s.y.tolist() if v == v)
+            fresh = self._run(s) if self.phase == "running" else self._warmup(s)
+            self.counters.predictions += len(fresh)
+            preds.extend(fresh)
+        return preds
+
+    def _dedup(self, s: Samples) -> tuple[list[int] | None, list[int]]:
+        """Positions to process (None = all) and positions that repeat a sample already processed."""
+        recent = self.recent_ids
+        keep: list[int] = []
+        repeats: list[int] = []
+        rows = s.X.tolist() if s.rows is None else [r.tolist() for r in s.rows]
+        keys = content_keys(rows, s.y.tolist(), s.ts.tolist())
+        for i, sid in enumerate(s.ids):
+            key = keys[i]
+            old = recent.get(sid)
+            if old is None:
+                keep.append(i)
+            elif old == key:
+                repeats.append(i)
+                continue
+            else:
+                self.counters.id_reused += 1
+                self._emit("id_reused", id=sid, reason="same id, different content: processed as new")
+                keep.append(i)
+                recent.move_to_end(sid)
+            recent[sid] = key
+        while len(recent) > self.config.dedup_window:
+            recent.popitem(last=False)
+        return (None if len(keep) == len(s.ids) else keep), repeats
+
+    def _repeat(self, s: Samples, positions: list[int]) -> list[Prediction]:
+        """Exact redeliveries: predicted again with the current state (nothing is learned twice), so that
+        a prediction lost in a crash after the sample was processed is published after all."""
+        self.counters.duplicates += len(positions)
+        preds = []
+        for i in positions:
+            x = s.row(i)
+            if self.loop is None or len(x) != self.n_features:
+                pred = self._prediction(s.ids[i], None, "warmup")
+            else:
+                pred = self._prediction(s.ids[i], self.loop.predict_one(x), self._source())
+            pred["repeat"] = True
+            preds.append(pred)
+        return preds
+
+    def _prediction(
+        self,
+        sid: SampleId,
+        y_hat: float | None,
+        source: str,
+        outlier: bool = False,
+        version: int | None = None,
+    ) -> Prediction:
+        """A prediction payload; ``version`` is the model it came from (the current one when None)."""
+        value = None if y_hat is None or not math.isfinite(y_hat) else float(y_hat)
+        pred: Prediction = {
+            "id": sid,
+            "y_hat": value,
+            "model_version": self.model_version if version is None else version,
+            "source": source,
+        }
+        if outlier:
+            pred["outlier"] = True
+        return pred
+
+    def _source(self) -> str:
+        assert self.loop is not None
+        return "incremental" if self.loop.uses_incremental() else "batch"
+
+    # --- warm-up and the first model ------------------------------------------------------------------
+
+    def _warmup(self, s: Samples) -> list[Prediction]:
+        preds: list[Prediction] = []
+        ys = s.y.tolist()
+        for i, sid in enumerate(s.ids):
+            if self.phase == "running":
+                rest = s.subset(list(range(i, len(s.ids))))
+                return preds + self._run(rest)
+            row = s.row(i)
+            self.warm_rows.append(row)
+            self.warm_y.append(ys[i])
+            self.warm_ids.append(sid)
+            if math.isnan(ys[i]):
+                self._remember(sid, row, math.nan)
+            preds.append(self._prediction(sid, None, "warmup"))
+            self._bound_warmup()
+            if self.phase == "warmup" and len(self.warm_y) >= self.config.warmup_samples:
+                self._finish_warmup()
+        return preds
+
+    def _bound_warmup(self) -> None:
+        """Keep the newest 2·warmup_samples samples while the first model is refused, and the newest
+        warmup_samples that arrive while it is awaited."""
+        cap = self.config.warmup_samples * (2 if self.phase == "warmup" else 1)
+        excess = len(self.warm_y) - cap
+        if excess > 0:
+            del self.warm_rows[:excess], self.warm_y[:excess], self.warm_ids[:excess]
+
+    def _finish_warmup(self) -> None:
+        """First window complete: lock the width, fit the guard, ask for the first model (its answer may
+        come later)."""
+        if self.clock() < self.cooldown_until:
+            return
+        widths = Tally(len(r) for r in self.warm_rows)
+        d = self.n_features or widths.most_common(1)[0][0]
+        pairs = [(r, y) for r, y in zip(self.warm_rows, self.warm_y, strict=True) if len(r) == d]
+        y0 = np.array([y for _, y in pairs if not math.isnan(y)])
+        if len(y0) < MIN_WARMUP_LABELS or (self.config.task == "classification" and np.unique(y0).size < 2):
+            return  # keep collecting until the window can train a model
+        if self.n_features is None:
+            self.n_features = d
+            self._emit("width_locked", n_features=d, from_samples=len(self.warm_rows))
+        if len(pairs) < len(self.warm_rows):
+            self._emit("width_discarded", n_features=d, discarded=len(self.warm_rows) - len(pairs))
+        X0 = np.array([r for r, y in pairs if not math.isnan(y)]).reshape(len(y0), d)
+        self.guard, X0c, y0c = screen_first_window(
+            X0, y0, self.config.task, RangeGuard(self.config.outlier_threshold)
+        )
+        self._emit("warmup_done", samples=len(self.warm_y), labels=len(y0), outliers=len(y0) - len(y0c))
+        self.warm_rows, self.warm_y, self.warm_ids = [], [], []
+        self.phase = "awaiting_model"
+        trained = self._submit(self._request(X0c, y0c, reason="initial", stats={}, initial=True))
+        if trained is not None:
+            self._install_initial(trained)
+
+    def _install_initial(self, trained: TrainedModel) -> None:
+        """Build the strategy's loop around the first model and replay what arrived while waiting."""
+        request = self.pending
+        assert request is not None and request.initial
+        self.pending = None
+        self._count_trained(trained)
+        C = getattr(trained.model, "C", self.config.C)
+        ctx = Context(
+            n_features=request.X.shape[1],
+            task=self.config.task,
+            loss=self.loss,
+            window_labels=self.config.window_labels,
+            C=C if isinstance(C, float) else 1.0,
+            recompute=self._recompute,
+            X0=request.X,
+            y0=request.y,
+            guard=self.guard,
+        )
+        built = self.strategy.build(ctx, self.config.strategy_param)
+        assert isinstance(built, EdgeLoop)
+        loop = built
+        loop.start(trained.model, request.X, request.y, warm_learner=True)
+        self.loop, self.C, self.learner_params = loop, C, ctx.learner_params
+        self.model_version = trained.version
+        self.phase = "running"
+        late_rows, late_y = self.warm_rows, self.warm_y
+        self.warm_rows, self.warm_y, self.warm_ids = [], [], []
+        self._emit("model_installed", version=trained.version, reason="initial", C=C)
+        for x, y in zip(late_rows, late_y, strict=True):  # what arrived while the model was awaited
+            if not math.isnan(y):
+                self._learn(None, x, y, math.nan)
+
+    # --- running --------------------------------------------------------------------------------------------
+
+    def _run(self, s: Samples) -> list[Prediction]:
+        loop = self.loop
+        assert loop is not None
+        if s.rows is not None:  # width decided while this message was parsed: keep the rows that fit
+            fits = [i for i, r in enumerate(s.rows) if len(r) == self.n_features]
+            if len(fits) < len(s.ids):
+                bad = [i for i in range(len(s.ids)) if i not in set(fits)]
+                self.counters.samples -= len(bad)
+                self._reject(
+                    [
+                        Rejection(f"x has {len(s.rows[i])} values, expected {self.n_features}", s.ids[i])
+                        for i in bad
+                    ],
+                    "samples",
+                    len(bad),
+                )
+            s = s.subset(fits)
+            s.X = np.array(s.rows).reshape(len(fits), self.n_features or 0)
+            s.rows = None
+        if s.batch and self.config.batch_mode == "vectorised":
+            source, version = self._source(), self.model_version
+            recomputes = loop.counters.recomputes
+            y_hat = loop.process_many(s.X, s.y, s.ts)
+            self.drift_events += loop.counters.recomputes - recomputes
+            flags = loop.last_outliers
+            preds = []
+            outlier = flags.tolist() if flags.size else [False] * len(s.ids)
+            X, remember, score = s.X, self._remember, self._score
+            finite = math.isfinite
+            for i, (sid, y, p) in enumerate(zip(s.ids, s.y.tolist(), y_hat.tolist(), strict=True)):
+                if outlier[i]:
+                    preds.append(self._prediction(sid, p, source, True, version))
+                    continue
+                if y != y:  # unlabeled (NaN): wait for a late label
+                    remember(sid, X[i], p)
+                else:
+                    score(y, p)
+                preds.append(
+                    {"id": sid, "y_hat": p if finite(p) else None, "model_version": version, "source": source}
+                )
+            if any(outlier):
+                self._report_outliers([sid for sid, f in zip(s.ids, outlier, strict=True) if f])
+            return preds
+        preds = []
+        outliers = []
+        ys, tss = s.y.tolist(), s.ts.tolist()
+        for i, sid in enumerate(s.ids):
+            source, version = self._source(), self.model_version
+            y = ys[i]
+            recomputes = loop.counters.recomputes
+            x = s.X[i]
+            p = loop.process_one(x, None if y != y else y, tss[i])
+            self.drift_events += loop.counters.recomputes - recomputes
+            if loop.last_outlier:
+                outliers.append(sid)
+            elif y != y:  # unlabeled (NaN): wait for a late label
+                self._remember(sid, x, p)
+            else:
+                self._score(y, p)
+            preds.append(self._prediction(sid, p, source, loop.last_outlier, version))
+        self._report_outliers(outliers)
+        return preds
+
+    def _report_outliers(self, ids: Sequence[SampleId | None]) -> None:
+        if ids:
+            self.counters.outliers += len(ids)
+            self._emit(
+                "outlier",
+                count=len(ids),
+                ids=ids[:REASONS_PER_EVENT],
+                reason="outside the guard's range: predicted, kept out of learner, monitor and window",
+            )
+
+    def _track(self, sid: SampleId, x: FloatArray, y: float, y_hat: float) -> None:
+        """Recent accuracy for labeled samples; unlabeled ones wait in the join buffer."""
+        if math.isnan(y):
+            self._remember(sid, x, y_hat)
+        else:
+            self._score(y, y_hat)
+
+    def _score(self, y: float, y_hat: float) -> None:
+        if not math.isfinite(y_hat):
+            return
+        hit = (y - y_hat) * (y - y_hat) if self.config.task == "regression" else float(y == y_hat)
+        if len(self.recent) == self.recent.maxlen:
+            self.recent_sum -= self.recent[0]
+        self.recent.append(hit)
+        self.recent_sum += hit
+
+    def _remember(self, sid: SampleId, x: FloatArray, y_hat: float) -> None:
+        joins = self.joins
+        joins[sid] = (x, y_hat)
+        if len(joins) > self.config.join_buffer:
+            joins.popitem(last=False)
+            self.counters.join_evictions += 1
+
+    def _late_label(self, sid: SampleId, y: float) -> None:
+        entry = self.joins.pop(sid, None)
+        if entry is None:
+            self.counters.label_misses += 1
+            self._emit("label_miss", id=sid, reason="no unlabeled sample with this id in the join buffer")
+            return
+        x, y_hat = entry
+        self.counters.labeled += 1
+        if self.phase != "running":
+            for i in range(len(self.warm_ids) - 1, -1, -1):  # still in the first window: label it there
+                if self.warm_ids[i] == sid:
+                    self.warm_y[i] = y
+                    break
+            return
+        if len(x) == self.n_features:
+            self._learn(sid, x, y, y_hat)
+
+    def _learn(self, sid: SampleId | None, x: FloatArray, y: float, y_hat: float) -> None:
+        loop = self.loop
+        assert loop is not None
+        recomputes = loop.counters.recomputes
+        loop.learn_one(x, y)
+        self.drift_events += loop.counters.recomputes - recomputes
+        if loop.last_outlier:
+            self._report_outliers([sid])
+        elif not math.isnan(y_hat):
+            self._score(y, y_hat)
+
+    # --- recomputes ---------------------------------------------------------------------------------------
+
+    def _request(
+        self,
+        X: FloatArray,
+        y: FloatArray,
+        reason: str,
+        stats: dict[str, Any],
+        initial: bool = False,
+        reset_rows: int | None = None,
+    ) -> RecomputeRequest:
+        self.request_seq += 1
+        spec = self.strategy.train
+        if initial:  # the first model: the strategy's learner, never rebalanced
+            spec = TrainSpec(spec.learner, spec.params)
+        return RecomputeRequest(
+            request_id=f"{self.config.device_id}-{self.epoch}-{self.request_seq}",
+            X=X,
+            y=y,
+            task=self.config.task,
+            loss=self.loss,
+            C=self.config.C if initial or self.C is None else self.C,
+            reason=reason,
+            spec=spec,
+            stats=scalar_stats(stats),
+            reset_rows=reset_rows,
+            initial=initial,
+        )
+
+    def _submit(self, request: RecomputeRequest) -> TrainedModel | None:
+        self.pending = request
+        self.counters.recomputes_requested += 1
+        self._emit(
+            "recompute_requested", request_id=request.request_id, n=len(request.y), stats=request.stats
+        )
+        return self.trainer(request)
+
+    def _recompute(self, X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel | None:
+        """The loop's trainer: the model when the trainer answers at once (sync), else None."""
+        loop = self.loop
+        assert loop is not None
+        request = self._request(
+            X.copy(), y.copy(), self.config.strategy, loop.monitor.stats, reset_rows=reset_rows
+        )
+        trained = self._submit(request)
+        if trained is None:
+            return None
+        self.pending = None
+        self._count_trained(trained)
+        self.model_version = trained.version
+        self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
+        return trained.model
+
+    def install(self, trained: TrainedModel) -> list[Event]:
+        """A model that arrived for a pending request (async mode): swap it in between two samples."""
+        self._events = []
+        if self.pending is None or trained.request_id != self.pending.request_id:
+            self._emit("stale_model", version=trained.version, reason="no pending request with this id")
+        elif self.pending.initial:
+            self._install_initial(trained)
+        else:
+            loop = self.loop
+            assert loop is not None
+            self.pending = None
+            loop.install(trained.model)
+            loop.counters.bytes_down += len(json.dumps(trained.document))
+            self._count_trained(trained)
+            self.model_version = trained.version
+            self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
+        events, self._events = self._events, []
+        return events
+
+    def _count_trained(self, trained: TrainedModel) -> None:
+        c = self.counters
+        c.recomputes_completed += 1
+        c.http_bytes_up += trained.bytes_up
+        c.http_bytes_down += trained.bytes_down
+        if self.unauthorized:
+            self.unauthorized = False
+            self._emit("authorized", reason="the cloud accepted the device's credential again")
+
+    def recompute_failed(self, failure: RecomputeFailure) -> list[Event]:
+        """A failed attempt; a final one releases the request after a cool-down."""
+        self._events = []
+        if self.pending is None or failure.request_id != self.pending.request_id:
+            return []
+        self.counters.recompute_failures += 1
+        self._emit(
+            "recompute_failed",
+            request_id=failure.request_id,
+            attempt=failure.attempt,
+            reason=failure.reason[:300],
+            retrying=not failure.final,
+            retry_in_s=failure.retry_in_s,
+        )
+        if failure.unauthorized and not self.unauthorized:
+            self.unauthorized = True
+            self._emit("unauthorized", reason=failure.reason[:300])
+        if failure.final:
+            request, self.pending = self.pending, None
+            self.cooldown_until = self.clock() + self.config.retry_cooldown_s
+            if request.initial:  # collect again, starting from the refused window
+                self.phase = "warmup"
+                self.warm_rows = [*request.X, *self.warm_rows]
+                self.warm_y = [*request.y.tolist(), *self.warm_y]
+                self.warm_ids = [*([None] * len(request.y)), *self.warm_ids]
+        events, self._events = self._events, []
+        return events
+
+    def _release_cooldown(self) -> None:
+        """After a refused recompute, let the loop ask again once the cool-down has passed."""
+        loop = self.loop
+        if loop is not None and loop.pending_recompute and self.pending is None:
+            loop.pending_recompute = self.clock() < self.cooldown_until
+
+    def resubmit(self) -> RecomputeRequest | None:
+        """The pending request after a restart (same request id: the cloud answers it at most once)."""
+        return self.pending
+
+    # --- reports --------------------------------------------------------------------------------------------
+
+    def accuracy(self) -> float | None:
+        n = len(self.recent)
+        if n == 0 or self.config.task != "classification":
+            return None
+        return min(1.0, max(0.0, self.recent_sum / n))
+
+    def rmse(self) -> float | None:
+        n = len(self.recent)
+        if n == 0 or self.config.task != "regression":
+            return None
+        return math.sqrt(max(self.recent_sum, 0.0) / n)
+
+    def status(self) -> dict[str, Any]:
+        """The device's part of the retained status message (the agent adds state and queue)."""
+        loop = self.loop
+        return {
+            "device_id": self.config.device_id,
+            "version": __version__,
+            "phase": self.phase,
+            "strategy": self.config.strategy,
+            "n_features": self.n_features,
+            "model_version": self.model_version,
+            "accuracy": self.accuracy(),
+            "rmse": self.rmse(),
+            "accuracy_window": len(self.recent),
+            "warning": bool(loop.monitor.warning_detected) if loop else False,
+            "pending_recompute": self.pending is not None,
+            "unauthorized": self.unauthorized,
+            "loop": asdict(loop.counters) if loop else None,
+            "counters": asdict(self.counters),
+        }
+
+    def heartbeat(self) -> Heartbeat:
+        c = self.counters
+        loop = self.loop
+        return Heartbeat(
+            samples=c.samples,
+            labeled=c.labeled,
+            accuracy=self.accuracy(),
+            accuracy_window=len(self.recent),
+            warnings=int(bool(loop and loop.monitor.warning_detected)),
+            drift_events=self.drift_events,
+            recomputes_requested=c.recomputes_requested,
+            model_version=self.model_version,
+            dropped=c.dropped,
+            rejected=c.rejected,
+            extra={
+                "phase": self.phase,
+                "label_misses": c.label_misses,
+                "duplicates": c.duplicates,
+                "outliers": c.outliers,
+                "id_reused": c.id_reused,
+            },
+        )
+
+    # --- checkpoints ----------------------------------------------------------------------------------------
+
+    _SAVED = (
+        "phase", "n_features", "warm_y", "warm_ids", "loop", "C", "learner_params", "model_version",
+        "recent_sum", "next_seq", "drift_events", "epoch", "request_seq", "guard",
+    )  # fmt: skip
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything needed to continue exactly here, as plain data and core objects (for
+        :mod:`edgedrift.state`). The large buffers travel as a few arrays (the join buffer as one
+        matrix, the recent ids as one array of digests), so a checkpoint costs milliseconds, not seconds."""
+        tree: dict[str, Any] = {name: getattr(self, name) for name in self._SAVED}
+        tree["warm_rows"] = _pack_rows(self.warm_rows)
+        tree["joins"] = {
+            "ids": list(self.joins),
+            "X": _pack_rows([x for x, _ in self.joins.values()]),
+            "y_hat": np.fromiter((p for _, p in self.joins.values()), np.float64, len(self.joins)),
+        }
+        tree["recent_ids"] = {
+            "ids": list(self.recent_ids),
+            "keys": np.fromiter(self.recent_ids.values(), np.int64, len(self.recent_ids)),
+        }
+        tree["recent"] = np.fromiter(self.recent, np.float64, len(self.recent))
+        tree["counters"] = asdict(self.counters)
+        tree["pending"] = None if self.pending is None else _request_fields(self.pending)
+        return tree
+
+    def restore(self, tree: dict[str, Any]) -> None:
+        """Continue from :meth:`snapshot` (the loop's trainer is re-bound to this session)."""
+        for name in self._SAVED:
+            setattr(self, name, tree[name])
+        self.warm_rows = _unpack_rows(tree["warm_rows"])
+        joins = tree["joins"]
+        rows = _unpack_rows(joins["X"])
+        self.joins = OrderedDict(
+            zip(joins["ids"], zip(rows, joins["y_hat"].tolist(), strict=True), strict=True)
+        )
+        recent_ids = tree["recent_ids"]
+        self.recent_ids = OrderedDict(zip(recent_ids["ids"], recent_ids["keys"].tolist(), strict=True))
+        self.recent = deque(tree["recent"].tolist(), maxlen=self.config.accuracy_window)
+        self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})
+        pending = tree.get("pending")
+        self.pending = None if pending is None else _request_from_fields(pending)
+        if self.loop is not None:
+            self.loop.recompute_fn = self._recompute
+
+
+def _pack_rows(rows: list[FloatArray]) -> FloatArray | list[FloatArray]:
+    """Rows of one width as one matrix; rows of several widths (before the width is known) as a list."""
+    if not rows:
+        return np.zeros((0, 0))
+    width = len(rows[0])
+    if all(len(r) == width for r in rows):
+        return np.array(rows, dtype=np.float64).reshape(len(rows), width)
+    return list(rows)
+
+
+def _unpack_rows(packed: FloatArray | list[FloatArray]) -> list[FloatArray]:
+    return list(packed) if isinstance(packed, list) else [row.copy() for row in packed]
+
+
+def _request_fields(request: RecomputeRequest) -> dict[str, Any]:
+    spec = request.spec
+    return {
+        "request_id": request.request_id,
+        "X": request.X,
+        "y": request.y,
+        "task": request.task,
+        "loss": request.loss,
+        "C": request.C,
+        "reason": request.reason,
+        "spec": [spec.learner, dict(spec.params), spec.rebalance, spec.return_base],
+        "stats": dict(request.stats),
+        "reset_rows": request.reset_rows,
+        "initial": request.initial,
+    }
+
+
+def _request_from_fields(values: dict[str, Any]) -> RecomputeRequest:
+    learner, params, rebalance, return_base = values["spec"]
+    spec = TrainSpec(learner, dict(params), rebalance, bool(return_base))
+    return RecomputeRequest(**{**values, "spec": spec})
+
+
+def scalar_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """Monitor stats the API stores: up to 32 finite scalars with short names (numpy scalars converted)."""
+    out: dict[str, Any] = {}
+    for key, value in stats.items():
+        if len(out) == 32:
+            break
+        name = "".join(c if c.isalnum() or c in "_.:-" else "_" for c in str(key))[:64] or "_"
+        if isinstance(value, bool | np.bool_):
+            out[name] = bool(value)
+        elif isinstance(value, int | np.integer):
+            out[name] = int(value)
+        elif isinstance(value, float | np.floating) and math.isfinite(float(value)):
+            out[name] = float(value)
+        elif isinstance(value, str):
+            out[name] = value[:256]
+    return out
