@@ -4,7 +4,7 @@ saving more often costs in publish throughput while an offline agent's queue gro
 Mosquitto 2.0 persists by rewriting its whole in-memory database (every queued message of every
 session) at each autosave. ``autosave_interval 60`` alone saves once a minute; with
 ``autosave_on_changes true`` it saves after ``autosave_interval`` changes instead. This script runs the
-shipped ``deploy/mosquitto/mosquitto.conf`` (``edgedrift_eval.shipped_broker``: the same file with the
+shipped ``deploy/mosquitto/mosquitto.conf`` (``edgedrift_harness.shipped_broker``: the same file with the
 listener, auth and data paths moved; the shipped ACL and real passwords) once per configuration: the
 peer is the previous setting (``autosave_interval 60``, no on-changes), then on-changes with each N.
 
@@ -45,7 +45,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from edgedrift_eval.shipped_broker import ShippedMosquitto
+from edgedrift_harness.shipped_broker import ShippedMosquitto
 
 DEVICE = "dev-1"
 TOPIC = f"edgedrift/{DEVICE}/samples"

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/faults.py [--json PATH] [--only NAME,NAME] [--quick]
 
-Each scenario (edgedrift_eval.faults) starts from the same lab: Mosquitto with the shipped configuration,
+Each scenario (edgedrift_harness.faults) starts from the same lab: Mosquitto with the shipped configuration,
 the cloud trainer under uvicorn on SQLite, and ``edgedrift-edge run`` subprocesses. ``lost`` = published −
 predicted − rejected − dropped; it is 0 for every scenario except a broker SIGKILL, where Mosquitto 2.0
 keeps everything up to its last save (at most ``autosave_interval`` messages are lost). ``--quick``
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgedrift_eval.faults import SCENARIOS, FaultLab, Ledger
+from edgedrift_harness.faults import SCENARIOS, FaultLab, Ledger
 
 QUICK = ("agent_sigkill", "bad_items_100k", "crafted_checkpoint")
 

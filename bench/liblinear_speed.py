@@ -16,7 +16,7 @@ import numpy as np
 from liblinear.liblinearutil import train
 
 from edgedrift.data import load_dataset
-from edgedrift_cloud.training.liblinear_fast import build_problem, solve
+from edgedrift.training.liblinear_fast import build_problem, solve
 
 
 def per_call(fn: Callable[[], object], repeat: int) -> float:

@@ -85,8 +85,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from edgedrift_eval.cloud_process import CloudProcess, free_port
-from edgedrift_eval.profiling import py_spy_record
+from edgedrift_harness.cloud_process import CloudProcess, free_port
+from edgedrift_harness.profiling import py_spy_record
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -48,8 +48,8 @@ from edgedrift.loop import EdgeLoop
 from edgedrift.models.tree import ShrubModel
 from edgedrift.monitors.base import Monitor, NeverMonitor, PeriodicMonitor
 from edgedrift.monitors.error_driven import ErrorDrivenMonitor
+from edgedrift.training.shrub import train_shrub
 from edgedrift.window import CountWindow
-from edgedrift_cloud.training.shrub import train_shrub
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "shrubs"

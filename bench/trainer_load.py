@@ -58,8 +58,8 @@ from pydantic import SecretStr
 
 from edgedrift.models.losses import FloatArray
 from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
-from edgedrift_eval.cloud_process import CloudProcess
-from edgedrift_eval.profiling import py_spy_record
+from edgedrift_harness.cloud_process import CloudProcess
+from edgedrift_harness.profiling import py_spy_record
 
 PG_ADMIN_URL = os.environ.get("EDGEDRIFT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 ENCODINGS = ("json", "binary")
@@ -236,7 +236,7 @@ class InProcess:
 
 
 def in_process(windows: list[Window], seconds: float) -> InProcess:
-    from edgedrift_cloud.training.window import train_window
+    from edgedrift.training.window import train_window
 
     for w in windows[:3]:
         train_window(w.header, w.X, w.y)
@@ -518,13 +518,13 @@ def breakdown(
     """auth, parse, train, store, reply, logs and thread hops of one recompute, on a separate device."""
     from fastapi.security import HTTPAuthorizationCredentials
 
+    from edgedrift.training.window import train_window
     from edgedrift_cloud import registry
     from edgedrift_cloud.dependencies import get_principal
     from edgedrift_cloud.main import create_app
     from edgedrift_cloud.observability import JsonFormatter
     from edgedrift_cloud.routers.training import _reply, _store, parse_window
     from edgedrift_cloud.settings import CloudSettings
-    from edgedrift_cloud.training.window import train_window
 
     settings = CloudSettings(
         database_url=database_url, operator_token=SecretStr(operator), mode="production", auto_migrate=False

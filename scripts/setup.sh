@@ -7,12 +7,14 @@ PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
   || { echo "EdgeDrift needs Python 3.11+ (found $("$PY" --version 2>&1)); set PYTHON=..." >&2; exit 1; }
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-stamp=$(cat shared/pyproject.toml cloud_trainer/pyproject.toml edge_agent/pyproject.toml bench/pyproject.toml \
+PARTS="shared cloud_trainer edge_agent evaluator harness demo"
+stamp=$(for part in $PARTS; do cat "$part/pyproject.toml"; done | cat - \
         requirements-dev.txt | sha256sum | cut -c1-16)
 if [ "$(cat .venv/.edgedrift-installed 2>/dev/null)" != "$stamp" ]; then
   echo "[setup] installing EdgeDrift into .venv (first run takes a minute) ..."
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ./shared -e ./cloud_trainer -e ./edge_agent -e ./bench \
+  .venv/bin/python -m pip install --quiet -e "./shared[training,river]" -e ./cloud_trainer -e ./edge_agent \
+    -e ./evaluator -e ./harness -e ./demo \
     -r requirements-dev.txt
   echo "$stamp" > .venv/.edgedrift-installed
 fi

@@ -4,7 +4,7 @@ Parametrised over ``edgedrift.learners.__all__`` and ``edgedrift.monitors.__all_
 protocols and helpers are skipped, and a new export without a factory here fails
 ``test_every_export_has_a_factory``) and over every strategy of ``edgedrift.strategies.STRATEGIES``,
 each built through ``Strategy.build`` on a small seeded stream and started with a model trained in process
-by ``edgedrift_cloud.training``, as the evaluator does. The checks:
+by ``edgedrift.training``, as the evaluator does. The checks:
 
 * ``clone()`` is a fresh instance with the same hyper-parameters;
 * an ``edgedrift.state`` snapshot restores an object that predicts the same and, fed the same further
@@ -54,11 +54,11 @@ from edgedrift.monitors import (
 )
 from edgedrift.state import dumps, loads
 from edgedrift.strategies import STRATEGIES, Context, TrainSpec
+from edgedrift.training.linear import LinearTrainer, train_linear
+from edgedrift.training.shrub import train_shrub
+from edgedrift.training.window import train_window
 from edgedrift.window import CountWindow, TimeWindow
 from edgedrift.wire import WindowHeader
-from edgedrift_cloud.training.linear import LinearTrainer, train_linear
-from edgedrift_cloud.training.shrub import train_shrub
-from edgedrift_cloud.training.window import train_window
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the extreme samples overflow on purpose
 

@@ -1,4 +1,4 @@
-"""``edgedrift_eval.broker``: real brokers (Mosquitto and the embedded amqtt) with real paho 2.x clients.
+"""``edgedrift_harness.broker``: real brokers (Mosquitto and the embedded amqtt) with real paho 2.x clients.
 
 Each test runs against both kinds. Mosquitto comes from Debian's ``mosquitto`` package; without it
 the "mosquitto" tests fail, they do not skip.
@@ -17,7 +17,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from edgedrift_eval.broker import Broker, BrokerError, find_mosquitto, start_broker
+from edgedrift_harness.broker import Broker, BrokerError, find_mosquitto, start_broker
 
 N_MESSAGES = 500
 TIMEOUT_S = 10.0

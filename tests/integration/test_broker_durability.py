@@ -1,6 +1,6 @@
 """The shipped broker configuration (``deploy/mosquitto/mosquitto.conf``) under the faults of an unattended
 fleet, run as a real Mosquitto with the shipped ACL and ``mosquitto_passwd`` passwords
-(``edgedrift_eval.shipped_broker``: the shipped file with only the listener, auth and data paths moved).
+(``edgedrift_harness.shipped_broker``: the shipped file with only the listener, auth and data paths moved).
 
 * A SIGKILL with 2,000 acknowledged QoS-1 messages queued for an offline agent loses at most the
   documented window; with the previous persistence settings (``autosave_interval 60`` alone) it loses
@@ -24,7 +24,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from edgedrift_edge.mqtt import make_client
-from edgedrift_eval.shipped_broker import SHIPPED_CONF, ShippedMosquitto, parse_config
+from edgedrift_harness.shipped_broker import SHIPPED_CONF, ShippedMosquitto, parse_config
 
 USERS = {
     "dev-1": "dev-1-test-password-0123456789",

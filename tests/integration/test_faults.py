@@ -2,7 +2,7 @@
 configuration, the cloud trainer under uvicorn, ``edgedrift-edge run`` subprocesses), each asserting the
 ledger published = predicted + rejected + dropped, plus what the fault must look like to an operator.
 
-Scenarios live in :mod:`edgedrift_eval.faults` (``bench/faults.py`` runs the same ones for the table in
+Scenarios live in :mod:`edgedrift_harness.faults` (``bench/faults.py`` runs the same ones for the table in
 docs/benchmarks.md). Faults that need a bug inside the worker run the agent in process."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from edgedrift.protocol import Protocol
 from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.session import Output
 from edgedrift_edge.settings import AgentSettings
-from edgedrift_eval import faults
-from edgedrift_eval.faults import PASSWORD, FaultLab, Ledger
+from edgedrift_harness import faults
+from edgedrift_harness.faults import PASSWORD, FaultLab, Ledger
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from edgedrift.bounds import (
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import get_loss
 from edgedrift.monitors.gradient import DeltaG
+from edgedrift.training.liblinear_fast import solve
+from edgedrift.training.linear import train_linear
 from edgedrift.window import CountWindow
-from edgedrift_cloud.training.liblinear_fast import solve
-from edgedrift_cloud.training.linear import train_linear
 
 TIGHT = 1e-10
 

@@ -1,4 +1,4 @@
-"""The cloud trainer as a real server for the tests: :class:`edgedrift_eval.cloud_process.CloudProcess`
+"""The cloud trainer as a real server for the tests: :class:`edgedrift_harness.cloud_process.CloudProcess`
 with the tests' operator token and two provisioned devices."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from edgedrift_eval.cloud_process import CloudProcess, free_port
+from edgedrift_harness.cloud_process import CloudProcess, free_port
 
 __all__ = ["DEVICES", "OPERATOR", "PG_ADMIN_URL", "CloudServer", "free_port"]
 

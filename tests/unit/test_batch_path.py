@@ -9,8 +9,8 @@ from edgedrift.data import sine1plus
 from edgedrift.learners import SGD, AdaptiveSGD, EWStandardizer, ForgettingNewton, Perceptron
 from edgedrift.loop import EdgeLoop
 from edgedrift.monitors import DruidMonitor, PeriodicMonitor, PredSignMonitor
+from edgedrift.training.linear import LinearTrainer, train_linear
 from edgedrift.window import CountWindow, TimeWindow
-from edgedrift_cloud.training.linear import LinearTrainer, train_linear
 
 
 @pytest.mark.parametrize("k", [1, 3, 7, 12, 25])

@@ -17,7 +17,7 @@ from edgedrift.learners import (
 )
 from edgedrift.models.linear import LinearModel, Standardizer
 from edgedrift.models.losses import get_loss
-from edgedrift_cloud.training.linear import train_linear
+from edgedrift.training.linear import train_linear
 
 W_TRUE = np.array([1.5, -2.0, 0.5, 1.0])
 

@@ -15,8 +15,8 @@ from edgedrift.loop import EdgeLoop, window_upload_bytes
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray, get_loss
 from edgedrift.monitors import Monitor, NeverMonitor, PeriodicMonitor
+from edgedrift.training.linear import train_linear
 from edgedrift.window import CountWindow, TimeWindow
-from edgedrift_cloud.training.linear import train_linear
 
 D = 3
 

@@ -14,8 +14,8 @@ from edgedrift.models.losses import FloatArray, get_loss
 from edgedrift.models.tree import ShrubModel
 from edgedrift.monitors import PeriodicMonitor
 from edgedrift.monitors.druid import DruidMonitor
+from edgedrift.training.shrub import train_shrub
 from edgedrift.window import CountWindow
-from edgedrift_cloud.training.shrub import train_shrub
 
 
 def constant(sign: float, version: int) -> LinearModel:

@@ -27,8 +27,8 @@ from edgedrift.monitors import (
     PredSignMonitor,
     chi_scale_mle,
 )
+from edgedrift.training.linear import LinearTrainer, train_linear
 from edgedrift.window import CountWindow
-from edgedrift_cloud.training.linear import LinearTrainer, train_linear
 
 
 def logistic_stream(n: int, seed: int, flip_at: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -7,8 +7,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from edgedrift.metrics import classification_report
-from edgedrift_cloud.training.linear import LinearTrainer
-from edgedrift_cloud.training.rebalance import Predictor, prequential_kappa, smote
+from edgedrift.training.linear import LinearTrainer
+from edgedrift.training.rebalance import Predictor, prequential_kappa, smote
 
 
 def imbalanced(n: int, minority: int, seed: int, d: int = 3) -> tuple[np.ndarray, np.ndarray]:

@@ -14,11 +14,11 @@ from edgedrift.loop import EdgeLoop
 from edgedrift.models.document import BatchModel, model_from_document
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors import RebalanceMonitor
+from edgedrift.training.rebalance import prequential_kappa, smote
+from edgedrift.training.shrub import train_shrub
+from edgedrift.training.window import CANDIDATES, train_window
 from edgedrift.window import CountWindow
 from edgedrift.wire import LearnerParams, WindowHeader
-from edgedrift_cloud.training.rebalance import prequential_kappa, smote
-from edgedrift_cloud.training.shrub import train_shrub
-from edgedrift_cloud.training.window import CANDIDATES, train_window
 
 
 class NoEvictions:

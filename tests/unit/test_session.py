@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgedrift import state
-from edgedrift_cloud.training.linear import train_linear
+from edgedrift.training.linear import train_linear
 from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel
 from edgedrift_edge.session import DeviceSession, Output, SessionConfig
 

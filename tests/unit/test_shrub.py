@@ -14,7 +14,7 @@ from edgedrift.models.document import predict_document
 from edgedrift.models.linear import MODEL_FORMAT, LinearModel
 from edgedrift.models.losses import get_loss
 from edgedrift.models.tree import predict_proba_tree, predict_tree, validate_tree_document
-from edgedrift_cloud.training.shrub import train_shrub
+from edgedrift.training.shrub import train_shrub
 
 
 def make_data(n: int, d: int, n_classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

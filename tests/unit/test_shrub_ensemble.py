@@ -16,7 +16,7 @@ from edgedrift.learners.shrub_ensemble import ShrubEnsemble, project_simplex, pr
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import get_loss
 from edgedrift.models.tree import ShrubModel, predict_proba_tree, predict_tree
-from edgedrift_cloud.training.shrub import train_shrub
+from edgedrift.training.shrub import train_shrub
 
 vectors = st.lists(
     st.floats(min_value=-5.0, max_value=5.0, allow_nan=False, allow_infinity=False), min_size=1, max_size=12

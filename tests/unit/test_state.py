@@ -211,7 +211,7 @@ def test_dumps_refuses_unsupported_values(value: object, match: str) -> None:
         "edgedrift.state:importlib.import_module",
         "edgedrift.state:np.random.Generator",
         "edgedrift.monitors.replayable:np.ndarray",
-        "edgedrift_cloud.training.linear:LinearTrainer",
+        "edgedrift.training.linear:LinearTrainer",
         "edgedrift.nonexistent:Thing",
         "edgedrift.state:StateError.__init__",
         "edgedrift.state",

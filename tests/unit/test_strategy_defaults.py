@@ -12,7 +12,7 @@ import pytest
 from edgedrift.data import sine1plus
 from edgedrift.state import dumps
 from edgedrift.strategies import STRATEGIES, Context, Strategy
-from edgedrift_cloud.training.linear import LinearTrainer
+from edgedrift.training.linear import LinearTrainer
 
 PARAMETRISED = sorted(name for name, s in STRATEGIES.items() if s.param is not None)
 

@@ -11,11 +11,11 @@ import pytest
 from edgedrift.models.document import predict_document
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.tree import predict_tree, validate_tree_document
+from edgedrift.training.linear import DEFAULT_C_GRID, LinearTrainer, tune_C
+from edgedrift.training.rebalance import Predictor, prequential_kappa, smote
+from edgedrift.training.shrub import train_shrub
+from edgedrift.training.window import train_window
 from edgedrift.wire import LearnerParams, WindowHeader
-from edgedrift_cloud.training.linear import DEFAULT_C_GRID, LinearTrainer, tune_C
-from edgedrift_cloud.training.rebalance import Predictor, prequential_kappa, smote
-from edgedrift_cloud.training.shrub import train_shrub
-from edgedrift_cloud.training.window import train_window
 
 
 def separable(n: int, seed: int, d: int = 3) -> tuple[np.ndarray, np.ndarray]:

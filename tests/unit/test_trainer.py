@@ -10,8 +10,8 @@ from liblinear.liblinearutil import train as liblinear_train
 
 from edgedrift.models.linear import LinearModel, Standardizer
 from edgedrift.models.losses import get_loss
-from edgedrift_cloud.training.liblinear_fast import build_problem, solve
-from edgedrift_cloud.training.linear import DEFAULT_C_GRID, LinearTrainer, train_linear, tune_C
+from edgedrift.training.liblinear_fast import build_problem, solve
+from edgedrift.training.linear import DEFAULT_C_GRID, LinearTrainer, train_linear, tune_C
 
 requires_data = pytest.mark.skipif(
     not os.environ.get("EDGEDRIFT_DATA_DIR"),

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
 
+from edgedrift.training.window import TrainOutcome, train_window
 from edgedrift.wire import (
     WINDOW_CONTENT_TYPE,
     TrainRequest,
@@ -25,9 +26,8 @@ from edgedrift.wire import (
 from edgedrift_cloud import registry
 from edgedrift_cloud.db.tables import ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
-from edgedrift_cloud.training.window import TrainOutcome, train_window
 
-log = logging.getLogger("edgedrift_cloud.training")
+log = logging.getLogger("edgedrift.training")
 router = APIRouter(prefix="/v1/devices/{device_id}/models", tags=["training"])
 
 _REQUEST_BODY: dict[str, Any] = {

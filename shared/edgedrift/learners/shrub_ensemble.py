@@ -5,7 +5,7 @@ solve the slide objective min_w Σₜ ℓ(f(xₜ), yₜ) s.t. ‖w‖₀ ≤ M, 
 on the loss of a sliding window 𝓑 of B labelled samples, w ← 𝓟(w − α∇_w L_𝓑(w)) (slides, "Proximal
 Gradient Descent"), with the MSE loss ℓ = (1/C)‖f(x) − y‖² on one-hot y (ALGORITHM-NOTES §1, step 6).
 
-In EdgeDrift the shrubs are trained by the cloud (``edgedrift_cloud.training.shrub.train_shrub``) on
+In EdgeDrift the shrubs are trained by the cloud (``edgedrift.training.shrub.train_shrub``) on
 the edge loop's window when a policy asks for a recompute; the loop hands each one to
 :meth:`ShrubEnsemble.anchor`, which runs Algorithm 1's lines 6-12: append the tree with weight 0, take
 ``burnin_steps + 1`` proximal gradient steps on the window, prune zero weights. Between shrubs the

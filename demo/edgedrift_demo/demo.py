@@ -41,11 +41,11 @@ from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.mqtt import broker_address, make_client
 from edgedrift_edge.replay import ReplayPlan, replay
 from edgedrift_edge.settings import AgentSettings
-from edgedrift_eval.broker import Broker, BrokerError, start_broker
-from edgedrift_eval.cloud_process import CloudProcess, CloudProcessError
 from edgedrift_eval.runner import RunSpec, run_one
+from edgedrift_harness.broker import Broker, BrokerError, start_broker
+from edgedrift_harness.cloud_process import CloudProcess, CloudProcessError
 
-log = logging.getLogger("edgedrift_eval.demo")
+log = logging.getLogger("edgedrift_demo.demo")
 
 DEVICES = ("elec2", "sine", "ridge")
 QUICK_LIMIT = 10_000

@@ -9,9 +9,9 @@ from edgedrift.loop import Recompute
 from edgedrift.models.document import BatchModel, model_from_document
 from edgedrift.models.losses import FloatArray, Task
 from edgedrift.strategies import LEARNERS, STRATEGIES, Context, Runner, Strategy, TrainSpec, make_learner
+from edgedrift.training.linear import LinearTrainer, tune_C
+from edgedrift.training.window import train_window
 from edgedrift.wire import WindowHeader
-from edgedrift_cloud.training.linear import LinearTrainer, tune_C
-from edgedrift_cloud.training.window import train_window
 
 __all__ = [
     "LEARNERS",

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from edgedrift_eval.cloud_process import free_port
+from edgedrift_harness.cloud_process import free_port
 
 __all__ = ["Broker", "BrokerError", "BrokerKind", "find_mosquitto", "start_broker"]
 

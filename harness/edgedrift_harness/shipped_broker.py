@@ -23,8 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from edgedrift_eval.broker import find_mosquitto
-from edgedrift_eval.cloud_process import free_port
+from edgedrift_harness.broker import find_mosquitto
+from edgedrift_harness.cloud_process import free_port
 
 __all__ = ["SHIPPED_ACL", "SHIPPED_CONF", "ShippedMosquitto", "local_config", "parse_config"]
 

@@ -5,7 +5,7 @@ does), shrubs with :func:`train_shrub`. ``C="auto"`` is tuned once, by :func:`tu
 window, and that C serves every rebalancing candidate, so their scores compare the data and not C.
 
 A linear classifier on a one-class window is still trained: LIBLINEAR fits the bias towards the one
-class (β is flipped so it scores +1, see :func:`~edgedrift_cloud.training.liblinear_fast.solve`), and
+class (β is flipped so it scores +1, see :func:`~edgedrift.training.liblinear_fast.solve`), and
 the model predicts that class on the window.
 """
 
@@ -21,10 +21,10 @@ import numpy as np
 
 from edgedrift.models.losses import FloatArray
 from edgedrift.models.tree import predict_tree
+from edgedrift.training.linear import LinearTrainer, tune_C
+from edgedrift.training.rebalance import Fit, Predictor, prequential, smote
+from edgedrift.training.shrub import train_shrub
 from edgedrift.wire import LINEAR_LOSS, WindowHeader
-from edgedrift_cloud.training.linear import LinearTrainer, tune_C
-from edgedrift_cloud.training.rebalance import Fit, Predictor, prequential, smote
-from edgedrift_cloud.training.shrub import train_shrub
 
 TrainDocument = Callable[[FloatArray, FloatArray], dict[str, Any]]
 

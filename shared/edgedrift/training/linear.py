@@ -14,7 +14,7 @@ import numpy as np
 
 from edgedrift.models.linear import LinearModel, Standardizer
 from edgedrift.models.losses import FloatArray, get_loss
-from edgedrift_cloud.training.liblinear_fast import solve
+from edgedrift.training.liblinear_fast import solve
 
 Solver = Literal["liblinear", "closed_form"]
 

@@ -39,8 +39,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from edgedrift.data import Stream
 from edgedrift.data.generators import sine1plus
-from edgedrift_eval.cloud_process import CloudProcess, free_port
-from edgedrift_eval.shipped_broker import ShippedMosquitto
+from edgedrift_harness.cloud_process import CloudProcess, free_port
+from edgedrift_harness.shipped_broker import ShippedMosquitto
 
 OPERATOR_TOKEN = "fault-operator-token-" + "x" * 24
 PUBLISHER, WATCHER = "replay", "operator"

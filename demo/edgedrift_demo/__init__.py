@@ -1,0 +1,1 @@
+"""The EdgeDrift end-to-end demo."""
