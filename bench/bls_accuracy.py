@@ -38,6 +38,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse
 import json
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -52,6 +53,7 @@ from edgedrift.data import Stream, hyperplane, load_dataset, sea
 from edgedrift.learners.online_bls import OnlineBLS
 
 DATASETS = ("hyperplane", "sea", "elec2")
+OUT, IMG = "out/bls", "docs/img"
 METHODS = ("bls-ada", "bls-ada-lin", "bls", "ht", "arf", "perceptron", "no-change")
 LABELS = {
     "bls-ada": "Online-BLS, μ = 0.99 (Ours (Ada.))",
@@ -307,19 +309,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--datasets", help=f"default {','.join(DATASETS)}; quick sea")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--seeds", default="0-2", help="e.g. 0-2 or 0,3,5")
     parser.add_argument("--arf-seeds", default=None, help="seeds for ARF only (default: --seeds)")
     parser.add_argument("--skip-arf", action="store_true")
     parser.add_argument("--n", type=int, default=100_000, help="samples per synthetic stream (caps ELEC2)")
     parser.add_argument("--workers", type=int, default=1, help="processes (at most 2)")
-    parser.add_argument("--out", default="out/bls")
-    parser.add_argument("--img", default="docs/img")
+    parser.add_argument("--out", default=OUT)
+    parser.add_argument("--img", default=IMG)
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--sensitivity", action="store_true", help="bls-ada against enh_rms (seed: first)")
     parser.add_argument("--n-sens", type=int, default=20_000, help="samples per sensitivity run")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: SEA, seed 0, 2,000 samples, no ARF, into a temp dir"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.n, args.skip_arf = "0", 2_000, True
+        if args.out == OUT and args.img == IMG:  # a smoke run never replaces the documented results
+            args.out = args.img = tempfile.mkdtemp(prefix="edgedrift-bls-quick-")
+    args.datasets = args.datasets or ("sea" if args.quick else ",".join(DATASETS))
     out, img = Path(args.out), Path(args.img)
     if args.sensitivity:
         seed = parse_seeds(args.seeds)[0]

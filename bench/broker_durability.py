@@ -4,8 +4,8 @@ saving more often costs in publish throughput while an offline agent's queue gro
 Mosquitto 2.0 persists by rewriting its whole in-memory database (every queued message of every
 session) at each autosave. ``autosave_interval 60`` alone saves once a minute; with
 ``autosave_on_changes true`` it saves after ``autosave_interval`` changes instead. This script runs the
-shipped ``deploy/mosquitto/mosquitto.conf`` (``edgedrift_harness.shipped_broker``: the same file with the
-listener, auth and data paths moved; the shipped ACL and real passwords) once per configuration: the
+shipped ``deploy/mosquitto/mosquitto.conf`` (``edgedrift_harness.mosquitto.ShippedMosquitto``: the same file
+with the listener, auth and data paths moved; the shipped ACL and real passwords) once per configuration: the
 peer is the previous setting (``autosave_interval 60``, no on-changes), then on-changes with each N.
 
 Window (per configuration, ``--trials`` kills for each of two streams, each on a fresh broker): ``dev-1``
@@ -24,7 +24,7 @@ messages over the whole run and the size of its database file at the end. A conf
 longer than ``--budget`` seconds stops there; its deeper columns stay empty.
 
     .venv/bin/python bench/broker_durability.py                      # full run
-    .venv/bin/python bench/broker_durability.py --quick              # smoke run
+    .venv/bin/python bench/broker_durability.py --quick              # smoke run (the peer and N = 100)
     .venv/bin/python bench/broker_durability.py --json out/broker_durability.json
 """
 
@@ -45,7 +45,8 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from edgedrift_harness.shipped_broker import ShippedMosquitto
+from edgedrift_harness.mosquitto import ShippedMosquitto
+from edgedrift_harness.proc import cpu_seconds
 
 DEVICE = "dev-1"
 TOPIC = f"edgedrift/{DEVICE}/samples"
@@ -274,24 +275,22 @@ def throughput_run(
     return result
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="fewer trials, shallower queues")
     parser.add_argument(
-        "--intervals", default="1,10,100,1000", help="autosave_interval values with on-changes"
+        "--quick", action="store_true", help="smoke run: the peer and N = 100, one kill, shallow queues"
     )
     parser.add_argument(
-        "--trials", type=int, default=None, help="kills per configuration (default 5, quick 2)"
+        "--intervals", default=None, help="autosave_interval values with on-changes (default 1,10,100,1000)"
     )
-    parser.add_argument("--messages", type=int, default=2000, help="messages published before the kill (max)")
+    parser.add_argument(
+        "--trials", type=int, default=None, help="kills per configuration (default 5, quick 1)"
+    )
+    parser.add_argument(
+        "--messages", type=int, default=None, help="messages published before the kill (max; 2000, quick 500)"
+    )
     parser.add_argument("--rate", type=float, default=1000.0, help="messages/s of the paced stream")
     parser.add_argument("--inflight", type=int, default=1000, help="the publisher's QoS-1 messages in flight")
     parser.add_argument(
@@ -300,16 +299,16 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=None, help="seconds per throughput run (default 180)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
-    trials = args.trials or (2 if args.quick else 5)
-    depths = [
-        int(d)
-        for d in (args.depths or ("1000,10000" if args.quick else "1000,10000,50000,100000")).split(",")
-    ]
-    budget = args.budget or (30.0 if args.quick else 180.0)
+    trials = args.trials or (1 if args.quick else 5)
+    messages = args.messages or (500 if args.quick else 2000)
+    intervals = args.intervals or ("100" if args.quick else "1,10,100,1000")
+    depths_text = args.depths or ("1000" if args.quick else "1000,10000,50000,100000")
+    depths = [int(d) for d in depths_text.split(",")]
+    budget = args.budget or (10.0 if args.quick else 180.0)
     configs = [Config(PEER, {"autosave_on_changes": None, "autosave_interval": "60"})]
     configs += [
         Config(f"on changes, autosave_interval {n}", {"autosave_on_changes": "true", "autosave_interval": n})
-        for n in args.intervals.split(",")
+        for n in intervals.split(",")
     ]
     rng = random.Random(0)
     windows: list[WindowResult] = []
@@ -319,12 +318,10 @@ def main() -> int:
             w = WindowResult(config.name)
             for t in range(trials):
                 work = Path(tmp) / f"w{c}-{t}"
-                acked, lost = window_trial(
-                    config, work / "paced", args.messages, args.inflight, args.rate, rng
-                )
+                acked, lost = window_trial(config, work / "paced", messages, args.inflight, args.rate, rng)
                 w.paced_acked.append(acked)
                 w.paced_lost.append(lost)
-                acked, lost = window_trial(config, work / "burst", args.messages, args.inflight, None, rng)
+                acked, lost = window_trial(config, work / "burst", messages, args.inflight, None, rng)
                 w.burst_acked.append(acked)
                 w.burst_lost.append(lost)
             windows.append(w)
@@ -349,7 +346,7 @@ def main() -> int:
         data = {
             "argv": sys.argv[1:],
             "trials": trials,
-            "messages": args.messages,
+            "messages": messages,
             "inflight": args.inflight,
             "depths": depths,
             "windows": [asdict(w) for w in windows],

@@ -9,17 +9,29 @@ and ``druid-rmsprop``: DRUiD + first-order learner) on
 * one sample at a time (``process_one``) and in batches of 100 (``process_many``),
 
 against river's ``StandardScaler | LogisticRegression`` doing ``predict_one`` + ``learn_one`` on the same
-samples (``learn_one`` only where labeled). Batch recomputes run in-process here; their time is the cloud's
-work, so it is measured and subtracted from the edge's figure (and reported).
+samples (``learn_one`` only where labeled), river and edge runs alternating. Batch recomputes run
+in-process here; their time is the cloud's work, so it is measured and subtracted from the edge's
+figure (and reported).
 
-    python bench/edge_loop.py [--n 20000] [--repeat 3]
+BLAS runs on one thread (``OPENBLAS_NUM_THREADS=1`` unless set), as in the edge image: the loop is
+sequential, and BLAS threads on a shared small CPU make its small matrix operations far slower.
+
+    python bench/edge_loop.py [--n 20000] [--repeat 3] [--json PATH]
+    python bench/edge_loop.py --quick      # smoke run: 2,000 samples, one repetition
 """
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads BLAS
+
 import argparse
+import json
 import time
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -87,23 +99,36 @@ def time_edge(stream: Stream, strategy: str, X: np.ndarray, y: np.ndarray, batch
     return (total - clock[0]) / n, clock[0] / n
 
 
-def best_of(repeat: int, fn: Callable[[], Any]) -> Any:
-    return min((fn() for _ in range(repeat)), key=lambda r: r if isinstance(r, float) else r[0])
+def best_of_pairs(
+    repeat: int, river: Callable[[], float], edge: Callable[[], Timing]
+) -> tuple[float, Timing]:
+    """Best of ``repeat`` runs of each, river and edge alternating, so a ratio compares the two under the
+    same load on a shared machine."""
+    rivers, edges = [], []
+    for _ in range(repeat):
+        rivers.append(river())
+        edges.append(edge())
+    return min(rivers), min(edges, key=lambda r: r[0])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--n", type=int, default=20_000, help="samples per measurement")
-    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--n", type=int, help="samples per measurement (default 20,000; quick 2,000)")
+    parser.add_argument("--repeat", type=int, help="best of this many runs (default 3; quick 1)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2,000 samples, one repetition")
+    parser.add_argument("--json", type=Path, help='also write the table here as {"runs": [rows]}')
     args = parser.parse_args()
+    args.n = args.n or (2_000 if args.quick else 20_000)
+    args.repeat = args.repeat or (1 if args.quick else 3)
     streams = [("elec2 d=5", load_elec2()), ("sine1+ d=54", sine1plus(d=54, concept_length=5_000, seed=0))]
     print(
         "| stream | samples | strategy | batch | edge µs/sample | samples/s | river µs/sample "
         "| ratio vs river | retrain µs/sample (cloud) |"
     )
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    rows: list[dict[str, Any]] = []
     for label, stream in streams:
         X = stream.X[2000 : 2000 + args.n]
         y_all = stream.y[2000 : 2000 + args.n]
@@ -113,18 +138,33 @@ def main() -> None:
             "10% labeled": np.where(np.arange(len(y_all)) % 10 == 0, y_all, np.nan),
         }
         for mix, y in mixes.items():
-            river = best_of(args.repeat, lambda X=X, y=y: time_river(X, y))
             for strategy in ("druid", "druid-rmsprop"):
                 for batch in (1, 100):
-                    edge, train = best_of(
+                    river, (edge, train) = best_of_pairs(
                         args.repeat,
-                        lambda st=stream, X=X, y=y, s=strategy, b=batch: time_edge(st, s, X, y, b),
+                        partial(time_river, X, y),
+                        partial(time_edge, stream, strategy, X, y, batch),
                     )
                     print(
                         f"| {label} | {mix} | {strategy} | {batch} | {edge * 1e6:.2f} | {1 / edge:,.0f} | "
                         f"{river * 1e6:.2f} | {river / edge:.1f}x | {train * 1e6:.2f} |",
                         flush=True,
                     )
+                    rows.append(
+                        {
+                            "stream": label,
+                            "samples": mix,
+                            "strategy": strategy,
+                            "batch": batch,
+                            "edge_us_per_sample": edge * 1e6,
+                            "samples_per_s": 1 / edge,
+                            "river_us_per_sample": river * 1e6,
+                            "ratio_vs_river": river / edge,
+                            "retrain_us_per_sample": train * 1e6,
+                        }
+                    )
+    if args.json is not None:
+        args.json.write_text(json.dumps({"n": args.n, "repeat": args.repeat, "runs": rows}, indent=2))
 
 
 if __name__ == "__main__":

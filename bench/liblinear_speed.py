@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from liblinear.liblinearutil import train
@@ -34,8 +35,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--repeat", type=int, help="calls per timing (default 200; quick 10)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 10 calls per timing")
     args = parser.parse_args()
+    args.repeat = args.repeat or (10 if args.quick else 200)
     stream = load_dataset("elec2-6")
     X, y = stream.X[:2000], stream.y[:2000]
     print("| solver | C | binding ms | EdgeDrift ms | speed-up | of which building ms | bit-identical |")
@@ -46,8 +49,8 @@ def main() -> None:
         w, b = model.get_decfun()
         reference = np.array([*w, b])
         ours = solve(X, y, s, C)
-        t_binding = per_call(lambda o=options: train(y, X, o), max(1, args.repeat // 20))
-        t_ours = per_call(lambda s=s, C=C: solve(X, y, s, C), args.repeat)
+        t_binding = per_call(partial(train, y, X, options), max(1, args.repeat // 20))
+        t_ours = per_call(partial(solve, X, y, s, C), args.repeat)
         t_build = per_call(lambda: build_problem(X, y, 1.0), args.repeat)
         print(
             f"| -s {s} | {C:g} | {1e3 * t_binding:.2f} | {1e3 * t_ours:.3f} | {t_binding / t_ours:.0f}x | "

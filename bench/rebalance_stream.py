@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -40,8 +41,8 @@ from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.rebalance import Mode, RebalanceMonitor
 from edgedrift.strategies import TrainSpec
+from edgedrift.training.recompute import spec_trainer
 from edgedrift.window import CountWindow
-from edgedrift_eval.strategies import cloud_trainer
 
 MEANS = (20_000, 22_500, 25_000, 27_500, 30_000)
 VARS = (50, 100, 200, 400)
@@ -71,7 +72,7 @@ def run_method(stream: Stream, mode: Mode, delta: float, max_depth: int, seed: i
     spec = TrainSpec(
         "shrub", params, rebalance="none" if mode == "base" else "select", return_base=mode == "rs+"
     )
-    train = cloud_trainer(spec, "classification", "rebalance-" + mode.replace("+", "-plus"))
+    train = spec_trainer(spec, "classification", "rebalance-" + mode.replace("+", "-plus"))
     selections: list[dict[str, Any]] = []
     train_s = [0.0]
 
@@ -96,7 +97,7 @@ def run_method(stream: Stream, mode: Mode, delta: float, max_depth: int, seed: i
     n = len(y)
     monitor = RebalanceMonitor(delta=delta, mode=mode)
     loop = EdgeLoop(CountWindow(WARMUP, stream.n_features), monitor, recompute)
-    initial = cloud_trainer(TrainSpec("shrub", params), "classification", "initial")(X[:WARMUP], y[:WARMUP])
+    initial = spec_trainer(TrainSpec("shrub", params), "classification", "initial")(X[:WARMUP], y[:WARMUP])
     assert initial is not None
     loop.start(initial, X[:WARMUP], y[:WARMUP])
     pred = np.empty(n - WARMUP)
@@ -313,7 +314,16 @@ def main() -> None:
     parser.add_argument("--plot-only", action="store_true", help="redraw and summarise from the JSON")
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "rebalance")
     parser.add_argument("--img", type=Path, default=ROOT / "docs" / "img")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: the Fig. 1 cell, one seed, 5,000 rows, into a temp dir",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.fig1, args.seeds, args.n = True, args.seeds[:1], 5_000
+        if args.out == parser.get_default("out") and args.img == parser.get_default("img"):
+            args.out = args.img = Path(tempfile.mkdtemp(prefix="edgedrift-rebalance-quick-"))
     args.out.mkdir(parents=True, exist_ok=True)
     args.img.mkdir(parents=True, exist_ok=True)
     if not args.plot_only:

@@ -25,7 +25,7 @@ Parts (``--parts``, comma separated):
 Results are merged into ``out/shrubs/results.json`` (one record per data set × method), plots go to
 ``docs/img/shrubs_<data>_pareto.png`` and ``docs/img/shrubs_<data>_recomputes.png``.
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 EDGEDRIFT_DATA_DIR=/work/shared/data \\
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 EDGEDRIFT_DATA_DIR=../shared/data \\
         .venv/bin/python bench/shrub_ensembles.py --parts defaults,grid,triggers,peers,k1
 """
 
@@ -34,13 +34,15 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from shrubs.report import pareto_plot, recompute_plot, summary, table
 
 from edgedrift.data import Stream, load_dataset
 from edgedrift.learners.shrub_ensemble import ShrubEnsemble
@@ -295,22 +297,35 @@ def median_call(fn: Callable[[], object], repeat: int) -> float:
     return float(np.median(times))
 
 
-def measure_cache(se: ShrubEnsemble, x: np.ndarray, repeat: int) -> dict[str, float]:
-    """A step runs on a fresh copy each time, so that pruning never shrinks the ensemble being timed."""
-    m, n = se.n_trees, se.window_size
-    x32 = x.astype(np.float32)
+def measure_cache(
+    se: ShrubEnsemble, window: np.ndarray, x: np.ndarray, y: float, repeat: int
+) -> dict[str, float]:
+    """Through the public API: ``learn_one`` with a step on every label (on a fresh copy each time, so
+    that pruning never shrinks the ensemble being timed: appending the row, its descent through every
+    tree, one cached step), the descent of the whole window (``predict_proba_many``, what every step
+    would need without the cache) and of one row. The cached step is the first minus the last."""
+    m = se.n_trees
     copies = [copy.deepcopy(se) for _ in range(repeat)]
+    for c in copies:
+        c.update_every = 1
+
+    def learn_with_step() -> None:
+        copies.pop().learn_one(x, y)
+
+    learn = 1e6 * median_call(learn_with_step, repeat)
+    row = 1e6 * median_call(lambda: se.predict_proba_many(x[None, :]), repeat)
     return {
         "trees": m,
-        "us_cached_step": 1e6 * median_call(lambda: copies.pop()._update(1), repeat),
-        "us_window_descent": 1e6 * median_call(lambda: se._tree_proba(se._X[:n], m), repeat),
-        "us_row_descent": 1e6 * median_call(lambda: se._tree_proba(x32, m), repeat),
+        "us_learn_with_step": learn,
+        "us_cached_step": learn - row,
+        "us_window_descent": 1e6 * median_call(lambda: se.predict_proba_many(window), repeat),
+        "us_row_descent": row,
     }
 
 
 def cache_cost(stream: Stream, repeat: int = 100) -> list[dict[str, Any]]:
-    """µs of one cached proximal step vs. the window descent an uncached step adds (private methods:
-    this is a measurement of the implementation), and µs per label to keep the cache filled."""
+    """µs of one cached proximal step vs. the window descent an uncached step adds, and µs per label to
+    keep the cache filled."""
     out = []
     X, y = stream.X, stream.y
     for M, D, B in ((8, 4, 256), (32, 8, 256), (8, 4, 1024), (32, 8, 1024)):
@@ -321,190 +336,10 @@ def cache_cost(stream: Stream, repeat: int = 100) -> list[dict[str, Any]]:
             for t, lo in enumerate(range(N0, N0 + M * 64, 64))
         ]
         se.load(docs, np.full(M, 1.0 / M))
-        out.append({"M": M, "D": D, "B": B, **measure_cache(se, X[N0 : N0 + 1], repeat)})
+        window = X[N0 : N0 + B]  # what the ensemble holds: it learned exactly these B rows
+        out.append({"M": M, "D": D, "B": B, **measure_cache(se, window, X[N0 + B], float(y[N0 + B]), repeat)})
         print(out[-1], flush=True)
     return out
-
-
-# ---------------------------------------------------------------------------------- output
-
-
-def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """(memory, accuracy) points not dominated by a smaller-or-equal memory with higher accuracy."""
-    front: list[tuple[float, float]] = []
-    for mem, acc in sorted(points, key=lambda p: (p[0], -p[1])):
-        if not front or acc > front[-1][1]:
-            front.append((mem, acc))
-    return front
-
-
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def pareto_plot(data: str, records: Sequence[dict[str, Any]], path: Path) -> None:
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 6))
-    se = [r for r in records if r["family"] == "SE"]
-    if se:
-        depth = np.array([r["config"]["D"] for r in se])
-        mem = np.array([r["memory_bytes_mean"] for r in se]) / 1024
-        acc = np.array([r["accuracy"] for r in se]) * 100
-        rho = np.array([r["config"]["rho"] is not None for r in se])
-        for (D, marker), color in zip(
-            zip((2, 4, 8), ("o", "s", "^"), strict=True), ("C0", "C1", "C2"), strict=True
-        ):
-            for use_rho in (False, True):
-                sel = (depth == D) & (rho == use_rho)
-                if sel.any():
-                    ax.scatter(
-                        mem[sel], acc[sel], s=22, alpha=0.6, marker=marker,
-                        facecolors="none" if use_rho else color, edgecolors=color,
-                        label=f"SE depth {D}, " + ("ρ = 0.5 rule" if use_rho else "α = 1/(m+1)"),
-                    )  # fmt: skip
-        front = pareto_front(zip(mem.tolist(), acc.tolist(), strict=True))
-        ax.plot(*zip(*front, strict=True), "-", color="C3", lw=2, label="SE Pareto front (array bytes)")
-        heap = np.array([r["python_heap_bytes_final"] for r in se]) / 1024
-        hfront = pareto_front(zip(heap.tolist(), acc.tolist(), strict=True))
-        ax.plot(
-            *zip(*hfront, strict=True),
-            "--",
-            color="C3",
-            lw=1.2,
-            label="SE front (Python heap, river's walker)",
-        )
-    for i, r in enumerate(x for x in records if x["family"] == "river"):
-        ax.scatter(
-            r["python_heap_bytes_mean"] / 1024, r["accuracy"] * 100, s=90, marker="*",
-            color=f"C{4 + i}", label=r["method"], zorder=5,
-        )  # fmt: skip
-    ax.set_xscale("log")
-    ax.set_xlabel("memory (KiB, mean over the stream; log scale)")
-    ax.set_ylabel("test-then-train accuracy (%)")
-    ax.set_title(f"{data}: accuracy vs memory (SE grid at k = 100, river peers)")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def recompute_plot(data: str, records: Sequence[dict[str, Any]], path: Path) -> None:
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 6))
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        if r["family"] not in ("SE", "SE-k1", "latest-shrub") or not {"triggers", "k1"} & set(r["parts"]):
-            continue
-        c = r["config"]
-        key = f"{r['family'].removesuffix('-k1')} M={c['M']} D={c['D']} B={c['B']}"
-        groups.setdefault(key, []).append(r)
-    for i, (key, rs) in enumerate(sorted(groups.items())):
-        periodic = sorted(
-            (r for r in rs if r["config"]["trigger"].startswith("k=")), key=lambda r: r["recomputes"]
-        )
-        color = f"C{i}"
-        style = "-" if key.startswith("SE") else ":"
-        if periodic:
-            ax.plot(
-                [r["recomputes"] for r in periodic], [r["accuracy"] * 100 for r in periodic], style,
-                marker="o", color=color, label=f"{key}, every k labels",
-            )  # fmt: skip
-        for r in rs:
-            trig = r["config"]["trigger"]
-            if trig.startswith("adwin"):
-                ax.scatter(r["recomputes"], r["accuracy"] * 100, marker="D", s=50, color=color)
-                ax.annotate(trig, (r["recomputes"], r["accuracy"] * 100), fontsize=7, color=color)
-            elif trig == "never":
-                ax.scatter(r["recomputes"], r["accuracy"] * 100, marker="x", s=60, color=color)
-                ax.annotate("static shrub", (r["recomputes"], r["accuracy"] * 100), fontsize=7, color=color)
-    for j, r in enumerate(x for x in records if x["family"] == "river"):
-        ax.axhline(
-            r["accuracy"] * 100, ls="--", lw=1, color=f"C{6 + j}", label=f"{r['method']} (0 recomputes)"
-        )
-    ax.set_xscale("symlog", linthresh=1.0)
-    ax.set_xlim(-0.3, 2.0 * max([r["recomputes"] for r in records] + [1]))
-    ax.set_xlabel("cloud shrub trainings = recomputes (symmetric log scale); diamonds: ADWIN trigger")
-    ax.set_ylabel("test-then-train accuracy (%)")
-    ax.set_title(f"{data}: accuracy vs recomputes")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def table(records: Sequence[dict[str, Any]]) -> str:
-    rows = ["| method | accuracy | recomputes | memory KiB (arrays / py-heap) | trees | µs/label edge |"]
-    rows.append("|---|---:|---:|---:|---:|---:|")
-    for r in sorted(records, key=lambda r: (r["family"], -r["accuracy"])):
-        if r["family"] == "river":
-            mem = f"– / {r['python_heap_bytes_mean'] / 1024:.1f}"
-        else:
-            mem = f"{r['memory_bytes_mean'] / 1024:.1f} / {r['python_heap_bytes_final'] / 1024:.1f}"
-        trees = f"{r['n_trees_mean']:.1f}" if "n_trees_mean" in r else "–"
-        rows.append(
-            f"| {r['method']} | {100 * r['accuracy']:.2f} | {r['recomputes']} | {mem} | {trees} "
-            f"| {r['us_per_label_edge']:.0f} |"
-        )
-    return "\n".join(rows)
-
-
-def summary(data: str, records: Sequence[dict[str, Any]]) -> str:
-    """Docs-ready tables: the SE Pareto front (grid), the best SE within memory budgets against the river
-    peers, and accuracy against recomputes for the default configuration."""
-    grid = [r for r in records if r["family"] == "SE" and {"grid", "grid-rho"} & set(r["parts"])]
-    river = sorted((r for r in records if r["family"] == "river"), key=lambda r: r["python_heap_bytes_mean"])
-    lines = [
-        f"### {data}: SE Pareto front (grid, k = 100)",
-        "",
-        "| KiB arrays | KiB py-heap | accuracy | config |",
-    ]
-    lines.append("|---:|---:|---:|---|")
-    by_point = {(r["memory_bytes_mean"] / 1024, 100 * r["accuracy"]): r for r in grid}
-    for mem, acc in pareto_front(by_point):
-        r = by_point[(mem, acc)]
-        lines.append(f"| {mem:.1f} | {r['python_heap_bytes_final'] / 1024:.1f} | {acc:.2f} | {r['method']} |")
-    lines += ["", f"### {data}: river peers and the best SE within their memory", ""]
-    lines.append("| peer | accuracy | KiB py-heap | µs/label | best SE with py-heap ≤ peer's | SE accuracy |")
-    lines.append("|---|---:|---:|---:|---|---:|")
-    for p in river:
-        budget = p["python_heap_bytes_mean"]
-        fit = [r for r in grid if r["python_heap_bytes_final"] <= budget]
-        best = max(fit, key=lambda r: r["accuracy"], default=None)
-        se_txt = (
-            "–" if best is None else f"{best['method']} ({best['python_heap_bytes_final'] / 1024:.1f} KiB)"
-        )
-        se_acc = "–" if best is None else f"{100 * best['accuracy']:.2f}"
-        lines.append(
-            f"| {p['method']} | {100 * p['accuracy']:.2f} | {budget / 1024:.1f} | "
-            f"{p['us_per_label_edge']:.0f} | {se_txt} | {se_acc} |"
-        )
-    lines += ["", f"### {data}: accuracy vs recomputes", ""]
-    lines.append(
-        "| configuration | trigger | recomputes | accuracy | KiB arrays | µs/label edge | µs/label cloud |"
-    )
-    lines.append("|---|---|---:|---:|---:|---:|---:|")
-    trig = [r for r in records if {"triggers", "k1"} & set(r["parts"])]
-    order = {t: i for i, t in enumerate(("k=1", *TRIGGERS, "never"))}
-
-    def key(r: dict[str, Any]) -> tuple[Any, ...]:
-        c = r["config"]
-        return (r["family"].removesuffix("-k1"), c["M"], c["D"], c["B"], order.get(c["trigger"], 99))
-
-    for r in sorted(trig, key=key):
-        c = r["config"]
-        lines.append(
-            f"| {r['family']} M={c['M']} D={c['D']} B={c['B']} | {c['trigger']} | {r['recomputes']} | "
-            f"{100 * r['accuracy']:.2f} | {r['memory_bytes_mean'] / 1024:.1f} | "
-            f"{r['us_per_label_edge']:.0f} | {r['us_per_label_training']:.0f} |"
-        )
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------ main
@@ -521,11 +356,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default="grid,triggers,peers")
     ap.add_argument("--data", default="elec2,sea")
-    ap.add_argument("--quick", action="store_true", help="a small subset of every part (a smoke run)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: a small subset of every part on the first 3,000 rows of SEA, into a temp dir",
+    )
     ap.add_argument("--match", default="", help="only run the SE configurations whose name contains this")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--img", type=Path, default=IMG)
     args = ap.parse_args()
+    rows: int | None = None
+    if args.quick:
+        rows, args.data = 3_000, "sea"
+        args.parts = "grid,triggers,peers,cache"
+        if args.out == OUT and args.img == IMG:  # a smoke run never replaces the documented results
+            args.out = args.img = Path(tempfile.mkdtemp(prefix="edgedrift-shrubs-quick-"))
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
     args.img.mkdir(parents=True, exist_ok=True)
@@ -550,6 +395,8 @@ def main() -> None:
                 record(data, "defaults", run_se(stream, cfg))
     for data in [d.strip() for d in args.data.split(",") if d.strip()]:
         stream = load_dataset(DATASETS[data])
+        if rows is not None:
+            stream = Stream(stream.name, stream.X[:rows], stream.y[:rows], stream.task, stream.feature_names)
         if "grid" in parts:
             for cfg in grid_configs(args.quick):
                 if args.match in cfg.name:
@@ -569,13 +416,14 @@ def main() -> None:
         if "k1" in parts:
             record(data, "k1", k1_cost(stream, 500 if args.quick else None))
         if "cache" in parts:
-            (args.out / f"cache_{data}.json").write_text(json.dumps(cache_cost(stream), indent=1))
+            cache = cache_cost(stream, 10 if args.quick else 100)
+            (args.out / f"cache_{data}.json").write_text(json.dumps(cache, indent=1))
         recs = list(results.get(data, {}).values())
         in_grid = {"grid", "grid-rho"}
         grid_recs = [r for r in recs if r["family"] == "river" or in_grid & set(r.get("parts", ()))]
         pareto_plot(data, grid_recs, args.img / f"shrubs_{data}_pareto.png")
         recompute_plot(data, recs, args.img / f"shrubs_{data}_recomputes.png")
-        print(f"\n## {data}\n\n{table(recs)}\n\n{summary(data, recs)}\n", flush=True)
+        print(f"\n## {data}\n\n{table(recs)}\n\n{summary(data, recs, TRIGGERS)}\n", flush=True)
     for data in DEFAULT_STUDY:
         if data in results:
             print(f"\n## defaults study: {data}\n\n{table(list(results[data].values()))}\n", flush=True)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install every EdgeDrift part in editable mode plus the dev tools.
-# Re-running is cheap: the install is skipped while the pyproject files are unchanged.
+# Re-running is cheap: the install is skipped while the pyproject files and constraints.txt are unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -9,11 +9,13 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PARTS="shared cloud_trainer edge_agent evaluator harness demo"
 stamp=$(for part in $PARTS; do cat "$part/pyproject.toml"; done | cat - \
-        requirements-dev.txt | sha256sum | cut -c1-16)
+        requirements-dev.txt constraints.txt | sha256sum | cut -c1-16)
 if [ "$(cat .venv/.edgedrift-installed 2>/dev/null)" != "$stamp" ]; then
   echo "[setup] installing EdgeDrift into .venv (first run takes a minute) ..."
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e "./shared[training,river]" -e ./cloud_trainer -e ./edge_agent \
+  # constraints.txt pins every third-party package (scripts/lock.sh regenerates it; a pyproject bound above
+  # its pin needs the pin raised by hand first).
+  .venv/bin/python -m pip install --quiet -c constraints.txt -e "./shared[training,river,onnx]" -e ./cloud_trainer -e ./edge_agent \
     -e ./evaluator -e ./harness -e ./demo \
     -r requirements-dev.txt
   echo "$stamp" > .venv/.edgedrift-installed

@@ -66,3 +66,8 @@ class TokenCache:
 
     def forget_device(self, device_id: str) -> None:
         self._entries = {k: v for k, v in self._entries.items() if v[0] != device_id}
+
+    def forget_devices(self, device_ids: set[str]) -> None:
+        """:meth:`forget_device` for many devices in one pass (a gateway's rotated secrets)."""
+        if device_ids:
+            self._entries = {k: v for k, v in self._entries.items() if v[0] not in device_ids}

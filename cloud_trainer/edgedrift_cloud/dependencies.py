@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import anyio
@@ -14,7 +15,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift.wire import DEVICE_ID_PATTERN
 from edgedrift_cloud import registry
+from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.auth import Principal, TokenCache, hash_secret, same_secret
+from edgedrift_cloud.gate import MissCache
 from edgedrift_cloud.observability import Metrics
 from edgedrift_cloud.settings import CloudSettings
 
@@ -28,6 +31,15 @@ class AppState:
     sessions: sessionmaker[Session]
     metrics: Metrics
     tokens: TokenCache
+    #: Trainings in flight and queued in this worker (admission control).
+    trainings: TrainingPool = field(default_factory=lambda: TrainingPool(2, 32, processes=False))
+    #: The last database failure answered with a 503 and when (monotonic s): ``/readyz`` reports it.
+    database_error: tuple[float, str] | None = None
+    #: Credentials the registry did not know, remembered for ``auth_cache_seconds``.
+    misses: MissCache = field(default_factory=lambda: MissCache(0.0))
+
+    def note_database_error(self, reason: str) -> None:
+        self.database_error = (time.monotonic(), reason)
 
 
 async def get_state(request: Request) -> AppState:
@@ -58,15 +70,26 @@ async def get_principal(
     Async, so a cached credential costs no thread-pool hop; only a cache miss asks the database."""
     if credentials is None or not credentials.credentials:
         raise _unauthenticated("missing bearer credential")
-    token = credentials.credentials
+    principal = await known_credential(state, credentials.credentials)
+    if principal is None:
+        raise _unauthenticated("unknown credential")
+    return principal
+
+
+async def known_credential(state: AppState, token: str) -> Principal | None:
+    """The principal of a bearer token, or None. Async, so a cached credential (or a remembered miss)
+    costs no thread-pool hop; only a cache miss asks the database."""
     if same_secret(token, state.settings.operator_token.get_secret_value()):
         return Principal("operator")
     token_hash = hash_secret(token)
     device_id = state.tokens.get(token_hash)
     if device_id is None:
+        if state.misses.known_miss(token_hash):
+            return None
         device_id = await anyio.to_thread.run_sync(_lookup_token, state, token_hash)
         if device_id is None:
-            raise _unauthenticated("unknown credential")
+            state.misses.add(token_hash)
+            return None
         state.tokens.put(token_hash, device_id)
     return Principal("device", device_id)
 

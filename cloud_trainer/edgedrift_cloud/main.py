@@ -9,21 +9,26 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift import __version__
 from edgedrift.wire import TrainRequest
 from edgedrift_cloud import registry
+from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.auth import TokenCache
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
-from edgedrift_cloud.dependencies import AppState
+from edgedrift_cloud.dependencies import AppState, known_credential
 from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
+from edgedrift_cloud.gate import AuthGate, FailureLimiter, MissCache
 from edgedrift_cloud.observability import Metrics, RequestLogMiddleware, configure_logging
-from edgedrift_cloud.routers import dashboard, devices, fleet, health, models, stats, training
+from edgedrift_cloud.routers import bulk, dashboard, devices, fleet, gateways, health, models, stats, training
 from edgedrift_cloud.settings import CloudSettings, get_settings
 
 log = logging.getLogger("edgedrift_cloud")
@@ -34,25 +39,32 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
     settings = settings or get_settings()
     if configure_logs:
         configure_logging(settings.log_level, settings.log_json)
-    engine = make_engine(settings.database_url)
+    engine = make_engine(
+        settings.database_url,
+        connect_timeout_s=settings.database_connect_timeout_s,
+        statement_timeout_s=settings.database_statement_timeout_s,
+    )
     sessions = make_sessionmaker(engine)
+    trainings = TrainingPool(
+        settings.training_slots, settings.training_queue, processes=settings.training_processes
+    )
     state = AppState(
         settings=settings,
         engine=engine,
         sessions=sessions,
-        metrics=Metrics(sessions),
+        metrics=Metrics(sessions, settings.metrics_per_device),
         tokens=TokenCache(settings.auth_cache_seconds),
+        trainings=trainings,
+        misses=MissCache(settings.auth_cache_seconds),
     )
+    state.metrics.watch_admission(trainings, settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if settings.auto_migrate:
             upgrade(engine)
         if settings.devices:
-            with sessions() as session:
-                for device_id, secret in settings.devices.items():
-                    registry.upsert_device(session, device_id, secret.get_secret_value())
-                session.commit()
+            _provision(sessions, settings)
         log.info(
             "started",
             extra={
@@ -62,7 +74,9 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
                 "provisioned_devices": len(settings.devices),
             },
         )
+        trainings.start_in_background()
         yield
+        trainings.shutdown()
         engine.dispose()
 
     app = FastAPI(
@@ -70,16 +84,44 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
         version=__version__,
         description="Batch retrains for edge devices, a versioned model registry, recompute counters.",
         lifespan=lifespan,
+        docs_url=None,  # served by routers/dashboard.py with vendored Swagger UI assets (no CDN)
+        redoc_url=None,
     )
     app.state.edgedrift = state
-    install_handlers(app)
-    for module in (training, models, devices, stats, fleet, health, dashboard):
+    install_handlers(app, state.note_database_error)
+    for module in (training, models, devices, bulk, gateways, stats, fleet, health, dashboard):
         app.include_router(module.router)
     app.mount("/dashboard/static", StaticFiles(directory=dashboard.STATIC), name="dashboard-static")
     _document_train_request(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    app.add_middleware(
+        AuthGate,
+        verify=lambda: partial(credential_is_known, state),
+        limiter=FailureLimiter(settings.auth_failures_per_10s, 10.0),
+    )
     app.add_middleware(RequestLogMiddleware, metrics=lambda: state.metrics)
     return app
+
+
+def _provision(sessions: sessionmaker[Session], settings: CloudSettings) -> None:
+    """Register the devices of the settings; workers starting together may race, so a conflict is
+    retried once (the other worker's rows are then seen and updated in place)."""
+    for attempt in range(2):
+        with sessions() as session:
+            try:
+                for device_id, secret in settings.devices.items():
+                    registry.upsert_device(session, device_id, secret.get_secret_value())
+                session.commit()
+                return
+            except IntegrityError:
+                session.rollback()
+                if attempt == 1:
+                    raise
+
+
+async def credential_is_known(state: AppState, token: str) -> bool:
+    """The gate's check: the operator token or a registered device's secret."""
+    return await known_credential(state, token) is not None
 
 
 def _document_train_request(app: FastAPI) -> None:

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from edgedrift_cloud.admission import TrainingPool
+from edgedrift_cloud.fleet_metrics import FleetCollector
 from edgedrift_cloud.registry import recompute_totals
+from edgedrift_cloud.settings import CloudSettings
 
 log = logging.getLogger("edgedrift_cloud")
 
@@ -31,18 +37,26 @@ REJECT_REASONS = {
     404: "not_found",
     405: "method_not_allowed",
     413: "too_large",
+    409: "conflict",
     415: "unsupported_media_type",
     422: "invalid",
+    429: "overloaded",
+    499: "client_closed",
 }
 
-_RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+#: uvicorn's ``color_message`` extra repeats the message with ANSI colours: never in a JSON line.
+_RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message and the record's ``extra`` fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
@@ -72,11 +86,12 @@ def configure_logging(level: str, as_json: bool) -> None:
 class RegistryCollector(Collector):
     """Recomputes, training time and bytes by device, learner and reason, read from the database."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], per_device: bool = False) -> None:
         self.sessions = sessions
+        self.per_device = per_device
 
     def collect(self) -> Iterable[Metric]:
-        labels = ["device", "learner", "reason"]
+        labels = ["device", "learner", "reason"] if self.per_device else ["learner", "reason"]
         recomputes = CounterMetricFamily(
             "edgedrift_recomputes", "Batch retrains stored in the registry.", labels=labels
         )
@@ -89,10 +104,13 @@ class RegistryCollector(Collector):
         bytes_out = CounterMetricFamily(
             "edgedrift_recompute_bytes_out", "Model document bytes of the stored retrains.", labels=labels
         )
-        with self.sessions() as session:
-            rows = recompute_totals(session)
+        try:
+            with self.sessions() as session:
+                rows = recompute_totals(session, self.per_device)
+        except SQLAlchemyError:  # edgedrift_database_up (FleetCollector) reports the outage
+            return []
         for device, learner, reason, count, ms, b_in, b_out in rows:
-            key = [device, learner, reason]
+            key = [device, learner, reason] if self.per_device else [learner, reason]
             recomputes.add_metric(key, count)
             train.add_metric(key, ms / 1000.0)
             bytes_in.add_metric(key, b_in)
@@ -103,35 +121,91 @@ class RegistryCollector(Collector):
 class Metrics:
     """The service's metric objects, in a registry of their own (one per app)."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], per_device: bool = False) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(RegistryCollector(sessions))
+        self.registry.register(RegistryCollector(sessions, per_device))
+        self.registry.register(FleetCollector(sessions))
+        #: prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, set by ``serve
+        #: --workers N``): every worker writes its values to files there and a scrape sums them.
+        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self._scrape = CollectorRegistry() if self.multiprocess else self.registry
+        if self.multiprocess:
+            MultiProcessCollector(self._scrape)  # type: ignore[no-untyped-call]
+            self._scrape.register(RegistryCollector(sessions, per_device))
+            self._scrape.register(FleetCollector(sessions))
         self.training_seconds = Histogram(
             "edgedrift_training_seconds",
-            "Pure training time per retrain (this process).",
+            "Pure training time per retrain.",
             ["learner"],
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
         self.http_requests = Counter(
             "edgedrift_http_requests",
-            "HTTP requests (this process).",
+            "HTTP requests.",
             ["method", "route", "status"],
             registry=self.registry,
         )
         self.http_seconds = Histogram(
             "edgedrift_http_request_seconds",
-            "HTTP request latency (this process).",
+            "HTTP request latency.",
             ["method", "route"],
             buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
         self.rejected = Counter(
             "edgedrift_rejected_requests",
-            "Refused requests by reason (this process).",
+            "Refused requests by reason.",
             ["reason"],
             registry=self.registry,
         )
+        self.recompute_admitted = Counter(
+            "edgedrift_recompute_admitted",
+            "Recomputes admitted by admission control and the budget.",
+            registry=self.registry,
+        )
+        self.recompute_rejected = Counter(
+            "edgedrift_recompute_rejected",
+            "Recomputes refused with 429 by reason: queue_full, budget_fleet, budget_device.",
+            ["reason"],
+            registry=self.registry,
+        )
+
+    def watch_admission(self, trainings: TrainingPool, settings: CloudSettings) -> None:
+        """Gauges of the budget the operator set (+Inf: none) and of the trainings (summed over the
+        live workers in multiprocess mode)."""
+        budget = Gauge(
+            "edgedrift_recompute_budget_per_minute",
+            "Fleet recompute budget per minute (+Inf when unlimited).",
+            registry=self.registry,
+            multiprocess_mode="max",
+        )
+        fleet = settings.recompute_budget_per_minute
+        budget.set(math.inf if fleet is None else fleet)
+        self.in_flight = Gauge(
+            "edgedrift_trainings_in_flight",
+            "Trainings running now.",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+        self.queued = Gauge(
+            "edgedrift_trainings_queued",
+            "Trainings waiting for a slot.",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+        self._trainings = trainings
+
+    def trainings_changed(self) -> None:
+        """Publish the admission state after a request entered or left it."""
+        pool = getattr(self, "_trainings", None)
+        if pool is not None:
+            self.in_flight.set(pool.in_flight)
+            self.queued.set(max(0, pool.pending - pool.slots))
+
+    def exposition(self) -> bytes:
+        """The text a scrape returns (every worker's values in multiprocess mode)."""
+        return generate_latest(self._scrape)
 
 
 class RequestLogMiddleware:

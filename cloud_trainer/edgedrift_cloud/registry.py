@@ -11,23 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, literal, select, update
 from sqlalchemy.orm import Session
 
 from edgedrift.wire import (
-    AccuracyPoint,
     DeviceCounters,
-    DeviceSeries,
-    Fleet,
-    FleetTotals,
     Heartbeat,
     ModelInfo,
     ModelVersion,
-    RecomputePoint,
+    StatValue,
 )
 from edgedrift.wire import HeartbeatRecord as HeartbeatOut
 from edgedrift_cloud.auth import hash_secret
@@ -46,6 +42,7 @@ def upsert_device(session: Session, device_id: str, secret: str) -> bool:
         session.add(Device(id=device_id, token_hash=hash_secret(secret)))
         return True
     device.token_hash = hash_secret(secret)
+    device.revoked_at = None
     return False
 
 
@@ -63,7 +60,8 @@ def list_device_ids(session: Session) -> list[str]:
 
 @dataclass(frozen=True)
 class NewModel:
-    """Everything stored with a new model version except its number and time."""
+    """Everything stored with a new model version except what :func:`store_model` adds: the version
+    number, the time, the stored document's text, its sha256 and size. Field names are the table's."""
 
     device_id: str
     document: dict[str, Any]
@@ -80,8 +78,9 @@ class NewModel:
     encoding: str
     reason: str
     requested_by: str
-    monitor: dict[str, Any]
+    monitor: dict[str, StatValue]
     request_id: str | None
+    request_sha256: str | None = None
 
 
 def store_model(session: Session, new: NewModel) -> ModelRecord:
@@ -95,26 +94,12 @@ def store_model(session: Session, new: NewModel) -> ModelRecord:
     created = utcnow()
     document = dict(new.document, version=version, created=created.isoformat())
     text = canonical_json(document)
+    columns = {f.name: getattr(new, f.name) for f in fields(new) if f.name != "document"}
     record = ModelRecord(
-        device_id=new.device_id,
+        **columns,
         version=version,
-        request_id=new.request_id,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
-        kind=new.kind,
-        learner=new.learner,
-        task=new.task,
-        rebalance=new.rebalance,
-        chosen=new.chosen,
-        scores=new.scores,
-        n=new.n,
-        d=new.d,
-        train_ms=new.train_ms,
-        bytes_in=new.bytes_in,
         bytes_out=len(text.encode()),
-        encoding=new.encoding,
-        reason=new.reason,
-        requested_by=new.requested_by,
-        monitor=new.monitor,
         document=text,
         created_at=created,
     )
@@ -150,35 +135,13 @@ def list_models(session: Session, device_id: str, limit: int, offset: int) -> Se
 
 
 def model_info(record: ModelRecord) -> ModelInfo:
-    return ModelInfo.model_validate(_info_fields(record))
+    """A list entry: the row's fields without the document."""
+    return ModelInfo.model_validate(record, from_attributes=True)
 
 
 def model_version(record: ModelRecord) -> ModelVersion:
-    fields = _info_fields(record)
-    return ModelVersion.model_validate(
-        fields | {"device_id": record.device_id, "model": json.loads(record.document)}
-    )
-
-
-def _info_fields(r: ModelRecord) -> dict[str, Any]:
-    return {
-        "version": r.version,
-        "sha256": r.sha256,
-        "learner": r.learner,
-        "kind": r.kind,
-        "task": r.task,
-        "rebalance": r.rebalance,
-        "n": r.n,
-        "d": r.d,
-        "train_ms": r.train_ms,
-        "bytes_in": r.bytes_in,
-        "bytes_out": r.bytes_out,
-        "encoding": r.encoding,
-        "reason": r.reason,
-        "requested_by": r.requested_by,
-        "monitor": r.monitor,
-        "created_at": r.created_at,
-    }
+    """One version with its document (the row's ``model`` property parses it)."""
+    return ModelVersion.model_validate(record, from_attributes=True)
 
 
 def add_heartbeat(session: Session, device_id: str, beat: Heartbeat) -> HeartbeatRecord:
@@ -189,8 +152,7 @@ def add_heartbeat(session: Session, device_id: str, beat: Heartbeat) -> Heartbea
 
 
 def heartbeat_out(record: HeartbeatRecord) -> HeartbeatOut:
-    fields = {name: getattr(record, name) for name in HeartbeatOut.model_fields}
-    return HeartbeatOut.model_validate(fields)
+    return HeartbeatOut.model_validate(record, from_attributes=True)
 
 
 def list_heartbeats(session: Session, device_id: str, limit: int) -> list[HeartbeatRecord]:
@@ -253,64 +215,21 @@ def _latest(*times: datetime | None) -> datetime | None:
     return max(known, key=lambda t: t.timestamp()) if known else None
 
 
-def recompute_totals(session: Session) -> list[tuple[str, str, str, int, float, int, int]]:
-    """(device, learner, reason, count, train ms, bytes in, bytes out) for the Prometheus collector."""
+def recompute_totals(
+    session: Session, per_device: bool = True
+) -> list[tuple[str, str, str, int, float, int, int]]:
+    """(device, learner, reason, count, train ms, bytes in, bytes out) for the Prometheus collector;
+    without ``per_device`` the device is "" and the rows are per (learner, reason): a bounded scrape."""
+    device = ModelRecord.device_id if per_device else literal("")
     rows = session.execute(
         select(
-            ModelRecord.device_id,
+            device,
             ModelRecord.learner,
             ModelRecord.reason,
             func.count(ModelRecord.id),
             func.coalesce(func.sum(ModelRecord.train_ms), 0.0),
             func.coalesce(func.sum(ModelRecord.bytes_in), 0),
             func.coalesce(func.sum(ModelRecord.bytes_out), 0),
-        ).group_by(ModelRecord.device_id, ModelRecord.learner, ModelRecord.reason)
+        ).group_by(*([ModelRecord.device_id] if per_device else []), ModelRecord.learner, ModelRecord.reason)
     ).all()
     return [(str(a), str(b), str(c), int(d), float(e), int(f), int(g)) for a, b, c, d, e, f, g in rows]
-
-
-def fleet(session: Session, points: int) -> Fleet:
-    """Every device's counters and its last ``points`` recomputes and heartbeats (the dashboard)."""
-    devices: list[DeviceSeries] = []
-    for device_id in list_device_ids(session):
-        base = counters(session, device_id)
-        recent = session.scalars(
-            select(ModelRecord)
-            .where(ModelRecord.device_id == device_id)
-            .order_by(ModelRecord.version.desc())
-            .limit(points)
-        ).all()
-        devices.append(
-            DeviceSeries(
-                **base.model_dump(),
-                recompute_series=[
-                    RecomputePoint(
-                        t=r.created_at,
-                        version=r.version,
-                        reason=r.reason,
-                        learner=r.learner,
-                        train_ms=r.train_ms,
-                    )
-                    for r in reversed(recent)
-                ],
-                accuracy_series=[
-                    AccuracyPoint(
-                        t=h.received_at,
-                        accuracy=h.accuracy,
-                        samples=h.samples,
-                        warnings=h.warnings,
-                        model_version=h.model_version,
-                    )
-                    for h in list_heartbeats(session, device_id, points)
-                ],
-            )
-        )
-    totals = FleetTotals(
-        devices=len(devices),
-        recomputes=sum(d.recomputes for d in devices),
-        bytes_in=sum(d.bytes_in for d in devices),
-        bytes_out=sum(d.bytes_out for d in devices),
-        train_ms_total=sum(d.train_ms_total for d in devices),
-        heartbeats=sum(d.heartbeats for d in devices),
-    )
-    return Fleet(generated_at=utcnow(), totals=totals, devices=devices)

@@ -143,6 +143,24 @@ class CloudSettings(BaseSettings):
     auth_cache_seconds: float = Field(default=5.0, ge=0.0)
     #: Dashboard refresh period in seconds.
     dashboard_refresh_seconds: float = Field(default=5.0, gt=0.0)
+    #: Trainings running at once per worker (pool processes) and waiting beyond them; more: 429.
+    training_slots: int = Field(default=2, ge=1, le=256)
+    training_queue: int = Field(default=32, ge=0, le=100_000)
+    #: Train in a process pool (off the GIL); False trains in threads (tests, tiny deployments).
+    training_processes: bool = True
+    #: Fleet recompute budget: recomputes per minute fleet-wide and per device (unset: unlimited),
+    #: shared by every replica through the registry database.
+    recompute_budget_per_minute: int | None = Field(default=None, ge=0)
+    recompute_budget_per_device_per_minute: int | None = Field(default=None, ge=0)
+    #: Database connect and statement timeouts in seconds (past them an API call answers 503).
+    database_connect_timeout_s: float = Field(default=5.0, gt=0.0)
+    database_statement_timeout_s: float = Field(default=15.0, gt=0.0)
+    #: Deadline of ``/readyz`` in seconds: past it the answer is 503, whatever the database does.
+    readiness_timeout_s: float = Field(default=2.0, gt=0.0)
+    #: Export the recompute counters per device too (one series per device: off for large fleets).
+    metrics_per_device: bool = False
+    #: Failed authentications per client address and 10 s before that address gets 429.
+    auth_failures_per_10s: int = Field(default=50, ge=1)
 
     @classmethod
     def settings_customise_sources(

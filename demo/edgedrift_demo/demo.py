@@ -25,9 +25,8 @@ from typing import Any
 
 import httpx
 
-from edgedrift_demo.collector import PredictionCollector
+from edgedrift_demo.command import DEVICES, QUICK_LIMIT
 from edgedrift_demo.devices import (
-    DEVICES,
     PROTOCOL,
     STRATEGY,
     DeviceRun,
@@ -43,51 +42,13 @@ from edgedrift_demo.report import compare, json_default, markdown, table
 from edgedrift_demo.signals import signals_deferred, signals_held, signals_raise
 from edgedrift_edge.agent import EdgeAgent
 from edgedrift_harness.broker import Broker, BrokerError, start_broker
-from edgedrift_harness.cloud_process import CloudProcess, CloudProcessError
+from edgedrift_harness.cloud import CloudProcess, CloudProcessError
+from edgedrift_harness.mqtt import PredictionCollector
 
 log = logging.getLogger("edgedrift_demo.demo")
 
-QUICK_LIMIT = 10_000
 #: Give up waiting for predictions when nothing moved for this long after the replays finished.
 STALL_S = 120.0
-
-
-def register(sub: Any) -> None:
-    """The ``edgedrift demo`` subcommand (entry-point group ``edgedrift.commands``)."""
-    p = sub.add_parser(
-        "demo",
-        help="broker + cloud trainer + edge agents on this machine, checked against the offline evaluator",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--devices",
-        default=",".join(DEVICES),
-        help=f"comma-separated subset of {','.join(DEVICES)} (default: all)",
-    )
-    p.add_argument(
-        "--limit", type=int, help=f"samples per stream (default: all; > {PROTOCOL.window}, the warm-up)"
-    )
-    p.add_argument("--quick", action="store_true", help=f"{QUICK_LIMIT:,} samples per stream")
-    p.add_argument(
-        "--rate", type=float, default=0.0, help="samples/s per device (default 0: as fast as possible)"
-    )
-    p.add_argument(
-        "--workdir", type=Path, default=Path("out/demo"), help="registry, logs, summary (out/demo)"
-    )
-    p.add_argument("--broker-url", help="use this MQTT broker (mqtt://host:port) instead of starting one")
-    p.add_argument(
-        "--broker",
-        choices=["auto", "mosquitto", "embedded"],
-        default="auto",
-        help="which broker to start: Mosquitto when installed (auto), or the embedded amqtt one",
-    )
-    p.add_argument(
-        "--keep-serving",
-        action="store_true",
-        help="after the table, keep the cloud trainer (and its dashboard) up until Ctrl-C",
-    )
-    p.set_defaults(func=demo)
 
 
 def _prepare_workdir(workdir: Path) -> None:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from edgedrift.data import Stream, load_dataset, ridge_stream, sea, sine1plus
 from edgedrift.protocol import Protocol
+from edgedrift_demo.command import DEVICES, WARMUP
 from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.replay import ReplayPlan, replay
 from edgedrift_edge.settings import AgentSettings
 
-DEVICES = ("elec2", "sine", "ridge")
 #: Synthetic streams: concepts × samples per concept (abrupt drifts between concepts).
 SYNTH_CONCEPTS, SYNTH_CONCEPT_LENGTH = 4, 5_000
-PROTOCOL = Protocol(every=10, window=2000, delay=0)
+PROTOCOL = Protocol(every=10, window=WARMUP, delay=0)
 STRATEGY = "druid"
 HEARTBEAT_S = 2.0
 

@@ -6,9 +6,9 @@ import shutil
 import time
 from typing import TextIO
 
-from edgedrift_demo.collector import PredictionCollector
 from edgedrift_demo.devices import PROTOCOL, DeviceRun
 from edgedrift_edge.agent import EdgeAgent
+from edgedrift_harness.mqtt import PredictionCollector
 
 TTY_REFRESH_S = 0.5
 LOG_REFRESH_S = 5.0

@@ -5,26 +5,15 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from edgedrift_demo.devices import HEARTBEAT_S
 from edgedrift_demo.signals import signals_held
-from edgedrift_harness.cloud_process import CloudProcess
+from edgedrift_harness.cloud import CloudProcess
 
-HOST = "127.0.0.1"
 CLOUD_START_S = 60.0
-
-
-def port_open(port: int, host: str = HOST) -> bool:
-    """Whether something accepts TCP connections on host:port."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def die_with_parent() -> Callable[[], None] | None:

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from edgedrift.models.losses import FloatArray
-from edgedrift_demo.collector import PredictionCollector
 from edgedrift_demo.devices import PROTOCOL, STRATEGY, DeviceRun
 from edgedrift_eval.runner import RunSpec, run_one
-from edgedrift_harness.cloud_process import CloudProcess
+from edgedrift_harness.cloud import CloudProcess
+from edgedrift_harness.mqtt import PredictionCollector
 
 
 def same(a: FloatArray, b: FloatArray) -> np.ndarray[Any, np.dtype[np.bool_]]:
@@ -33,7 +33,7 @@ def compare(run: DeviceRun, collector: PredictionCollector, cloud: CloudProcess)
     stream, W = spec.stream, PROTOCOL.window
     offline = run_one(stream, PROTOCOL, RunSpec(STRATEGY, None, 0), curves=True)
     deployed_preds = collector.y_hat[spec.device_id][W:]
-    offline_preds = np.asarray(offline["predictions"], dtype=np.float64)
+    offline_preds = np.asarray(offline.scored_predictions(), dtype=np.float64)
     equal = same(deployed_preds, offline_preds)
     mismatches = int(np.count_nonzero(~equal))
     first = int(np.argmin(equal)) + W if mismatches else None
@@ -43,7 +43,7 @@ def compare(run: DeviceRun, collector: PredictionCollector, cloud: CloudProcess)
     loop_recomputes = loop.counters.recomputes if loop is not None else 0
     cloud_counters = cloud.counters(spec.device_id)
     complete = received == run.n and c.dropped == 0
-    agree = complete and mismatches == 0 and loop_recomputes == offline["recomputes"]
+    agree = complete and mismatches == 0 and loop_recomputes == offline.recomputes
     scored = ~np.isnan(deployed_preds)
     metric_key = spec.metric
     return {
@@ -76,12 +76,12 @@ def compare(run: DeviceRun, collector: PredictionCollector, cloud: CloudProcess)
             "replay_s": None if run.finished is None else round(run.finished - run.started, 2),
         },
         "offline": {
-            metric_key: float(offline[metric_key]),
-            "recomputes": int(offline["recomputes"]),
-            "bytes_up": int(offline["bytes_up"]),
-            "bytes_down": int(offline["bytes_down"]),
-            "recompute_at": [int(i) for i in offline["recompute_at"]],
-            "C": offline.get("C"),
+            metric_key: offline.metric(metric_key),
+            "recomputes": offline.recomputes,
+            "bytes_up": offline.bytes_up,
+            "bytes_down": offline.bytes_down,
+            "recompute_at": offline.recompute_at,
+            "C": offline.C,
         },
         "mismatched_predictions": mismatches,
         "first_mismatch": first,

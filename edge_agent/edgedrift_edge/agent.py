@@ -1,22 +1,27 @@
-"""The edge agent: the composition root that wires one device's session to MQTT, the cloud and disk.
+"""The edge agent: the composition root that wires devices' sessions to MQTT, the cloud and disk.
+
+One process serves one device (``device_id``) or, as a *gateway* (``gateway_id``), a list of devices
+over **one** MQTT connection: from ``devices``/``devices_file``, or from the cloud's list for the
+gateway's credential (``gateway_secret``), polled so that devices an operator registers start without a
+restart. A single-device agent is the gateway with one device.
 
 Pieces (each in its own module):
 
-* :class:`~edgedrift_edge.session.DeviceSession`: the pure per-device logic (warm-up, loop, late labels,
-  deduplication, outlier guard, counters);
+* :class:`~edgedrift_edge.device.DeviceRuntime`: one device (its pure
+  :class:`~edgedrift_edge.session.DeviceSession`, checkpoint store, topics, secret and schedule);
 * :class:`~edgedrift_edge.transport.MqttTransport`: bounded inbox, acknowledgements after processing,
   checked publishes;
-* :class:`~edgedrift_edge.cloud.CloudClient`: recomputes and heartbeats on their own thread, with
-  deadlines and backoff;
-* :class:`~edgedrift_edge.checkpoints.CheckpointStore`: the session on disk, in a format that cannot run
-  code.
+* :class:`~edgedrift_edge.cloud.CloudClient`: recomputes, heartbeats and the gateway's device list on
+  their own thread, with deadlines and backoff.
 
-Threads: paho's network thread only enqueues; the *worker* owns the session and does everything else
+Threads: paho's network thread only enqueues; the *worker* owns every session and does everything else
 (handling messages, installing models that arrived, checkpoints, heartbeats, status); the cloud client's
 thread runs HTTP; a *watchdog* reports ``degraded`` when work is queued and nothing progresses for
-``watchdog_s`` seconds. Supervision: if the worker dies, the agent publishes ``error`` and
-:meth:`EdgeAgent.wait` returns, so the command exits non-zero and a restart policy restarts it; a
-component that cannot work never keeps reporting ``online``.
+``watchdog_s`` seconds. Isolation: a message that raises is counted as rejected on its own device;
+:data:`MAX_CONSECUTIVE_ERRORS` in a row take that device out of service (status ``error``), never
+another. Supervision: when no device can work any more, or the worker dies, the agent publishes
+``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and a restart policy
+restarts it; a component that cannot work never keeps reporting ``online``.
 """
 
 from __future__ import annotations
@@ -29,60 +34,48 @@ import queue
 import threading
 import time
 import traceback
+import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
 from edgedrift_edge.cloud import CloudClient, CloudError
+from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config
 from edgedrift_edge.messages import count_items
-from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
-from edgedrift_edge.session import DeviceSession, Event, Output, SessionConfig
+from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
+from edgedrift_edge.session import DeviceSession, Output
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport import Inbound, MqttTransport
 
+__all__ = ["MAX_CONSECUTIVE_ERRORS", "EdgeAgent", "configured_devices", "session_config"]
+
 log = logging.getLogger("edgedrift_edge")
 
-#: Consecutive messages whose handling raised before the worker gives up (a systematic bug).
+#: Consecutive messages of one device whose handling raised before that device is given up on.
 MAX_CONSECUTIVE_ERRORS = 20
 
 
 @dataclass
 class _Control:
-    """Something the cloud thread hands to the worker."""
+    """Something another thread hands to the worker."""
 
-    kind: str  # "trained" | "failed" | "heartbeat"
+    kind: str  # "trained" | "failed" | "heartbeat" | "devices"
     value: Any
-
-
-def session_config(settings: AgentSettings) -> SessionConfig:
-    """The session's part of the agent's settings."""
-    return SessionConfig(
-        device_id=settings.device_id,
-        task=settings.task,
-        strategy=settings.strategy,
-        strategy_param=settings.strategy_param,
-        n_features=settings.n_features,
-        warmup_samples=settings.warmup_samples,
-        window_labels=settings.window_labels,
-        C=settings.C,
-        batch_mode=settings.batch_mode,
-        join_buffer=settings.join_buffer,
-        dedup_window=settings.dedup_window,
-        accuracy_window=settings.accuracy_window,
-        max_items=settings.max_items_per_message,
-        outlier_threshold=settings.outlier_threshold,
-        retry_cooldown_s=settings.retry_cooldown_s,
-    )
+    device: DeviceRuntime | None = None
 
 
 class EdgeAgent:
-    """One device's agent. ``start()`` returns once subscribed; ``stop()`` finishes, checkpoints and
-    goes offline; ``wait()`` blocks until it stopped or died."""
+    """A gateway for one or more devices. ``start()`` returns once subscribed; ``stop()`` finishes,
+    checkpoints and goes offline; ``wait()`` blocks until it stopped or died."""
 
-    def __init__(self, settings: AgentSettings, cloud: CloudClient | None = None) -> None:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        cloud: CloudClient | None = None,
+        devices: Mapping[str, str | None] | None = None,
+    ) -> None:
         self.settings = settings
-        self.topics = settings.topics
-        self.secret = settings.device_secret.get_secret_value() if settings.device_secret else None
+        self.gateway_id = settings.gateway_id
         self.cloud = cloud or CloudClient(
             settings.cloud_url,
             timeout_s=settings.http_timeout_s,
@@ -92,14 +85,16 @@ class EdgeAgent:
             unauthorized_retry_s=settings.unauthorized_retry_s,
             encoding=settings.window_encoding,
         )
-        self.store = CheckpointStore(settings.checkpoint_dir, settings.device_id)
-        self.session = DeviceSession(session_config(settings), self._train, time.monotonic)
-        self.control: queue.SimpleQueue[_Control] = queue.SimpleQueue()
+        client_id = (
+            f"edgedrift-gateway-{settings.gateway_id}"
+            if settings.gateway_id
+            else f"edgedrift-agent-{settings.device_id}"
+        )
         self.transport = MqttTransport(
             settings.effective_broker_url,
-            f"edgedrift-agent-{settings.device_id}",
-            [self.topics["samples"], self.topics["labels"]],
-            self.topics["status"],
+            client_id,
+            [],
+            settings.status_topic,
             qos=settings.qos,
             inbox_size=settings.queue_size,
             publish_queue=settings.publish_queue,
@@ -108,26 +103,35 @@ class EdgeAgent:
             on_connected=self._on_connected,
             on_fatal=lambda reason: self._die(reason),
         )
+        self.devices: dict[str, DeviceRuntime] = {}
+        self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
+        self.control: queue.SimpleQueue[_Control] = queue.SimpleQueue()
         self.stopping = threading.Event()
         self.finished = threading.Event()
         self.idle = threading.Event()
         self.fatal: str | None = None
         self.degraded: str | None = None
         self.progress = 0
-        self._startup_events: list[Event] = []
         self._threads: list[threading.Thread] = []
-        self._base = {"dropped": 0, "backpressure_waits": 0, "publish_failures": 0, "reconnects": 0}
-        self._dropped_reported = 0
-        self._next_checkpoint = time.monotonic() + settings.checkpoint_every_s
-        self._checkpoint_streak = 0
-        self._next_heartbeat = time.monotonic()
         self._next_periodic = 0.0
-        self._resume()
+        self._next_sync = 0.0
+        self._syncing = False
+        for device_id, secret in (configured_devices(settings) if devices is None else devices).items():
+            self._add(device_id, secret)
+
+    @property
+    def session(self) -> DeviceSession:
+        """The session of the first device (the only one of a single-device agent)."""
+        return next(iter(self.devices.values())).session
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> EdgeAgent:
-        """Connect, start the threads, return once subscribed (TimeoutError otherwise)."""
+        """Connect, start the threads, return once subscribed (TimeoutError otherwise). A gateway with
+        a credential asks the cloud for its devices first."""
+        if self.settings.gateway_secret is not None:
+            self._apply_devices(self._first_devices(max(timeout, 2 * self.settings.http_deadline_s)))
+            self._next_sync = time.monotonic() + self.settings.gateway_sync_s
         for target, name in ((self._work, "worker"), (self._watch, "watchdog")):
             thread = threading.Thread(target=target, name=f"edgedrift-{name}", daemon=True)
             thread.start()
@@ -143,8 +147,9 @@ class EdgeAgent:
             thread.join(timeout=30)
         if self.fatal is None:
             self.transport.wait_flushed(5.0)
-            self._checkpoint()
-        self._publish_status("error" if self.fatal else "offline")
+            for device in self.devices.values():
+                device.checkpoint()
+        self._publish_all_status("error" if self.fatal else "offline")
         self.transport.stop()
         self.cloud.close()
         self.finished.set()
@@ -163,11 +168,85 @@ class EdgeAgent:
         return False
 
     def heartbeat_now(self) -> None:
-        """Ask the worker to send a heartbeat (and the status) at its next turn."""
-        self._next_heartbeat = self._next_periodic = 0.0
+        """Ask the worker to send every device's heartbeat (and status) at its next turn."""
+        for device in list(self.devices.values()):
+            device.next_heartbeat = 0.0
+        self._next_periodic = 0.0
 
     def _on_connected(self) -> None:
-        self._publish_status(self.state_name())
+        self._publish_all_status(None)
+
+    # --- devices ------------------------------------------------------------------------------------------
+
+    def _add(self, device_id: str, secret: str | None) -> DeviceRuntime:
+        device = DeviceRuntime(self.settings, device_id, secret, self.transport, self._trainer_for)
+        device.resume()
+        if self.gateway_id is not None:  # spread the fleet's heartbeats over the period
+            spread = zlib.crc32(device_id.encode()) % 1000 / 1000
+            device.next_heartbeat = time.monotonic() + spread * self.settings.heartbeat_every_s
+            device.next_checkpoint += spread * self.settings.checkpoint_every_s
+        self.devices[device_id] = device
+        for kind in ("samples", "labels"):
+            self._routes[device.topics[kind]] = (device, kind)
+        self.transport.subscribe([device.topics["samples"], device.topics["labels"]])
+        return device
+
+    def _remove(self, device: DeviceRuntime) -> None:
+        self.transport.unsubscribe([device.topics["samples"], device.topics["labels"]])
+        for kind in ("samples", "labels"):
+            self._routes.pop(device.topics[kind], None)
+        device.checkpoint()
+        device.publish_status(self.status("offline", device))
+        del self.devices[device.device_id]
+
+    def _fetch_devices(self) -> concurrent.futures.Future[dict[str, str | None]]:
+        assert self.gateway_id is not None and self.settings.gateway_secret is not None
+        known = [d for d, rt in self.devices.items() if rt.secret is not None]
+        return self.cloud.gateway_devices(
+            self.gateway_id, self.settings.gateway_secret.get_secret_value(), known
+        )
+
+    def _first_devices(self, timeout: float) -> dict[str, str | None]:
+        """The cloud's list at start, asked again with backoff while the cloud is busy or unreachable
+        (until ``timeout``); a refused credential fails at once."""
+        deadline = time.monotonic() + timeout
+        delay = self.settings.retry_base_s
+        while True:
+            try:
+                return self._fetch_devices().result(max(1.0, deadline - time.monotonic()))
+            except CloudError as exc:
+                if not exc.retryable or exc.unauthorized or time.monotonic() + delay > deadline:
+                    raise
+                log.warning(
+                    "gateway %s: device list not fetched (%s); again in %.1f s", self.gateway_id, exc, delay
+                )
+            time.sleep(delay)
+            delay = min(2 * delay, self.settings.retry_max_s)
+
+    def _apply_devices(self, listed: Mapping[str, str | None]) -> None:
+        """The cloud's list: start new devices, stop removed ones, take new secrets."""
+        for device_id, secret in listed.items():
+            device = self.devices.get(device_id)
+            if device is None:
+                log.info("gateway %s: serving device %s", self.gateway_id, device_id)
+                device = self._add(device_id, secret)
+                if self.transport.connected.is_set():
+                    self._publish_startup(device)
+            elif secret is not None:
+                device.secret = secret
+        for device_id in [d for d in self.devices if d not in listed]:
+            log.info("gateway %s: device %s is no longer listed", self.gateway_id, device_id)
+            self._remove(self.devices[device_id])
+
+    def _sync_done(self, future: concurrent.futures.Future[dict[str, str | None]]) -> None:
+        self._syncing = False
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is None:
+            self.control.put(_Control("devices", future.result()))
+        else:
+            log.warning("gateway %s: device list not fetched: %s", self.gateway_id, error)
 
     # --- the worker -----------------------------------------------------------------------------------------
 
@@ -176,8 +255,8 @@ class EdgeAgent:
             while not self.transport.connected.wait(0.1):  # the start's events go out once connected
                 if self.stopping.is_set():
                     return
-            self._publish_startup()
-            errors = 0
+            for device in list(self.devices.values()):
+                self._publish_startup(device)
             while not self.stopping.is_set():
                 self._drain_control()
                 message = self.transport.get(timeout=0.05)
@@ -186,9 +265,7 @@ class EdgeAgent:
                     self._periodic()
                     continue
                 self.idle.clear()
-                errors = errors + 1 if not self._handle(message) else 0
-                if errors >= MAX_CONSECUTIVE_ERRORS:
-                    raise RuntimeError(f"{errors} consecutive messages failed; giving up")
+                self._handle(message)
                 self.progress += 1
                 self._periodic()
         except Exception as exc:
@@ -201,8 +278,9 @@ class EdgeAgent:
         self.fatal = reason
         log.error("%s\n%s", reason, details)
         try:
-            self._event("error", reason=reason)
-            self._publish_status("error")
+            for device in list(self.devices.values()):
+                device.event("error", reason=reason)
+            self._publish_all_status("error")
         finally:
             self.stopping.set()
             threading.Thread(target=self._finish_after_death, name="edgedrift-shutdown", daemon=True).start()
@@ -214,42 +292,55 @@ class EdgeAgent:
         finally:
             self.finished.set()
 
-    def _handle(self, message: Inbound) -> bool:
-        """One message through the session; its publishes and its acknowledgement. False if it raised."""
-        kind = "labels" if message.topic == self.topics["labels"] else "samples"
-        try:
-            out = self.session.handle(kind, message.payload)
-        except Exception as exc:
-            log.exception("unexpected error while handling a message")
-            count = count_items(message.payload)
-            self.session.counters.rejected += count
-            reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
-            digest = hashlib.blake2b(message.payload, digest_size=8).hexdigest()
-            rejected = {
-                "type": "rejected",
-                "topic": kind,
-                "count": count,
-                "reasons": [{"id": None, "reason": reason}],
-            }
-            out = Output(events=[{**rejected, "message": digest}, {"type": "error", "reason": reason}])
-            ok = False
+    def _handle(self, message: Inbound) -> None:
+        """One message through its device's session; its publishes and its acknowledgement."""
+        route = self._routes.get(message.topic)
+        if route is None:  # a device removed while its message was queued: the broker keeps no copy
+            log.warning("message on %s, which no device served any more, dropped", message.topic)
+            self.transport.done(message)
+            return
+        device, kind = route
+        if device.failed is not None:
+            out = self._rejected_whole(device, kind, message, f"device out of service: {device.failed}")
         else:
-            ok = True
-        self._publish_output(out, message)
+            try:
+                out = device.session.handle(kind, message.payload)
+                device.errors = 0
+            except Exception as exc:
+                log.exception("%s: unexpected error while handling a message", device.device_id)
+                reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
+                out = self._rejected_whole(device, kind, message, reason)
+                out.events.append({"type": "error", "reason": reason})
+                device.errors += 1
+        self._publish_output(device, out, message)
         self.transport.done(message)
-        return ok
+        if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
+            self._fail(device, f"{device.errors} consecutive messages failed; giving up")
 
-    def _publish_output(self, out: Output, owner: Inbound | None) -> None:
+    @staticmethod
+    def _rejected_whole(device: DeviceRuntime, kind: str, message: Inbound, reason: str) -> Output:
+        count = count_items(message.payload)
+        device.session.counters.rejected += count
+        digest = hashlib.blake2b(message.payload, digest_size=8).hexdigest()
+        rejected = {"type": "rejected", "topic": kind, "count": count, "message": digest}
+        return Output(events=[{**rejected, "reasons": [{"id": None, "reason": reason}]}])
+
+    def _fail(self, device: DeviceRuntime, reason: str) -> None:
+        """Take one device out of service; the agent dies only when no device is left to serve."""
+        device.failed = reason
+        log.error("%s: %s", device.device_id, reason)
+        if all(d.failed is not None for d in self.devices.values()):
+            self._die(reason)
+            return
+        device.event("error", reason=reason)
+        device.publish_status(self.status("error", device))
+
+    def _publish_output(self, device: DeviceRuntime, out: Output, owner: Inbound | None) -> None:
         if out.predictions:
             payload = {"predictions": out.predictions} if out.batch else out.predictions[0]
-            self.transport.publish(self.topics["predictions"], payload, owner=owner)
+            self.transport.publish(device.topics["predictions"], payload, owner=owner)
         for event in out.events:
-            self._event(event.pop("type"), owner=owner, **event)
-
-    def _event(self, kind: str, owner: Inbound | None = None, **values: Any) -> None:
-        self.transport.publish(
-            self.topics["events"], {"type": kind, "ts": time.time(), **values}, owner=owner
-        )
+            device.event(event.pop("type"), owner=owner, **event)
 
     def _drain_control(self) -> None:
         while True:
@@ -257,205 +348,129 @@ class EdgeAgent:
                 item = self.control.get_nowait()
             except queue.Empty:
                 return
-            events: list[Event] = []
-            if item.kind == "trained":
-                if item.value is not None:
-                    events = self.session.install(item.value)
+            device = item.device
+            if item.kind == "devices":
+                self._apply_devices(item.value)
+                continue
+            if device is None or self.devices.get(device.device_id) is not device:
+                continue  # a device removed since
+            events = []
+            if item.kind == "trained" and item.value is not None:
+                events = device.session.install(item.value)
             elif item.kind == "failed":
-                events = self.session.recompute_failed(item.value)
+                events = device.session.recompute_failed(item.value)
             elif item.kind == "heartbeat":
-                self._heartbeat_done(item.value)
-            self._publish_output(Output(events=events), None)
+                device.heartbeat_done(item.value)
+            self._publish_output(device, Output(events=events), None)
 
     def _periodic(self) -> None:
-        """Housekeeping, at most every 50 ms: publish retries, counters, heartbeat, checkpoint."""
+        """Housekeeping, at most every 50 ms: publish retries, counters, heartbeats, checkpoints, the
+        gateway's device list."""
         now = time.monotonic()
         if now < self._next_periodic:
             return
         self._next_periodic = now + 0.05
         self.transport.retry_failed()
-        self._sync_transport_counters()
-        if now >= self._next_heartbeat:
-            self._next_heartbeat = now + self.settings.heartbeat_every_s
-            self._send_heartbeat()
-        if now >= self._next_checkpoint:
-            self._checkpoint()
-
-    def _sync_transport_counters(self) -> None:
-        c, t = self.session.counters, self.transport.counters
-        c.dropped = self._base["dropped"] + t.dropped
-        c.backpressure_waits = self._base["backpressure_waits"] + t.backpressure_waits
-        c.publish_failures = self._base["publish_failures"] + t.publish_failures
-        c.reconnects = self._base["reconnects"] + t.reconnects
-        if c.dropped > self._dropped_reported:
-            self._event(
-                "dropped",
-                count=c.dropped - self._dropped_reported,
-                total=c.dropped,
-                reason="inbox full (QoS 0 messages are not delivered again)",
-            )
-            self._dropped_reported = c.dropped
+        for device in list(self.devices.values()):
+            device.sync_transport_counters()
+            if now >= device.next_heartbeat:
+                device.next_heartbeat = now + self.settings.heartbeat_every_s
+                self._send_heartbeat(device)
+            if now >= device.next_checkpoint and device.failed is None:
+                device.checkpoint()
+        if self.settings.gateway_secret is not None and now >= self._next_sync and not self._syncing:
+            self._next_sync = now + self.settings.gateway_sync_s
+            self._syncing = True
+            self._fetch_devices().add_done_callback(self._sync_done)
 
     # --- recomputes -----------------------------------------------------------------------------------------
 
-    def _train(self, request: RecomputeRequest) -> TrainedModel | None:
-        """The session's trainer: the cloud call runs on the cloud thread; in sync mode the worker waits
+    def _trainer_for(self, device: DeviceRuntime) -> Trainer:
+        """A device's trainer: the cloud call runs on the cloud thread; in sync mode the worker waits
         for it (bounded by ``sync_wait_s``), else the model comes back through the control queue."""
-        future = self.cloud.submit(
-            self.settings.device_id, self.secret, request, lambda f: self.control.put(_Control("failed", f))
-        )
-        if self.settings.recompute_mode == "sync":
-            try:
-                trained = future.result(timeout=self.settings.sync_wait_s)
-            except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-                trained = None
-            if trained is not None:
-                return trained
-        future.add_done_callback(self._deliver)
-        return None
 
-    def _deliver(self, future: concurrent.futures.Future[TrainedModel | None]) -> None:
+        def train(request: RecomputeRequest) -> TrainedModel | None:
+            future = self._submit(device, request)
+            if self.settings.recompute_mode == "sync":
+                try:
+                    trained = future.result(timeout=self.settings.sync_wait_s)
+                except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+                    trained = None
+                if trained is not None:
+                    return trained
+            future.add_done_callback(lambda f: self._deliver(device, f))
+            return None
+
+        return train
+
+    def _submit(
+        self, device: DeviceRuntime, request: RecomputeRequest
+    ) -> concurrent.futures.Future[TrainedModel | None]:
+        return self.cloud.submit(
+            device.device_id,
+            device.secret,
+            request,
+            lambda f: self.control.put(_Control("failed", f, device)),
+        )
+
+    def _deliver(self, device: DeviceRuntime, future: concurrent.futures.Future[TrainedModel | None]) -> None:
         if future.cancelled() or future.exception() is not None:
             return
-        self.control.put(_Control("trained", future.result()))
+        self.control.put(_Control("trained", future.result(), device))
 
-    # --- status, heartbeats, checkpoints --------------------------------------------------------------------
+    # --- status and heartbeats ------------------------------------------------------------------------------
 
-    def state_name(self) -> str:
-        if self.fatal:
+    def state_name(self, device: DeviceRuntime | None = None) -> str:
+        device = device or next(iter(self.devices.values()), None)
+        if self.fatal or (device is not None and device.failed):
             return "error"
         if self.degraded:
             return "degraded"
-        if self.session.unauthorized:
+        if device is not None and device.session.unauthorized:
             return "unauthorized"
         return "online"
 
-    def status(self, state: str | None = None) -> dict[str, Any]:
+    def status(self, state: str | None = None, device: DeviceRuntime | None = None) -> dict[str, Any]:
+        """A device's retained status (the first device's when none is named)."""
+        device = device or next(iter(self.devices.values()))
         return {
-            "state": state or self.state_name(),
-            **self.session.status(),
-            "reason": self.fatal or self.degraded,
+            "state": state or self.state_name(device),
+            **device.session.status(),
+            "reason": self.fatal or device.failed or self.degraded,
             "queue": self.transport.inbox.qsize(),
+            "gateway": self.gateway_id,
             "ts": time.time(),
         }
 
-    def _publish_status(self, state: str) -> None:
-        body = json.dumps(self.status(state), separators=(",", ":"), allow_nan=False).encode()
-        self.transport.publish_raw(self.topics["status"], body, retain=True, qos=1)
+    def _publish_all_status(self, state: str | None) -> None:
+        for device in list(self.devices.values()):
+            device.publish_status(self.status(state, device))
+        if self.gateway_id is not None:
+            body = {
+                "state": state or ("error" if self.fatal else "degraded" if self.degraded else "online"),
+                "gateway": self.gateway_id,
+                "devices": len(self.devices),
+                "failed": sorted(d for d, rt in self.devices.items() if rt.failed),
+                "reason": self.fatal or self.degraded,
+                "ts": time.time(),
+            }
+            raw = json.dumps(body, separators=(",", ":")).encode()
+            self.transport.publish_raw(self.settings.status_topic, raw, retain=True, qos=1)
 
-    def _send_heartbeat(self) -> None:
-        beat = self.session.heartbeat()
-        future = self.cloud.heartbeat(self.settings.device_id, self.secret, beat)
-        future.add_done_callback(lambda f: self.control.put(_Control("heartbeat", f)))
+    def _send_heartbeat(self, device: DeviceRuntime) -> None:
+        future = self.cloud.heartbeat(device.device_id, device.secret, device.session.heartbeat())
+        future.add_done_callback(lambda f: self.control.put(_Control("heartbeat", f, device)))
         if self.transport.connected.is_set():
-            self._publish_status(self.state_name())
+            device.publish_status(self.status(None, device))
 
-    def _heartbeat_done(self, future: concurrent.futures.Future[None]) -> None:
-        c = self.session.counters
-        if future.cancelled():
-            return
-        error = future.exception()
-        if error is None:
-            c.heartbeats += 1
-            return
-        c.heartbeat_failures += 1
-        if isinstance(error, CloudError) and error.unauthorized and not self.session.unauthorized:
-            self.session.unauthorized = True
-            self._event("unauthorized", reason=str(error)[:300])
-        log.warning("heartbeat failed: %s", error)
-
-    def _checkpoint(self) -> None:
-        """Write the session; a failure is reported and retried with backoff, never fatal."""
-        try:
-            self._sync_transport_counters()
-            self.store.save(self._snapshot())
-        except CheckpointError as exc:
-            self.session.counters.checkpoint_failures += 1
-            self._checkpoint_streak += 1
-            delay = min(self.settings.checkpoint_every_s, 2.0**self._checkpoint_streak)
-            self._next_checkpoint = time.monotonic() + delay
-            self._event("checkpoint_failed", reason=str(exc)[:300], retry_in_s=delay)
-            log.error("checkpoint failed (retrying in %.0f s): %s", delay, exc)
-            return
-        if self._checkpoint_streak:
-            self._event("checkpoint_recovered", failures=self._checkpoint_streak)
-        self._checkpoint_streak = 0
-        self.session.counters.checkpoints += 1
-        self._next_checkpoint = time.monotonic() + self.settings.checkpoint_every_s
-
-    def _snapshot(self) -> dict[str, Any]:
-        s = self.settings
-        return {
-            "identity": {"strategy": s.strategy, "task": s.task, "strategy_param": s.strategy_param},
-            "session": self.session.snapshot(),
-        }
-
-    def _resume(self) -> None:
-        """Continue from the checkpoint when there is a usable one of this configuration."""
-        try:
-            tree = self.store.load()
-        except CorruptCheckpointError as exc:
-            log.error("checkpoint unusable (%s); moved to %s, starting fresh", exc.reason, exc.quarantined)
-            self._startup_events.append(
-                {"type": "checkpoint_corrupt", "reason": exc.reason[:300], "moved_to": str(exc.quarantined)}
-            )
-            return
-        if tree is None:
-            return
-        s = self.settings
-        identity = {"strategy": s.strategy, "task": s.task, "strategy_param": s.strategy_param}
-        session_tree = tree["session"] if isinstance(tree, dict) and "session" in tree else None
-        width = session_tree.get("n_features") if session_tree else None
-        reason = None
-        if tree.get("identity") != identity:
-            reason = f"the configuration changed from {tree.get('identity')} to {identity}"
-        elif s.n_features is not None and width is not None and width != s.n_features:
-            reason = f"n_features changed from {width} to {s.n_features}"
-        if reason is not None or session_tree is None:
-            moved = self.store.quarantine()
-            self._startup_events.append({"type": "state_reset", "reason": reason, "moved_to": str(moved)})
-            log.warning("not resuming: %s (checkpoint moved to %s)", reason, moved)
-            return
-        try:
-            self.session.restore(session_tree)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            moved = self.store.quarantine()
-            self.session = DeviceSession(session_config(s), self._train, time.monotonic)
-            self._startup_events.append(
-                {
-                    "type": "checkpoint_corrupt",
-                    "reason": f"{type(exc).__name__}: {exc}"[:300],
-                    "moved_to": str(moved),
-                }
-            )
-            return
-        c = self.session.counters
-        self._base = {name: getattr(c, name) for name in self._base}
-        self._dropped_reported = c.dropped
-        self._startup_events.append(
-            {"type": "resumed", "samples": c.samples, "model_version": self.session.model_version}
-        )
-        log.info(
-            "resumed from %s: %d samples, model version %s",
-            self.store.path,
-            c.samples,
-            self.session.model_version,
-        )
-
-    def _publish_startup(self) -> None:
+    def _publish_startup(self, device: DeviceRuntime) -> None:
         """Events of the start (resume, reset, quarantine) and a resubmitted pending recompute."""
-        for event in self._startup_events:
-            self._event(event.pop("type"), **event)
-        self._startup_events = []
-        pending = self.session.resubmit()
+        for event in device.startup_events:
+            device.event(event.pop("type"), **event)
+        device.startup_events = []
+        pending = device.session.resubmit()
         if pending is not None:
-            future = self.cloud.submit(
-                self.settings.device_id,
-                self.secret,
-                pending,
-                lambda f: self.control.put(_Control("failed", f)),
-            )
-            future.add_done_callback(self._deliver)
+            self._submit(device, pending).add_done_callback(lambda f: self._deliver(device, f))
 
     # --- the watchdog ---------------------------------------------------------------------------------------
 
@@ -472,12 +487,14 @@ class EdgeAgent:
                 last_progress, since = self.progress, now
                 if self.degraded:
                     self.degraded = None
-                    self._event("recovered", reason="work is progressing again")
-                    self._publish_status(self.state_name())
+                    for device in list(self.devices.values()):
+                        device.event("recovered", reason="work is progressing again")
+                    self._publish_all_status(None)
             elif now - since >= self.settings.watchdog_s and not self.degraded:
                 self.degraded = (
                     f"{self.transport.inbox.qsize()} messages queued, no progress for {now - since:.0f} s"
                 )
                 log.error("degraded: %s", self.degraded)
-                self._event("degraded", reason=self.degraded)
-                self._publish_status("degraded")
+                for device in list(self.devices.values()):
+                    device.event("degraded", reason=self.degraded)
+                self._publish_all_status("degraded")

@@ -1,10 +1,12 @@
-"""``edgedrift-edge``: ``run`` the agent for one device, or ``replay`` a data set to devices over MQTT.
+"""``edgedrift-edge``: run the ``agent`` for one device, or ``replay`` a data set to devices over MQTT.
+The same commands are ``edgedrift agent`` and ``edgedrift replay``.
 
-    edgedrift-edge run --device-id gw-1 --device-secret S --broker-url mqtt://127.0.0.1:1883 \\
+    edgedrift-edge agent --device-id gw-1 --device-secret S --broker-url mqtt://127.0.0.1:1883 \\
         --cloud-url http://127.0.0.1:8000 --strategy druid
     edgedrift-edge replay --dataset elec2 --devices gw-1,gw-2 --rate 500 --label-every 10
 
-Every ``run`` flag is also an environment variable ``EDGEDRIFT_EDGE_<FLAG>`` (flags win).
+Every ``agent`` flag is also an environment variable ``EDGEDRIFT_EDGE_<FLAG>`` (flags win); ``run`` is
+an alias of ``agent``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
 
+from edgedrift.cli import Formatter, Parser, add_version, run_command
 from edgedrift.secrets import secrets_from_files
 from edgedrift_edge.settings import ENV_PREFIX, SECRET_FIELDS, AgentSettings, SettingsError
 
@@ -62,10 +65,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = AgentSettings.load(overrides)
     except SettingsError as exc:
-        print(f"edgedrift-edge run: invalid settings:\n{exc}", file=sys.stderr)
+        problems = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        print(f"edgedrift-edge agent: error: invalid settings: {problems}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    agent = EdgeAgent(settings)
+    try:
+        agent = EdgeAgent(settings)
+    except SettingsError as exc:
+        print(f"edgedrift-edge agent: error: invalid settings: {exc}", file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     def _stop(signum: int, _frame: Any) -> None:
@@ -74,9 +82,19 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    agent.start()
-    logging.getLogger("edgedrift_edge").info("ready: device %s", settings.device_id)
-    print(f"edgedrift-edge: ready, device {settings.device_id}", flush=True)
+    try:
+        agent.start()
+    except Exception as exc:  # the broker or the cloud (a gateway's device list) refused or did not answer
+        print(f"edgedrift-edge agent: error: cannot start: {type(exc).__name__}: {exc}", file=sys.stderr)
+        agent.stop()
+        return 1
+    who = (
+        f"gateway {settings.gateway_id}, {len(agent.devices)} devices"
+        if settings.gateway_id
+        else (f"device {settings.device_id}")
+    )
+    logging.getLogger("edgedrift_edge").info("ready: %s", who)
+    print(f"edgedrift-edge: ready, {who}", flush=True)
     while not stop.wait(0.5):
         if agent.finished.is_set():
             print(f"edgedrift-edge: stopped: {agent.fatal}", file=sys.stderr, flush=True)
@@ -102,9 +120,13 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker-password-file", help="file holding the broker password (one line), so it is not on argv"
     )
-    parser.add_argument("--topic-prefix", default="edgedrift")
+    parser.add_argument("--topic-prefix", default="edgedrift", help="MQTT topic prefix")
     parser.add_argument(
-        "--rate", type=float, default=0.0, help="messages per second (0: as fast as possible)"
+        "--rate",
+        type=float,
+        default=0.0,
+        help="messages per second to each device, a message carrying --batch-size samples "
+        "(0: as fast as possible)",
     )
     parser.add_argument("--batch-size", type=int, default=1, help="samples per message (1: single messages)")
     parser.add_argument("--label-every", type=int, default=10, help="label every k-th sample")
@@ -115,9 +137,9 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         "--label-offset", type=int, default=0, help="which residue of --label-every is labeled"
     )
     parser.add_argument("--label-delay", type=int, default=0, help="labels arrive this many samples late")
-    parser.add_argument("--qos", type=int, choices=[0, 1, 2], default=1)
+    parser.add_argument("--qos", type=int, choices=[0, 1, 2], default=1, help="MQTT quality of service")
     parser.add_argument("--limit", type=int, help="publish only the first N samples")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--no-progress", action="store_true", help="no progress report on stderr")
 
 
 def replay_command(args: argparse.Namespace) -> int:
@@ -179,7 +201,7 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "agent",
         help="run the edge agent for one device",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=Formatter,
     )
     add_run_arguments(p)
     p.set_defaults(func=run)
@@ -187,30 +209,29 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 def register_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``edgedrift replay``."""
-    p = sub.add_parser("replay", help="publish a data set to devices over MQTT")
+    p = sub.add_parser("replay", help="publish a data set to devices over MQTT", formatter_class=Formatter)
     add_replay_arguments(p)
     p.set_defaults(func=replay_command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="edgedrift-edge", description=__doc__, formatter_class=Formatter)
+    add_version(parser, "edgedrift-edge")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p = sub.add_parser(
+        "agent", aliases=["run"], help="run the agent for one device", formatter_class=Formatter
+    )
+    add_run_arguments(p)
+    p.set_defaults(func=run)
+    p = sub.add_parser("replay", help="publish a data set to devices over MQTT", formatter_class=Formatter)
+    add_replay_arguments(p)
+    p.set_defaults(func=replay_command)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="edgedrift-edge", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    p = sub.add_parser("run", help="run the agent for one device")
-    add_run_arguments(p)
-    p.set_defaults(func=run)
-    p = sub.add_parser("replay", help="publish a data set to devices over MQTT")
-    add_replay_arguments(p)
-    p.set_defaults(func=replay_command)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except KeyboardInterrupt:
-        return 130
-    except (ValueError, FileNotFoundError, ConnectionError, OSError) as exc:
-        print(f"edgedrift-edge {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    args = build_parser().parse_args(argv)
+    return run_command(f"edgedrift-edge {args.command}", args)
 
 
 if __name__ == "__main__":

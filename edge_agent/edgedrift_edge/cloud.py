@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import httpx
 
 from edgedrift.models.document import model_from_document
-from edgedrift.wire import WINDOW_CONTENT_TYPE, Heartbeat, LearnerParams, WindowHeader, encode_window
+from edgedrift.wire import WINDOW_CONTENT_TYPE, Heartbeat, WindowHeader, encode_window
 from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel
 
 log = logging.getLogger("edgedrift_edge.cloud")
@@ -227,21 +227,15 @@ class CloudClient:
 
     @staticmethod
     def _header(request: RecomputeRequest) -> WindowHeader:
-        spec = request.spec
-        fields: dict[str, Any] = {
-            "task": request.task,
-            "learner": request.learner,
-            "params": LearnerParams.model_validate({"C": request.C, **spec.params}),
-            "rebalance": spec.rebalance,
-            "reason": request.reason,
-            "monitor": request.stats,
-            "request_id": request.request_id,
-        }
-        if request.reset_rows is not None:
-            fields["reset_rows"] = request.reset_rows
-        if spec.return_base:
-            fields["return_base"] = True
-        return WindowHeader.model_validate(fields)
+        return request.spec.header(
+            request.task,
+            request.loss,
+            request.reason,
+            C=request.C,
+            stats=request.stats,
+            request_id=request.request_id,
+            reset_rows=request.reset_rows,
+        )
 
     # --- heartbeats ----------------------------------------------------------------------------------------
 
@@ -254,6 +248,24 @@ class CloudClient:
     async def _heartbeat(self, device_id: str, secret: str | None, beat: Heartbeat) -> None:
         headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
         await self._post(f"/v1/devices/{device_id}/stats", headers, json=beat.model_dump(mode="json"))
+
+    # --- a gateway's devices --------------------------------------------------------------------------
+
+    def gateway_devices(
+        self, gateway_id: str, secret: str, known: list[str]
+    ) -> concurrent.futures.Future[dict[str, str | None]]:
+        """The devices the cloud assigns to ``gateway_id``: id -> secret, a fresh secret for each device
+        not in ``known`` (the gateway holds those already), None for the others."""
+        return self._spawn(self._gateway_devices(gateway_id, secret, known))
+
+    async def _gateway_devices(self, gateway_id: str, secret: str, known: list[str]) -> dict[str, str | None]:
+        headers = {"Authorization": f"Bearer {secret}"}
+        response = await self._post(f"/v1/gateways/{gateway_id}/sync", headers, json={"known": known})
+        try:
+            rows = response.json()["devices"]
+            return {str(row["device_id"]): row.get("secret") for row in rows}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
 
     async def _post(self, url: str, headers: dict[str, str], **body: Any) -> httpx.Response:
         """One POST within the overall deadline; :class:`CloudError` for a transport error or a 4xx/5xx."""

@@ -15,9 +15,6 @@ from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import TrainSpec
 
-#: Loss of the learning core -> learner name of the training API.
-LOSS_LEARNER = {"logistic": "logistic", "squared_hinge": "svm", "squared": "ridge"}
-
 
 @dataclass(frozen=True)
 class RecomputeRequest:
@@ -38,7 +35,7 @@ class RecomputeRequest:
     @property
     def learner(self) -> str:
         """The training API's learner name: the strategy's, or the linear learner of the loss."""
-        return self.spec.learner or LOSS_LEARNER[self.loss]
+        return self.spec.learner_for(self.loss)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 import paho.mqtt.client as mqtt
 
@@ -39,22 +39,43 @@ class ReplayPlan:
 
 
 class Progress:
-    """A one-line progress report on stderr (the edge install has no tqdm)."""
+    """Progress on stderr: a tqdm bar on a terminal; on a file or a pipe a plain line every ``every_s``
+    seconds (no carriage returns in a log), both with the rate and the time left."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled, self.start, self.last = total, enabled, time.monotonic(), 0.0
+    LINE = (
+        "replay: {n_fmt}/{total_fmt} samples ({percentage:.1f}%), {rate_fmt}, "
+        "elapsed {elapsed}, ETA {remaining}"
+    )
+
+    def __init__(
+        self, total: int, enabled: bool, stream: TextIO | None = None, every_s: float = 10.0
+    ) -> None:
+        from tqdm import tqdm
+
+        self.total, self.enabled, self.every_s = total, enabled, every_s
+        self.stream = sys.stderr if stream is None else stream
+        self.start = self.last = time.monotonic()
+        self.format_meter = tqdm.format_meter
+        self.bar = (
+            tqdm(total=total, desc="replay", unit="sample", file=self.stream, mininterval=0.5)
+            if enabled and self.stream.isatty()
+            else None
+        )
 
     def update(self, done: int, force: bool = False) -> None:
-        now = time.monotonic()
-        if not self.enabled or (not force and now - self.last < 0.5):
+        if not self.enabled:
             return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        pct = 100.0 * done / max(self.total, 1)
-        sys.stderr.write(f"\rreplay: {done}/{self.total} samples ({pct:5.1f}%), {rate:,.0f}/s   ")
-        if force:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+            if force:
+                self.bar.close()
+            return
+        now = time.monotonic()
+        if force or now - self.last >= self.every_s:
+            self.last = now
+            line = self.format_meter(done, self.total, now - self.start, unit="sample", bar_format=self.LINE)
+            self.stream.write(line + "\n")
+            self.stream.flush()
 
 
 def messages(plan: ReplayPlan) -> list[tuple[str, str, int]]:

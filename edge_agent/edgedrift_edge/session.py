@@ -16,29 +16,30 @@ Recomputes go through the injected :data:`~edgedrift_edge.recompute.Trainer`. It
 sync mode (then the deployed run equals the offline evaluator's) and returns None in async mode: the
 model arrives later through :meth:`DeviceSession.install`. A request the cloud refuses for good puts
 the session on a cool-down instead of asking again on every sample.
+
+The types and counters live in :mod:`~edgedrift_edge.ledger`, the recompute half of the state machine in
+:mod:`~edgedrift_edge.session_recompute`, its reports in :mod:`~edgedrift_edge.session_reports`, the
+checkpoint codec in :mod:`~edgedrift_edge.session_codec`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import uuid
 from collections import Counter as Tally
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 from typing import Any, Literal
 
 import numpy as np
 
-from edgedrift import __version__
 from edgedrift.guard import RangeGuard, screen_first_window
 from edgedrift.loop import EdgeLoop
-from edgedrift.models.document import BatchModel
-from edgedrift.models.losses import FloatArray, Task
-from edgedrift.strategies import STRATEGIES, Context, TrainSpec
-from edgedrift.wire import Heartbeat
+from edgedrift.models.losses import FloatArray
+from edgedrift.strategies import Context, get_strategy
+from edgedrift_edge.ledger import Counters, Event, Output, Prediction, SessionConfig
 from edgedrift_edge.messages import (
     MessageError,
     Rejection,
@@ -48,77 +49,21 @@ from edgedrift_edge.messages import (
     parse_labels,
     parse_samples,
 )
-from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel, Trainer
+from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
+from edgedrift_edge.session_codec import pack_rows, request_fields, request_from_fields, unpack_rows
+from edgedrift_edge.session_recompute import RecomputesMixin
+from edgedrift_edge.session_reports import ReportsMixin
+
+__all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "SessionConfig"]
 
 #: The fewest labels (and, for classification, two classes) the first window needs to train a model.
 MIN_WARMUP_LABELS = 10
 #: Rejection reasons listed in a summary event (the count covers all of them).
 REASONS_PER_EVENT = 5
 Phase = Literal["warmup", "awaiting_model", "running"]
-Event = dict[str, Any]
-Prediction = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class SessionConfig:
-    """What one device's session needs to know (a subset of the agent's settings)."""
-
-    device_id: str
-    task: Task = "classification"
-    strategy: str = "druid"
-    strategy_param: float | None = None
-    n_features: int | None = None
-    warmup_samples: int = 2000
-    window_labels: int = 200
-    C: float | Literal["auto"] = "auto"
-    batch_mode: Literal["exact", "vectorised"] = "vectorised"
-    join_buffer: int = 50_000
-    dedup_window: int = 100_000
-    accuracy_window: int = 1000
-    max_items: int = 10_000
-    outlier_threshold: float = 100.0
-    retry_cooldown_s: float = 30.0
-
-
-@dataclass
-class Counters:
-    """Everything a device counts; published in its status and heartbeats."""
-
-    messages: int = 0
-    samples: int = 0
-    labeled: int = 0
-    predictions: int = 0
-    rejected: int = 0
-    dropped: int = 0
-    duplicates: int = 0
-    id_reused: int = 0
-    outliers: int = 0
-    label_misses: int = 0
-    join_evictions: int = 0
-    recomputes_requested: int = 0
-    recomputes_completed: int = 0
-    recompute_failures: int = 0
-    http_bytes_up: int = 0
-    http_bytes_down: int = 0
-    heartbeats: int = 0
-    heartbeat_failures: int = 0
-    checkpoints: int = 0
-    checkpoint_failures: int = 0
-    reconnects: int = 0
-    publish_failures: int = 0
-    backpressure_waits: int = 0
-
-
-@dataclass
-class Output:
-    """What handling one message produced: predictions (one payload, or a batch) and events."""
-
-    predictions: list[Prediction] = field(default_factory=list)
-    batch: bool = False
-    events: list[Event] = field(default_factory=list)
-
-
-class DeviceSession:
+class DeviceSession(RecomputesMixin, ReportsMixin):
     """The per-device state machine (see the module docstring)."""
 
     def __init__(
@@ -130,7 +75,7 @@ class DeviceSession:
         self.config = config
         self.trainer = trainer
         self.clock = clock
-        self.strategy = STRATEGIES[config.strategy]
+        self.strategy = get_strategy(config.strategy)
         self.counters = Counters()
         self.phase: Phase = "warmup"
         self.n_features: int | None = config.n_features
@@ -372,9 +317,7 @@ class DeviceSession:
             y0=request.y,
             guard=self.guard,
         )
-        built = self.strategy.build(ctx, self.config.strategy_param)
-        assert isinstance(built, EdgeLoop)
-        loop = built
+        loop = self.strategy.build(ctx, self.config.strategy_param)
         loop.start(trained.model, request.X, request.y, warm_learner=True)
         self.loop, self.C, self.learner_params = loop, C, ctx.learner_params
         self.model_version = trained.version
@@ -461,13 +404,6 @@ class DeviceSession:
                 reason="outside the guard's range: predicted, kept out of learner, monitor and window",
             )
 
-    def _track(self, sid: SampleId, x: FloatArray, y: float, y_hat: float) -> None:
-        """Recent accuracy for labeled samples; unlabeled ones wait in the join buffer."""
-        if math.isnan(y):
-            self._remember(sid, x, y_hat)
-        else:
-            self._score(y, y_hat)
-
     def _score(self, y: float, y_hat: float) -> None:
         if not math.isfinite(y_hat):
             return
@@ -512,182 +448,6 @@ class DeviceSession:
         elif not math.isnan(y_hat):
             self._score(y, y_hat)
 
-    # --- recomputes ---------------------------------------------------------------------------------------
-
-    def _request(
-        self,
-        X: FloatArray,
-        y: FloatArray,
-        reason: str,
-        stats: dict[str, Any],
-        initial: bool = False,
-        reset_rows: int | None = None,
-    ) -> RecomputeRequest:
-        self.request_seq += 1
-        spec = self.strategy.train
-        if initial:  # the first model: the strategy's learner, never rebalanced
-            spec = TrainSpec(spec.learner, spec.params)
-        return RecomputeRequest(
-            request_id=f"{self.config.device_id}-{self.epoch}-{self.request_seq}",
-            X=X,
-            y=y,
-            task=self.config.task,
-            loss=self.loss,
-            C=self.config.C if initial or self.C is None else self.C,
-            reason=reason,
-            spec=spec,
-            stats=scalar_stats(stats),
-            reset_rows=reset_rows,
-            initial=initial,
-        )
-
-    def _submit(self, request: RecomputeRequest) -> TrainedModel | None:
-        self.pending = request
-        self.counters.recomputes_requested += 1
-        self._emit(
-            "recompute_requested", request_id=request.request_id, n=len(request.y), stats=request.stats
-        )
-        return self.trainer(request)
-
-    def _recompute(self, X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel | None:
-        """The loop's trainer: the model when the trainer answers at once (sync), else None."""
-        loop = self.loop
-        assert loop is not None
-        request = self._request(
-            X.copy(), y.copy(), self.config.strategy, loop.monitor.stats, reset_rows=reset_rows
-        )
-        trained = self._submit(request)
-        if trained is None:
-            return None
-        self.pending = None
-        self._count_trained(trained)
-        self.model_version = trained.version
-        self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
-        return trained.model
-
-    def install(self, trained: TrainedModel) -> list[Event]:
-        """A model that arrived for a pending request (async mode): swap it in between two samples."""
-        self._events = []
-        if self.pending is None or trained.request_id != self.pending.request_id:
-            self._emit("stale_model", version=trained.version, reason="no pending request with this id")
-        elif self.pending.initial:
-            self._install_initial(trained)
-        else:
-            loop = self.loop
-            assert loop is not None
-            self.pending = None
-            loop.install(trained.model)
-            loop.counters.bytes_down += len(json.dumps(trained.document))
-            self._count_trained(trained)
-            self.model_version = trained.version
-            self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
-        events, self._events = self._events, []
-        return events
-
-    def _count_trained(self, trained: TrainedModel) -> None:
-        c = self.counters
-        c.recomputes_completed += 1
-        c.http_bytes_up += trained.bytes_up
-        c.http_bytes_down += trained.bytes_down
-        if self.unauthorized:
-            self.unauthorized = False
-            self._emit("authorized", reason="the cloud accepted the device's credential again")
-
-    def recompute_failed(self, failure: RecomputeFailure) -> list[Event]:
-        """A failed attempt; a final one releases the request after a cool-down."""
-        self._events = []
-        if self.pending is None or failure.request_id != self.pending.request_id:
-            return []
-        self.counters.recompute_failures += 1
-        self._emit(
-            "recompute_failed",
-            request_id=failure.request_id,
-            attempt=failure.attempt,
-            reason=failure.reason[:300],
-            retrying=not failure.final,
-            retry_in_s=failure.retry_in_s,
-        )
-        if failure.unauthorized and not self.unauthorized:
-            self.unauthorized = True
-            self._emit("unauthorized", reason=failure.reason[:300])
-        if failure.final:
-            request, self.pending = self.pending, None
-            self.cooldown_until = self.clock() + self.config.retry_cooldown_s
-            if request.initial:  # collect again, starting from the refused window
-                self.phase = "warmup"
-                self.warm_rows = [*request.X, *self.warm_rows]
-                self.warm_y = [*request.y.tolist(), *self.warm_y]
-                self.warm_ids = [*([None] * len(request.y)), *self.warm_ids]
-        events, self._events = self._events, []
-        return events
-
-    def _release_cooldown(self) -> None:
-        """After a refused recompute, let the loop ask again once the cool-down has passed."""
-        loop = self.loop
-        if loop is not None and loop.pending_recompute and self.pending is None:
-            loop.pending_recompute = self.clock() < self.cooldown_until
-
-    def resubmit(self) -> RecomputeRequest | None:
-        """The pending request after a restart (same request id: the cloud answers it at most once)."""
-        return self.pending
-
-    # --- reports --------------------------------------------------------------------------------------------
-
-    def accuracy(self) -> float | None:
-        n = len(self.recent)
-        if n == 0 or self.config.task != "classification":
-            return None
-        return min(1.0, max(0.0, self.recent_sum / n))
-
-    def rmse(self) -> float | None:
-        n = len(self.recent)
-        if n == 0 or self.config.task != "regression":
-            return None
-        return math.sqrt(max(self.recent_sum, 0.0) / n)
-
-    def status(self) -> dict[str, Any]:
-        """The device's part of the retained status message (the agent adds state and queue)."""
-        loop = self.loop
-        return {
-            "device_id": self.config.device_id,
-            "version": __version__,
-            "phase": self.phase,
-            "strategy": self.config.strategy,
-            "n_features": self.n_features,
-            "model_version": self.model_version,
-            "accuracy": self.accuracy(),
-            "rmse": self.rmse(),
-            "accuracy_window": len(self.recent),
-            "warning": bool(loop.monitor.warning_detected) if loop else False,
-            "pending_recompute": self.pending is not None,
-            "unauthorized": self.unauthorized,
-            "loop": asdict(loop.counters) if loop else None,
-            "counters": asdict(self.counters),
-        }
-
-    def heartbeat(self) -> Heartbeat:
-        c = self.counters
-        loop = self.loop
-        return Heartbeat(
-            samples=c.samples,
-            labeled=c.labeled,
-            accuracy=self.accuracy(),
-            accuracy_window=len(self.recent),
-            warnings=int(bool(loop and loop.monitor.warning_detected)),
-            drift_events=self.drift_events,
-            recomputes_requested=c.recomputes_requested,
-            model_version=self.model_version,
-            dropped=c.dropped,
-            rejected=c.rejected,
-            extra={
-                "phase": self.phase,
-                "label_misses": c.label_misses,
-                "duplicates": c.duplicates,
-                "outliers": c.outliers,
-                "id_reused": c.id_reused,
-            },
-        )
-
     # --- checkpoints ----------------------------------------------------------------------------------------
 
     _SAVED = (
@@ -700,10 +460,10 @@ class DeviceSession:
         :mod:`edgedrift.state`). The large buffers travel as a few arrays (the join buffer as one
         matrix, the recent ids as one array of digests), so a checkpoint costs milliseconds, not seconds."""
         tree: dict[str, Any] = {name: getattr(self, name) for name in self._SAVED}
-        tree["warm_rows"] = _pack_rows(self.warm_rows)
+        tree["warm_rows"] = pack_rows(self.warm_rows)
         tree["joins"] = {
             "ids": list(self.joins),
-            "X": _pack_rows([x for x, _ in self.joins.values()]),
+            "X": pack_rows([x for x, _ in self.joins.values()]),
             "y_hat": np.fromiter((p for _, p in self.joins.values()), np.float64, len(self.joins)),
         }
         tree["recent_ids"] = {
@@ -712,16 +472,16 @@ class DeviceSession:
         }
         tree["recent"] = np.fromiter(self.recent, np.float64, len(self.recent))
         tree["counters"] = asdict(self.counters)
-        tree["pending"] = None if self.pending is None else _request_fields(self.pending)
+        tree["pending"] = None if self.pending is None else request_fields(self.pending)
         return tree
 
     def restore(self, tree: dict[str, Any]) -> None:
         """Continue from :meth:`snapshot` (the loop's trainer is re-bound to this session)."""
         for name in self._SAVED:
             setattr(self, name, tree[name])
-        self.warm_rows = _unpack_rows(tree["warm_rows"])
+        self.warm_rows = unpack_rows(tree["warm_rows"])
         joins = tree["joins"]
-        rows = _unpack_rows(joins["X"])
+        rows = unpack_rows(joins["X"])
         self.joins = OrderedDict(
             zip(joins["ids"], zip(rows, joins["y_hat"].tolist(), strict=True), strict=True)
         )
@@ -730,61 +490,6 @@ class DeviceSession:
         self.recent = deque(tree["recent"].tolist(), maxlen=self.config.accuracy_window)
         self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})
         pending = tree.get("pending")
-        self.pending = None if pending is None else _request_from_fields(pending)
+        self.pending = None if pending is None else request_from_fields(pending)
         if self.loop is not None:
             self.loop.recompute_fn = self._recompute
-
-
-def _pack_rows(rows: list[FloatArray]) -> FloatArray | list[FloatArray]:
-    """Rows of one width as one matrix; rows of several widths (before the width is known) as a list."""
-    if not rows:
-        return np.zeros((0, 0))
-    width = len(rows[0])
-    if all(len(r) == width for r in rows):
-        return np.array(rows, dtype=np.float64).reshape(len(rows), width)
-    return list(rows)
-
-
-def _unpack_rows(packed: FloatArray | list[FloatArray]) -> list[FloatArray]:
-    return list(packed) if isinstance(packed, list) else [row.copy() for row in packed]
-
-
-def _request_fields(request: RecomputeRequest) -> dict[str, Any]:
-    spec = request.spec
-    return {
-        "request_id": request.request_id,
-        "X": request.X,
-        "y": request.y,
-        "task": request.task,
-        "loss": request.loss,
-        "C": request.C,
-        "reason": request.reason,
-        "spec": [spec.learner, dict(spec.params), spec.rebalance, spec.return_base],
-        "stats": dict(request.stats),
-        "reset_rows": request.reset_rows,
-        "initial": request.initial,
-    }
-
-
-def _request_from_fields(values: dict[str, Any]) -> RecomputeRequest:
-    learner, params, rebalance, return_base = values["spec"]
-    spec = TrainSpec(learner, dict(params), rebalance, bool(return_base))
-    return RecomputeRequest(**{**values, "spec": spec})
-
-
-def scalar_stats(stats: dict[str, Any]) -> dict[str, Any]:
-    """Monitor stats the API stores: up to 32 finite scalars with short names (numpy scalars converted)."""
-    out: dict[str, Any] = {}
-    for key, value in stats.items():
-        if len(out) == 32:
-            break
-        name = "".join(c if c.isalnum() or c in "_.:-" else "_" for c in str(key))[:64] or "_"
-        if isinstance(value, bool | np.bool_):
-            out[name] = bool(value)
-        elif isinstance(value, int | np.integer):
-            out[name] = int(value)
-        elif isinstance(value, float | np.floating) and math.isfinite(float(value)):
-            out[name] = float(value)
-        elif isinstance(value, str):
-            out[name] = value[:256]
-    return out

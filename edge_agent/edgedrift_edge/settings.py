@@ -12,6 +12,7 @@ Plain pydantic (no pydantic-settings) so the edge install stays at edgedrift-cor
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -26,12 +27,12 @@ from pydantic import (
     model_validator,
 )
 
+from edgedrift.ids import DEVICE_ID_PATTERN
 from edgedrift.secrets import SecretFileError, secrets_from_files, weak_secret_reason
-from edgedrift.wire import DEVICE_ID_PATTERN
 
 ENV_PREFIX = "EDGEDRIFT_EDGE_"
 #: Settings that may be read from a file named by ``EDGEDRIFT_EDGE_<NAME>_FILE``.
-SECRET_FIELDS = ("device_secret", "broker_password")
+SECRET_FIELDS = ("device_secret", "broker_password", "gateway_secret")
 
 
 class SettingsError(ValueError):
@@ -47,11 +48,33 @@ class AgentSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_default=True, hide_input_in_errors=True)
 
-    device_id: Annotated[
-        str,
-        _described("the device this agent serves; its topics are {topic_prefix}/{device_id}/...",
-                   pattern=DEVICE_ID_PATTERN),
-    ]  # fmt: skip
+    device_id: str | None = _described(
+        "the device this agent serves; its topics are {topic_prefix}/{device_id}/... "
+        "(or run a gateway: --gateway-id with --devices, --devices-file or --gateway-secret)",
+        pattern=DEVICE_ID_PATTERN,
+        default=None,
+    )
+    gateway_id: str | None = _described(
+        "serve several devices over one MQTT connection as this gateway (its broker user and "
+        "its name at the cloud)",
+        pattern=DEVICE_ID_PATTERN,
+        default=None,
+    )
+    devices: str | None = _described(
+        "gateway: comma-separated device ids it serves (their secrets from --devices-file)", default=None
+    )
+    devices_file: str | None = _described(
+        'gateway: a JSON file {"device-id": "secret", ...} of the devices it serves', default=None
+    )
+    gateway_secret: SecretStr | None = _described(
+        "gateway: its credential at the cloud; the cloud then lists its devices and hands it their "
+        "secrets, polled every gateway_sync_s (better: EDGEDRIFT_EDGE_GATEWAY_SECRET_FILE)",
+        default=None,
+    )
+    gateway_sync_s: Annotated[float, Field(gt=0)] = _described(
+        "gateway: seconds between two polls of the cloud's device list (new devices start, removed stop)",
+        default=10.0,
+    )
     mode: Literal["development", "production"] = _described(
         "production refuses placeholder, default or short secrets (cloud secret, broker password)",
         default="development",
@@ -181,17 +204,40 @@ class AgentSettings(BaseModel):
     @field_validator("strategy")
     @classmethod
     def _strategy(cls, value: str) -> str:
-        from edgedrift.strategies import STRATEGIES
+        from edgedrift.adapters.entry_points import strategy_catalogue
 
-        if value not in STRATEGIES:
-            raise ValueError(f"unknown strategy; known: {', '.join(sorted(STRATEGIES))}")
+        catalogue = strategy_catalogue()  # built-in and entry-point (edgedrift.strategies) strategies
+        if value not in catalogue:
+            raise ValueError(catalogue.unknown(value))
+        if getattr(catalogue[value], "needs_history", False):
+            raise ValueError(f"{value!r} needs the cloud's label history, not kept yet: evaluator only")
         return value
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        bad = [d for d in device_list(value) if not re.fullmatch(DEVICE_ID_PATTERN, d)]
+        if bad:
+            raise ValueError(f"{len(bad)} device id(s) are not letters, digits, '_' or '-' (1-64 characters)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_identity(self) -> AgentSettings:
+        if self.device_id is None and self.gateway_id is None:
+            raise ValueError("set device_id (one device) or gateway_id (a gateway)")
+        if self.gateway_id is None and (self.devices or self.devices_file or self.gateway_secret):
+            raise ValueError("devices, devices_file and gateway_secret need gateway_id")
+        return self
 
     @model_validator(mode="after")
     def _secure_in_production(self) -> AgentSettings:
         if self.mode != "production":
             return self
         checks = [("EDGEDRIFT_EDGE_DEVICE_SECRET", self.device_secret)]
+        if self.gateway_id is not None:
+            checks = [("EDGEDRIFT_EDGE_GATEWAY_SECRET", self.gateway_secret)] if self.gateway_secret else []
         password = self.broker_password or _url_password(self.broker_url)
         if password is not None or urlsplit(self.broker_url).username:
             checks.append(("the broker password", password))
@@ -205,8 +251,15 @@ class AgentSettings(BaseModel):
 
     @property
     def topics(self) -> dict[str, str]:
-        base = f"{self.topic_prefix}/{self.device_id}"
-        return {k: f"{base}/{k}" for k in ("samples", "labels", "predictions", "events", "status")}
+        """The topics of ``device_id`` (a single-device agent)."""
+        return device_topics(self.topic_prefix, self.device_id or "")
+
+    @property
+    def status_topic(self) -> str:
+        """Where the process's last will goes: the device's status, or the gateway's own."""
+        if self.gateway_id is None:
+            return self.topics["status"]
+        return f"{self.topic_prefix}/gateways/{self.gateway_id}/status"
 
     @property
     def effective_broker_url(self) -> str:
@@ -246,6 +299,16 @@ class AgentSettings(BaseModel):
             return cls.model_validate(values)
         except ValidationError as exc:
             raise SettingsError(describe_errors(exc)) from None
+
+
+def device_topics(prefix: str, device_id: str) -> dict[str, str]:
+    """``{prefix}/{device_id}/{kind}`` for the five kinds of topic a device has."""
+    return {k: f"{prefix}/{device_id}/{k}" for k in ("samples", "labels", "predictions", "events", "status")}
+
+
+def device_list(value: str) -> list[str]:
+    """The ids of a comma-separated list (blanks ignored)."""
+    return [d.strip() for d in value.split(",") if d.strip()]
 
 
 def describe_errors(exc: ValidationError) -> str:

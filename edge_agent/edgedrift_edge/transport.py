@@ -117,6 +117,7 @@ class MqttTransport:
         self._by_mid: dict[int, _Pending | None] = {}  # mid of a publish -> the message waiting for it
         self._confirmed_early: set[int] = set()
         self._retry: deque[_Retry] = deque()
+        self._dropped_by_topic: dict[str, int] = {}
         self.max_inbox_bytes = max_inbox_bytes
         self._bytes_in = 0
         self._bytes_out = 0
@@ -170,15 +171,39 @@ class MqttTransport:
         self.client.disconnect()
         self.client.loop_stop()
 
-    def unsubscribe(self) -> None:
-        self.client.unsubscribe(self.subscriptions)
+    def subscribe(self, topics: list[str]) -> None:
+        """Add subscriptions (a gateway's new device); sent at once when connected, else on connect."""
+        with self._lock:
+            self.subscriptions = [*self.subscriptions, *(t for t in topics if t not in self.subscriptions)]
+        if self.connected.is_set():
+            self._send_subscribe(topics)
+
+    def unsubscribe(self, topics: list[str]) -> None:
+        """Drop subscriptions (a device a gateway no longer serves)."""
+        with self._lock:
+            self.subscriptions = [t for t in self.subscriptions if t not in set(topics)]
+        if self.connected.is_set() and topics:
+            self.client.unsubscribe(topics)
+
+    def _send_subscribe(self, topics: list[str]) -> None:
+        """SUBSCRIBE in packets of at most 100 topics (a gateway may serve thousands of devices)."""
+        for start in range(0, len(topics), 100):
+            self.client.subscribe([(topic, self.qos) for topic in topics[start : start + 100]])
+
+    def dropped_for(self, topic: str) -> int:
+        """QoS-0 messages of ``topic`` dropped because the inbox was full."""
+        return self._dropped_by_topic.get(topic, 0)
 
     def _on_connect(self, client: mqtt.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
         if reason.is_failure:
             log.error("broker refused the connection: %s", reason)
             return
         # Subscribing here renews the subscriptions after every reconnect.
-        client.subscribe([(topic, self.qos) for topic in self.subscriptions])
+        with self._lock:
+            topics = list(self.subscriptions)
+        self._send_subscribe(topics)
+        if not topics:  # a gateway that serves no device yet
+            self.subscribed.set()
         self.connected.set()
         log.info("connected to %s", redact(self.broker_url))
         if self.on_connected is not None:
@@ -206,12 +231,12 @@ class MqttTransport:
         size = len(item.payload)
         if message.qos == 0:
             if self._inbox_bytes + size > self.max_inbox_bytes:
-                self.counters.dropped += 1
+                self._drop(item.topic)
                 return
             try:
                 self.inbox.put_nowait(item)
             except queue.Full:
-                self.counters.dropped += 1
+                self._drop(item.topic)
                 return
             self._bytes_in += size
             return
@@ -229,6 +254,10 @@ class MqttTransport:
             if not waited:
                 self.counters.backpressure_waits += 1
                 waited = True
+
+    def _drop(self, topic: str) -> None:
+        self.counters.dropped += 1
+        self._dropped_by_topic[topic] = self._dropped_by_topic.get(topic, 0) + 1
 
     def get(self, timeout: float) -> Inbound | None:
         try:

@@ -6,63 +6,21 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from edgedrift.data import load_dataset
-from edgedrift_eval.peers import RIVER_PEERS
+from edgedrift.models.losses import FloatArray
+from edgedrift_eval.command import register
 from edgedrift_eval.protocol import get_protocol
+from edgedrift_eval.results import RunResult, SweepEntry
 from edgedrift_eval.runner import BASELINES, RunSpec, run_one
 from edgedrift_eval.strategies import STRATEGIES, expand
 from edgedrift_eval.sweep import aggregate, best_within, plan, run_sweep, write_outputs
 
+__all__ = ["evaluate", "register", "summarize", "write_curves"]
+
 BUDGETS = (0, 5, 10, 20, 50, 100)
-DEFAULT_STRATEGIES = "druid,druid-paper,predsign,periodic,sgd,ddm,eddm,adwin"
-
-
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "evaluate",
-        help="replay a stream through the strategies; write results and plots",
-        description=__doc__,
-    )
-    p.add_argument(
-        "--dataset",
-        default="elec2",
-        help="elec2, elec2-6, covtype, sine1, 'sine1+:d=10,sigma=100', 'ridge:sigma=10', sea, "
-        "hyperplane, rbf, or csv:PATH (with --target)",
-    )
-    p.add_argument("--target", help="label column for --dataset csv:PATH")
-    p.add_argument("--seed", type=int, default=0, help="seed of synthetic streams")
-    p.add_argument(
-        "--shuffle",
-        type=int,
-        default=None,
-        metavar="SEED",
-        help="shuffle the stream's rows first (a drift-free control)",
-    )
-    p.add_argument("--protocol", default="druid", help="druid (every 10th label, window 2000) or full")
-    p.add_argument("--every", type=int, help="label every k-th sample")
-    p.add_argument("--window", type=int, help="window / warm-up length in samples")
-    p.add_argument("--delay", type=int, help="label delay in samples")
-    p.add_argument(
-        "--strategies",
-        default=DEFAULT_STRATEGIES,
-        help=f"comma-separated; groups: river, edgedrift, all. Known: {', '.join(STRATEGIES)}, "
-        f"{', '.join(RIVER_PEERS)}",
-    )
-    p.add_argument(
-        "--grid",
-        action="append",
-        default=[],
-        metavar="NAME=V1,V2",
-        help="override a strategy's sweep grid, e.g. --grid druid=0.99,0.999",
-    )
-    p.add_argument("--offsets", help="label offsets to run (default: all of the protocol, e.g. 0-9)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel processes (default: 2)")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=evaluate)
 
 
 def _parse_grids(items: list[str]) -> dict[str, list[float]]:
@@ -95,7 +53,7 @@ def evaluate(args: argparse.Namespace) -> int:
     rows = run_sweep(stream, protocol, specs, args.jobs, progress=not args.no_progress)
     entries = aggregate(rows, stream.task)
     metric = "accuracy" if stream.task == "classification" else "rmse"
-    meta = {
+    meta: dict[str, object] = {
         "dataset": stream.name,
         "n": len(stream),
         "n_features": stream.n_features,
@@ -107,22 +65,15 @@ def evaluate(args: argparse.Namespace) -> int:
     }
     write_outputs(args.out, entries, rows, meta)
 
-    from edgedrift_eval.plots import over_time_plot, tradeoff_plot
+    from edgedrift_eval.plots import cost_plot, over_time_plot, tradeoff_plot
 
-    n_offsets = len({r["offset"] for r in rows})
+    n_offsets = len({r.offset for r in rows})
     title = f"{stream.name}: {metric} vs batch recomputes ({protocol.name} protocol, {n_offsets} offsets)"
     tradeoff_plot(entries, args.out / "tradeoff.png", title, metric)
+    cost_plot(entries, args.out / "edge_cost.png", f"{stream.name}: {metric} vs edge cost per budget", metric)
     picked = _pick_for_time_plot(entries, metric)
     first = offsets[0] if offsets else protocol.offsets[0]
-    curves = [
-        run_one(
-            stream,
-            protocol,
-            RunSpec(e["strategy"], next(iter(e["params"].values()), None), first),
-            curves=True,
-        )
-        for e in picked
-    ]
+    curves = [run_one(stream, protocol, RunSpec(e.strategy, e.param, first), curves=True) for e in picked]
     write_curves(curves, stream.y[protocol.window :], protocol.window, args.out / "curves.csv", stream.task)
     over_time_plot(
         curves,
@@ -137,7 +88,8 @@ def evaluate(args: argparse.Namespace) -> int:
     (args.out / "summary.md").write_text(summary)
     print(summary)
     print(
-        f"wrote {args.out}/results.json, runs.csv, curves.csv, tradeoff.png, over_time.png, summary.md "
+        f"wrote {args.out}/results.json, runs.csv, curves.csv, tradeoff.png, edge_cost.png, over_time.png, "
+        "summary.md "
         f"in {time.perf_counter() - t0:.0f} s",
         file=sys.stderr,
     )
@@ -145,7 +97,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def write_curves(
-    runs: list[dict[str, Any]], y_true: Any, start: int, path: Path, task: str, window: int = 2000
+    runs: Sequence[RunResult], y_true: FloatArray, start: int, path: Path, task: str, window: int = 2000
 ) -> None:
     """Sliding-window accuracy (or RMSE) of each plotted run, downsampled, as a long CSV table."""
     import csv
@@ -156,23 +108,23 @@ def write_curves(
         out = csv.writer(fh)
         out.writerow(["strategy", "params", "sample", "accuracy" if task == "classification" else "rmse"])
         for run in runs:
-            preds = run["predictions"]
+            preds = run.scored_predictions()
             curve = (
                 windowed_accuracy(preds == y_true, window)
                 if task == "classification"
                 else windowed_rmse(preds - y_true, window)
             )
             idx, vals = downsample_curve(curve, 2000)
-            params = json.dumps(run["params"])
+            params = json.dumps(run.params)
             out.writerows(
-                [run["strategy"], params, int(i) + start, f"{v:.6g}"] for i, v in zip(idx, vals, strict=True)
+                [run.strategy, params, int(i) + start, f"{v:.6g}"] for i, v in zip(idx, vals, strict=True)
             )
 
 
-def _pick_for_time_plot(entries: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+def _pick_for_time_plot(entries: Sequence[SweepEntry], metric: str) -> list[SweepEntry]:
     """For each strategy (up to 8): its best configuration with at most 20 recomputes."""
     out = []
-    for name in dict.fromkeys(e["strategy"] for e in entries):
+    for name in dict.fromkeys(e.strategy for e in entries):
         if name in BASELINES:
             continue
         best = best_within(entries, 20, [name], metric)
@@ -181,22 +133,26 @@ def _pick_for_time_plot(entries: list[dict[str, Any]], metric: str) -> list[dict
     return out[:8]
 
 
-def summarize(entries: list[dict[str, Any]], metric: str) -> str:
-    """Markdown: every configuration, then EdgeDrift's best against the best peer at each budget."""
+def summarize(entries: Sequence[SweepEntry], metric: str) -> str:
+    """Markdown: every configuration (standard deviations over offsets with ddof = 1; "labeled only" scores
+    the labeled samples alone), then EdgeDrift's best against the best peer at each budget."""
     pct = 100.0 if metric == "accuracy" else 1.0
     unit = "%" if metric == "accuracy" else ""
     lines = [
-        f"| strategy | params | recomputes | {metric} | sd | kappa | edge µs/sample | order |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        f"| strategy | params | recomputes | {metric} | sd | labeled only | kappa | edge µs/sample "
+        "| edge state B | order | cloud CPU s/recompute |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
-    for e in sorted(entries, key=lambda e: (e["strategy"], e["recomputes"])):
+    for e in sorted(entries, key=lambda e: (e.strategy, e.recomputes)):
+        labeled = e.mean.get("accuracy_labeled", float("nan")) * pct
         lines.append(
-            f"| {e['strategy']} | {json.dumps(e['params'])} | {e['recomputes']:.1f} | "
-            f"{e[metric] * pct:.2f}{unit} | {e[metric + '_sd'] * pct:.2f} | "
-            f"{e.get('kappa', float('nan')):.3f} | {e['edge_us_per_sample']:.1f} | {e['update_order']} |"
+            f"| {e.strategy} | {json.dumps(e.params)} | {e.recomputes:.1f} | "
+            f"{e.metric(metric) * pct:.2f}{unit} | {e.metric_sd(metric) * pct:.2f} | {labeled:.2f} | "
+            f"{e.mean.get('kappa', float('nan')):.3f} | {e.edge_us_per_sample:.1f} | "
+            f"{e.edge_state_bytes:.0f} | {e.update_order} | {e.cloud_cpu_s_per_recompute:.3f} |"
         )
     own = [n for n, s in STRATEGIES.items() if s.edgedrift]
-    peers = [e["strategy"] for e in entries if e["strategy"] not in own and e["strategy"] not in BASELINES]
+    peers = [e.strategy for e in entries if e.strategy not in own and e.strategy not in BASELINES]
     lines += [
         "",
         f"| budget (recomputes) | EdgeDrift best | {metric} | best peer | {metric} |",
@@ -205,12 +161,12 @@ def summarize(entries: list[dict[str, Any]], metric: str) -> str:
     for b in BUDGETS:
         mine, peer = best_within(entries, b, own, metric), best_within(entries, b, peers, metric)
 
-        def fmt(e: dict[str, Any] | None) -> str:
+        def fmt(e: SweepEntry | None) -> str:
             if e is None:
                 return "– | –"
             return (
-                f"{e['strategy']} {json.dumps(e['params'])} ({e['recomputes']:.1f}) | "
-                f"{e[metric] * pct:.2f} ± {e[metric + '_sd'] * pct:.2f}"
+                f"{e.strategy} {json.dumps(e.params)} ({e.recomputes:.1f}) | "
+                f"{e.metric(metric) * pct:.2f} ± {e.metric_sd(metric) * pct:.2f}"
             )
 
         lines.append(f"| ≤ {b} | {fmt(mine)} | {fmt(peer)} |")

@@ -3,15 +3,12 @@ the same builders the edge agent uses), plus the river peers and the evaluator's
 
 from __future__ import annotations
 
-from typing import Any
-
-from edgedrift.loop import Recompute
-from edgedrift.models.document import BatchModel, model_from_document
+from edgedrift.adapters.entry_points import strategy_catalogue
 from edgedrift.models.losses import FloatArray, Task
-from edgedrift.strategies import LEARNERS, STRATEGIES, Context, Runner, Strategy, TrainSpec, make_learner
+from edgedrift.strategies import LEARNERS, Context, Runner, Strategy, TrainSpec, make_learner
 from edgedrift.training.linear import LinearTrainer, tune_C
-from edgedrift.training.window import train_window
-from edgedrift.wire import WindowHeader
+from edgedrift.training.recompute import spec_trainer
+from edgedrift.training.retune import HistoryRetuner
 
 __all__ = [
     "LEARNERS",
@@ -19,32 +16,14 @@ __all__ = [
     "Context",
     "Runner",
     "Strategy",
-    "cloud_trainer",
     "expand",
     "make_context",
     "make_learner",
+    "spec_trainer",
 ]
 
-
-def cloud_trainer(spec: TrainSpec, task: Task, reason: str = "evaluator") -> Recompute:
-    """The cloud's own training entry point (:func:`train_window`), in process, for a non-linear spec."""
-
-    def recompute(X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel:
-        fields: dict[str, Any] = {
-            "task": task,
-            "learner": spec.learner,
-            "params": spec.params,
-            "rebalance": spec.rebalance,
-            "reason": reason,
-        }
-        if reset_rows is not None:
-            fields["reset_rows"] = reset_rows
-        if spec.return_base:
-            fields["return_base"] = True
-        outcome = train_window(WindowHeader.model_validate(fields), X, y)
-        return model_from_document(outcome.document)
-
-    return recompute
+#: The built-in strategies and those registered under the ``edgedrift.strategies`` entry points.
+STRATEGIES = strategy_catalogue()
 
 
 def make_context(
@@ -59,16 +38,21 @@ def make_context(
     """Tune C on the first window's labeled samples (blocked CV over a wide grid) and build a Context.
 
     ``train`` is the strategy's recompute spec: linear models train with :class:`LinearTrainer`, other
-    learners (shrubs, rebalancing) through the cloud's :func:`train_window`, the first model without
-    rebalancing.
+    learners (shrubs, rebalancing) through the cloud's own entry point (:func:`spec_trainer`), the first
+    model without rebalancing. Re-tuning strategies get the cloud's search in process
+    (:class:`~edgedrift.training.retune.HistoryRetuner`).
     """
     loss = loss or ("logistic" if task == "classification" else "squared")
     trainer = LinearTrainer(loss=loss)
     C = C if C is not None else tune_C(X0, y0, trainer).best_C
     ctx = Context(X0.shape[1], task, loss, window_labels, C, trainer.with_C(C), X0, y0)
+    batch = trainer.with_C(C)
+    ctx.retune = lambda channel, learner: HistoryRetuner(
+        channel, learner, batch, loss, task, window_labels=window_labels
+    )
     if train is not None and train.learner is not None:
-        ctx.recompute = cloud_trainer(train, task)
-        ctx.initial = cloud_trainer(TrainSpec(train.learner, train.params), task, "initial")
+        ctx.recompute = spec_trainer(train, task)
+        ctx.initial = spec_trainer(TrainSpec(train.learner, train.params), task, "initial")
     return ctx
 
 

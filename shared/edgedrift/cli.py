@@ -1,19 +1,87 @@
 """The ``edgedrift`` command. Subcommands come from the installed parts (entry-point group
-``edgedrift.commands``), so a slim edge install has only the edge's commands and no evaluator."""
+``edgedrift.commands``), so a slim edge install has only the edge's commands and no evaluator.
+
+One policy for every EdgeDrift command line (``edgedrift``, ``edgedrift-edge``, ``edgedrift-cloud``):
+``--version`` and ``--help`` everywhere, every option with a help text and its default, parsers built
+without importing the heavy parts (a subcommand's function is imported when it runs: :func:`lazy`), and
+an error as one line ``PROG: error: MESSAGE`` with exit code 2 (:func:`run_command`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
+from typing import NoReturn
 
 from edgedrift import __version__
 
+#: Exit code of a usage or environment error (argparse's own).
+USAGE_ERROR = 2
+Command = Callable[[argparse.Namespace], int]
+
+
+class CommandError(Exception):
+    """A command cannot run as asked: printed as one line, exit code 2."""
+
+
+def lazy(target: str) -> Command:
+    """``module:function``, imported only when the command runs, so building the parser stays light."""
+    module, _, name = target.partition(":")
+
+    def call(args: argparse.Namespace) -> int:
+        function: Command = getattr(importlib.import_module(module), name)
+        return int(function(args) or 0)
+
+    return call
+
+
+def add_version(parser: argparse.ArgumentParser, prog: str) -> None:
+    parser.add_argument("--version", action="version", version=f"{prog} {__version__}")
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help with the description as written and each option's default (unless its text names one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or not action.option_strings
+            or isinstance(action, argparse._VersionAction | argparse._HelpAction)
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage error is one line naming the help (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def run_command(prog: str, args: argparse.Namespace) -> int:
+    """Run ``args.func``; a :class:`CommandError`, a bad value or an unusable file, address or network
+    becomes one line on stderr and exit code 2; Ctrl-C exits 130."""
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except (CommandError, ValueError, OSError) as exc:
+        message = " ".join(str(exc).split())
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return USAGE_ERROR
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="edgedrift", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"edgedrift {__version__}")
+    parser = Parser(prog="edgedrift", description=__doc__, formatter_class=Formatter)
+    add_version(parser, "edgedrift")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for ep in sorted(entry_points(group="edgedrift.commands"), key=lambda e: e.name):
         register = ep.load()
@@ -26,15 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
-        return 2
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"edgedrift {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
+    return run_command(f"edgedrift {args.command}", args)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from edgedrift.learners.base import OnlineLearner
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Monitor
+from edgedrift.monitors.hooks import RestartHook, SelectionHook, UnlabeledHook, WarningHook
 from edgedrift.window import CountWindow, TimeWindow
 
 PredictWith = Literal["batch", "monitor", "incremental"]
@@ -59,13 +60,73 @@ class LoopCounters:
     outliers: int = 0
 
 
+class Runner(Protocol):
+    """What a prequential runner drives: one sample at a time, labels possibly late.
+
+    :class:`EdgeLoop` is one; the evaluator's river peers are others.
+    """
+
+    def process_one(self, x: FloatArray, y: float | None = None, ts: float = math.nan) -> float: ...
+
+    def learn_one(
+        self, x: FloatArray, y: float, y_hat: float | None = None, ts: float = math.nan
+    ) -> None: ...
+
+
 def window_upload_bytes(n: int, d: int) -> int:
     """Bytes to ship a window as the compact binary body: float32 features and labels, 64-byte header."""
     return 64 + 4 * n * (d + 1)
 
 
 class EdgeLoop:
-    """Test-then-train loop over one stream, shared by the evaluator and the edge agent."""
+    """Test-then-train loop over one stream, shared by the evaluator and the edge agent.
+
+    Parameters
+    ----------
+    window
+        The sliding window of labeled samples the batch trainer retrains on.
+    monitor
+        Decides when the batch model is stale; its optional hooks (:mod:`edgedrift.monitors.hooks`) are
+        looked up once, when it is set.
+    recompute
+        The batch trainer: ``(X, y)`` -> model, or None while an asynchronous recompute is pending.
+    learner
+        The incremental learner (needed unless ``predict_with="batch"``).
+    predict_with
+        ``"batch"``, ``"monitor"`` or ``"incremental"`` (see the module docstring).
+    anchor_on_recompute
+        Whether every installed batch model re-anchors the learner.
+    swap_learner_on_drift
+        Incremental mode of the error-driven triggers: a drift swaps in a learner trained since the
+        warning instead of retraining the batch model.
+    guard
+        Keeps flagged samples out of the window, the monitor and the learner.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgedrift.learners import ForgettingNewton
+    >>> from edgedrift.monitors import DruidMonitor
+    >>> from edgedrift.training.linear import LinearTrainer
+    >>> from edgedrift.window import CountWindow
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(3000, 2))
+    >>> y = np.where(np.arange(3000) < 1500, np.sign(X[:, 0] + X[:, 1]), np.sign(X[:, 0] - X[:, 1]))
+    >>> trainer = LinearTrainer("logistic", C=10.0)
+    >>> loop = EdgeLoop(
+    ...     CountWindow(200, n_features=2),
+    ...     DruidMonitor(alpha=0.999, t_n=200),
+    ...     trainer,
+    ...     learner=ForgettingNewton(2, forgetting=0.9, prior=0.1),
+    ...     predict_with="incremental",
+    ... )
+    >>> loop.start(trainer(X[:200], y[:200]), X[:200], y[:200], warm_learner=True)
+    >>> hits = 0
+    >>> for i in range(200, 3000):
+    ...     hits += int(loop.process_one(X[i], y[i]) == y[i])
+    >>> round(hits / 2800, 3), loop.counters.recomputes, [e.sample for e in loop.events]
+    (0.97, 1, [1538])
+    """
 
     _state_transient = ("recompute_fn",)
 
@@ -101,6 +162,19 @@ class EdgeLoop:
         self.last_outlier = False
         self.last_outliers: np.ndarray = np.zeros(0, dtype=bool)
 
+    @property
+    def monitor(self) -> Monitor:
+        """The recompute trigger; setting it looks up its optional hooks."""
+        return self._monitor
+
+    @monitor.setter
+    def monitor(self, monitor: Monitor) -> None:
+        self._monitor = monitor
+        self._unlabeled: UnlabeledHook | None = monitor if isinstance(monitor, UnlabeledHook) else None
+        self._restart: RestartHook | None = monitor if isinstance(monitor, RestartHook) else None
+        self._selection: SelectionHook | None = monitor if isinstance(monitor, SelectionHook) else None
+        self._warning: WarningHook | None = monitor if isinstance(monitor, WarningHook) else None
+
     def start(self, model: BatchModel, X: FloatArray, y: FloatArray, warm_learner: bool = False) -> None:
         """Install the first batch model, trained on (X, y) (not counted as a recompute).
 
@@ -115,7 +189,7 @@ class EdgeLoop:
 
     def _install(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         self.model = model
-        self.monitor.reset(model, X, y)
+        self._monitor.reset(model, X, y)
         if self.learner is not None and self.anchor_on_recompute:
             self.learner.anchor(model)
 
@@ -127,11 +201,11 @@ class EdgeLoop:
         self.pending_recompute = False
 
     def _settle(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
-        if self.monitor.accept(model):
+        if self._selection is None or self._selection.accept(model):
             self._install(model, X, y)
         else:
             assert self.model is not None
-            self.monitor.reset(self.model, X, y)
+            self._monitor.reset(self.model, X, y)
 
     def uses_incremental(self) -> bool:
         """Whether the next prediction comes from the incremental learner."""
@@ -139,17 +213,25 @@ class EdgeLoop:
             return True
         return (
             self.predict_with == "monitor"
-            and self.monitor.incremental_during_warning
-            and self.monitor.warning_detected
+            and self._warning is not None
+            and self._warning.incremental_during_warning
+            and self._monitor.warning_detected
         )
+
+    def _batch_predictor(self) -> BatchModel:
+        """The batch model that predicts: the installed one, or the monitor's choice (SelectionHook)."""
+        assert self.model is not None, "call start() with an initial model first"
+        if self._selection is not None:
+            override = self._selection.prediction_model()
+            if override is not None:
+                return override
+        return self.model
 
     def predict_one(self, x: FloatArray) -> float:
         if self.uses_incremental():
             assert self.learner is not None
             return self.learner.predict_one(x)
-        assert self.model is not None, "call start() with an initial model first"
-        override = self.monitor.prediction_model()
-        return (override or self.model).predict_one(x)
+        return self._batch_predictor().predict_one(x)
 
     def _outlier(self, x: FloatArray, y: float | None, remember: bool = True) -> bool:
         flagged = self.guard is not None and self.guard.check(x, y if self._guard_labels else None, remember)
@@ -169,7 +251,8 @@ class EdgeLoop:
         if self._outlier(x, y):
             return y_hat
         if y is None:
-            self.monitor.update_unlabeled(x)
+            if self._unlabeled is not None:
+                self._unlabeled.update_unlabeled(x)
         else:
             self._learn(x, y, y_hat, ts)
         return y_hat
@@ -187,12 +270,12 @@ class EdgeLoop:
         error = (y - y_hat) * (y - y_hat) if self.model.task == "regression" else float(y != y_hat)
         self.counters.labeled += 1
         n_evicted = self.window.push(x, y, ts)
-        self.monitor.update(x, y, error, self.window, n_evicted)
+        self._monitor.update(x, y, error, self.window, n_evicted)
         if self.learner is not None:
             self.learner.learn_one(x, y)
         if self.swap_learner_on_drift:
             self._track_background(x, y)
-        if self.monitor.drift_detected and not self.pending_recompute:
+        if self._monitor.drift_detected and not self.pending_recompute:
             self._recompute()
 
     def _track_background(self, x: FloatArray, y: float) -> None:
@@ -201,7 +284,7 @@ class EdgeLoop:
         A warning that clears without a drift drops it, so a later drift swaps in a learner trained
         since the *current* warning only.
         """
-        if not (self.monitor.warning_detected or self.monitor.drift_detected):
+        if not (self._monitor.warning_detected or self._monitor.drift_detected):
             self._background = None
             return
         if self._background is None:
@@ -210,8 +293,8 @@ class EdgeLoop:
         self._background.learn_one(x, y)
 
     def _recompute(self) -> None:
-        stats = self.monitor.stats
-        own = self.monitor.training_batch()
+        stats = self._monitor.stats
+        own = None if self._selection is None else self._selection.training_batch()
         if own is not None:
             X, y, reset_rows = own
             model = (
@@ -227,10 +310,10 @@ class EdgeLoop:
             self.learner = self._background if self._background is not None else self.learner.clone()
             self._background = None
             assert self.model is not None
-            self.monitor.reset(self.model, X, y)
+            self._monitor.reset(self.model, X, y)
             self._count(0, 0, stats)
             return
-        k = self.monitor.train_on_last()
+        k = None if self._restart is None else self._restart.train_on_last()
         if k is not None:
             # Train on the newest k samples only, and restart the window there, so that the new batch
             # model's training set is exactly the window (D₁ of Theorem 1).
@@ -273,11 +356,12 @@ class EdgeLoop:
         else:
             preds_kept = preds
         if y is None:
-            self.monitor.update_unlabeled_many(X)
+            if self._unlabeled is not None:
+                self._unlabeled.update_unlabeled_many(X)
             return preds
         labeled = ~np.isnan(y)
-        if not labeled.all():
-            self.monitor.update_unlabeled_many(X[~labeled])
+        if not labeled.all() and self._unlabeled is not None:
+            self._unlabeled.update_unlabeled_many(X[~labeled])
         if labeled.any():
             self._learn_many(X[labeled], y[labeled], preds_kept[labeled], None if ts is None else ts[labeled])
         return preds
@@ -319,10 +403,10 @@ class EdgeLoop:
         errors = (y - y_hat) * (y - y_hat) if regression else (y != y_hat).astype(np.float64)
         self.counters.labeled += len(y)
         n_evicted = self.window.push_many(X, y, ts)
-        self.monitor.update_many(X, y, errors, self.window, n_evicted)
+        self._monitor.update_many(X, y, errors, self.window, n_evicted)
         if self.learner is not None:
             self.learner.learn_many(X, y)
-        if self.monitor.drift_detected and not self.pending_recompute:
+        if self._monitor.drift_detected and not self.pending_recompute:
             self._recompute()
 
     def predict_many(self, X: FloatArray) -> FloatArray:
@@ -330,6 +414,4 @@ class EdgeLoop:
         if self.uses_incremental():
             assert self.learner is not None
             return self.learner.predict_many(X)
-        assert self.model is not None
-        override = self.monitor.prediction_model()
-        return (override or self.model).predict(X)
+        return self._batch_predictor().predict(X)

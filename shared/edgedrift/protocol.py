@@ -59,8 +59,8 @@ PROTOCOLS: dict[str, Protocol] = {
 }
 
 
-def get_protocol(name: str, **overrides: int | float) -> Protocol:
-    """A named protocol (``druid``: 10% labels, window 2000; ``full``: every label) with overrides."""
+def get_protocol(name: str, **overrides: int | float | None) -> Protocol:
+    """A named protocol (``druid``: 10% labels, window 2000; ``full``: every label); None overrides keep."""
     try:
         base = PROTOCOLS[name]
     except KeyError:

@@ -14,6 +14,22 @@ from numpy.typing import NDArray
 from edgedrift.models.losses import FloatArray
 
 
+def delay_buffer_size(
+    rate_per_s: float, max_delay_s: float, headroom: float = 1.5, minimum: int = 64, maximum: int = 1_000_000
+) -> int:
+    """Entries a per-device buffer of samples awaiting their label (or of recent sample ids) needs: the
+    samples that arrive within the longest label delay, times ``headroom`` for bursts, within
+    [minimum, maximum]; a buffer sized from the delay instead of a fixed 100k keeps idle devices small.
+
+    >>> delay_buffer_size(rate_per_s=10.0, max_delay_s=60.0)
+    900
+    """
+    if not (rate_per_s >= 0.0 and max_delay_s >= 0.0 and headroom >= 1.0):
+        raise ValueError("rate_per_s and max_delay_s must be >= 0 and headroom >= 1")
+    need = math.ceil(rate_per_s * max_delay_s * headroom)
+    return int(min(max(need, minimum), maximum))
+
+
 class _RingWindow:
     """Chronological ring buffer of (x, y, ts); the subclasses decide what to evict."""
 

@@ -20,13 +20,12 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from edgedrift.ids import DEVICE_ID_PATTERN as DEVICE_ID_PATTERN
 from edgedrift.models.losses import FloatArray
 
 API_VERSION = "v1"
 WINDOW_CONTENT_TYPE = "application/x-edgedrift-window"
 WINDOW_MAGIC = b"EDW1"
-#: A device id is a path segment: letters, digits, '_' and '-', no dots or slashes (no path tricks).
-DEVICE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 
 Task = Literal["classification", "regression"]
 #: ``logistic`` = LIBLINEAR -s 0, ``svm`` = -s 2 (squared hinge), ``ridge`` = -s 11 / closed form,
@@ -42,6 +41,15 @@ LEARNER_TASKS: dict[str, tuple[str, ...]] = {
     "ridge": ("regression",),
     "shrub": ("classification", "regression"),
 }
+
+#: Bound of ``n`` and ``d`` in a binary header (the body length check refuses anything that does not fit).
+MAX_COUNT = 2**31 - 1
+#: Largest magnitude of a window value: squares and sums of squares stay finite in float64 and values
+#: fit float32 (CART splits), so no trainer overflows to a non-finite model.
+MAX_ABS_VALUE = 1e30
+#: Upper bounds of heartbeat counters: the registry's INTEGER and BIGINT columns.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 StatValue = FiniteFloat | int | bool | str | None
@@ -104,47 +112,45 @@ class TrainRequest(WindowHeader):
     y: list[FiniteFloat]
 
 
-class TrainResponse(WireModel):
+class StoredModel(WireModel):
+    """The fields every view of one stored model version shares: the registry's row, a list entry, the
+    reply to a training request. The views are built from the row with
+    ``model_validate(row, from_attributes=True)``, so a field is named once here and once in the table."""
+
+    version: int
+    sha256: str
+    learner: Learner
+    rebalance: Rebalance
+    reason: str
+    n: int
+    d: int
+    train_ms: float
+    bytes_in: int
+    bytes_out: int
+    encoding: Encoding
+    created_at: datetime
+
+
+class TrainResponse(StoredModel):
     """A stored model version and what the recompute cost."""
 
     device_id: str
-    version: int
-    sha256: str
+    #: The model document (a JSON document whose schema is :mod:`edgedrift.models.document`'s).
     model: dict[str, Any]
-    learner: Learner
-    rebalance: Rebalance
     chosen: str | None = None
     scores: dict[str, float] | None = None
-    reason: str
-    n: int
-    d: int
-    train_ms: float
-    bytes_in: int
-    bytes_out: int
-    encoding: Encoding
-    created_at: datetime
     replayed: bool = False
+    #: The device is pinned: this is its pinned version, not a new one (nothing was trained).
+    pinned: bool = False
 
 
-class ModelInfo(WireModel):
+class ModelInfo(StoredModel):
     """One registry entry without its document."""
 
-    version: int
-    sha256: str
-    learner: Learner
     kind: str
     task: Task
-    rebalance: Rebalance
-    n: int
-    d: int
-    train_ms: float
-    bytes_in: int
-    bytes_out: int
-    encoding: Encoding
-    reason: str
     requested_by: str
-    monitor: dict[str, Any]
-    created_at: datetime
+    monitor: dict[str, StatValue]
 
 
 class ModelVersion(ModelInfo):
@@ -155,18 +161,19 @@ class ModelVersion(ModelInfo):
 
 
 class Heartbeat(WireModel):
-    """An edge agent's periodic report, stored as a time series for the dashboard."""
+    """An edge agent's periodic report, stored as a time series for the dashboard. Counters are bounded
+    by their registry columns (BIGINT or INTEGER), so an out-of-range value is a 422, not a 500."""
 
-    samples: Annotated[int, Field(ge=0)]
-    labeled: Annotated[int, Field(ge=0)] = 0
+    samples: Annotated[int, Field(ge=0, le=INT64_MAX)]
+    labeled: Annotated[int, Field(ge=0, le=INT64_MAX)] = 0
     accuracy: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
-    accuracy_window: Annotated[int, Field(ge=0)] = 0
-    warnings: Annotated[int, Field(ge=0)] = 0
-    drift_events: Annotated[int, Field(ge=0)] = 0
-    recomputes_requested: Annotated[int, Field(ge=0)] = 0
-    model_version: Annotated[int, Field(ge=0)] | None = None
-    dropped: Annotated[int, Field(ge=0)] = 0
-    rejected: Annotated[int, Field(ge=0)] = 0
+    accuracy_window: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
+    warnings: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
+    drift_events: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
+    recomputes_requested: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
+    model_version: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
+    dropped: Annotated[int, Field(ge=0, le=INT64_MAX)] = 0
+    rejected: Annotated[int, Field(ge=0, le=INT64_MAX)] = 0
     extra: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
 
 
@@ -210,6 +217,10 @@ class WindowError(ValueError):
         self.field = field
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[WindowError], tuple[str, str]]:
+        """Picklable with both fields (a training process raises it to the server process)."""
+        return WindowError, (self.field, self.reason)
+
 
 def check_window(
     header: WindowHeader, X: FloatArray, y: FloatArray, *, max_rows: int, max_features: int
@@ -235,6 +246,13 @@ def check_window(
         raise WindowError("X", f"X[{i}][{j}] is not a finite number")
     if not np.isfinite(y).all():
         raise WindowError("y", f"y[{int(np.argmax(~np.isfinite(y)))}] is not a finite number")
+    if np.abs(X).max() > MAX_ABS_VALUE:
+        i, j = np.argwhere(np.abs(X) > MAX_ABS_VALUE)[0]
+        raise WindowError("X", f"|X[{i}][{j}]| exceeds {MAX_ABS_VALUE:g}: rescale the features")
+    if np.abs(y).max() > MAX_ABS_VALUE:
+        raise WindowError(
+            "y", f"|y[{int(np.argmax(np.abs(y)))}]| exceeds {MAX_ABS_VALUE:g}: rescale the target"
+        )
     if header.task == "classification":
         if header.learner in ("logistic", "svm"):
             if not np.all(np.abs(y) == 1.0):
@@ -267,19 +285,17 @@ def decode_window(body: bytes, *, max_header: int = 65_536) -> tuple[WindowHeade
     if hlen > max_header or 8 + hlen > len(body):
         raise WindowError("body", f"header length {hlen} is out of range")
     try:
-        meta = json.loads(body[8 : 8 + hlen])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        meta = json.loads(body[8 : 8 + hlen], parse_constant=_no_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
         raise WindowError("header", f"not valid JSON ({exc})") from None
+    except RecursionError:
+        raise WindowError("header", "nested too deeply") from None
     if not isinstance(meta, dict):
         raise WindowError("header", "must be a JSON object")
-    try:
-        n, d, dtype = int(meta.pop("n")), int(meta.pop("d")), str(meta.pop("dtype", "float32"))
-    except (KeyError, TypeError, ValueError):
-        raise WindowError("header", "needs integer n and d") from None
+    n, d = _count(meta, "n"), _count(meta, "d")
+    dtype = meta.pop("dtype", "float32")
     if dtype not in ("float32", "float64"):
         raise WindowError("header.dtype", f"{dtype!r} is not float32 or float64")
-    if n < 0 or d < 0:
-        raise WindowError("header", "n and d must be non-negative")
     header = WindowHeader.model_validate(meta)
     dt = np.dtype(dtype).newbyteorder("<")
     expected = 8 + hlen + (n * d + n) * dt.itemsize
@@ -289,47 +305,14 @@ def decode_window(body: bytes, *, max_header: int = 65_536) -> tuple[WindowHeade
     return header, data[: n * d].reshape(n, d), data[n * d :]
 
 
-class RecomputePoint(WireModel):
-    """One recompute on the dashboard's time axis."""
-
-    t: datetime
-    version: int
-    reason: str
-    learner: str
-    train_ms: float
+def _no_constant(name: str) -> float:
+    """``json.loads`` hook: NaN and ±Infinity are not JSON numbers."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
-class AccuracyPoint(WireModel):
-    """One heartbeat on the dashboard's time axis."""
-
-    t: datetime
-    accuracy: float | None
-    samples: int
-    warnings: int
-    model_version: int | None
-
-
-class DeviceSeries(DeviceCounters):
-    """A device's counters plus the time series the dashboard draws."""
-
-    recompute_series: list[RecomputePoint]
-    accuracy_series: list[AccuracyPoint]
-
-
-class FleetTotals(WireModel):
-    """Totals over every device."""
-
-    devices: int
-    recomputes: int
-    bytes_in: int
-    bytes_out: int
-    train_ms_total: float
-    heartbeats: int
-
-
-class Fleet(WireModel):
-    """What ``GET /v1/fleet`` returns to the operator dashboard."""
-
-    generated_at: datetime
-    totals: FleetTotals
-    devices: list[DeviceSeries]
+def _count(meta: dict[str, Any], field: str) -> int:
+    """An integer count ``n`` or ``d`` of the binary header (a float such as 1e400 is refused)."""
+    value = meta.pop(field, None)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+        raise WindowError(f"header.{field}", f"must be an integer in [0, {MAX_COUNT}], got {value!r:.40}")
+    return value

@@ -1,14 +1,16 @@
 """Real servers for the integration tests: the cloud trainer under uvicorn (a subprocess started with
-the documented ``edgedrift-cloud serve`` command) on SQLite or on the local PostgreSQL server."""
+the documented ``edgedrift-cloud serve`` command) on SQLite or on PostgreSQL: the server at
+``$EDGEDRIFT_TEST_PG`` when one answers, otherwise a throwaway server the harness starts for the session."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.cloud import PG_ADMIN_URL, CloudServer
+from support.cloud import CloudServer
+
+from edgedrift_harness.postgres import PostgresError, fresh_database, postgres_server
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -20,21 +22,21 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield request.getfixturevalue("postgres_url_fresh")
 
 
-@pytest.fixture
-def postgres_url_fresh() -> Iterator[str]:
-    import psycopg
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    """A PostgreSQL server for the session (the local one, or a throwaway one)."""
+    try:
+        with postgres_server() as url:
+            yield url
+    except PostgresError as exc:
+        pytest.fail(f"PostgreSQL is needed for the registry tests: {exc}")
 
-    name = "edgedrift_t_" + secrets.token_hex(4)
-    try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.fail(f"PostgreSQL at {PG_ADMIN_URL} is needed for the registry tests: {exc}")
-    admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{PG_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+
+@pytest.fixture
+def postgres_url_fresh(postgres_admin_url: str) -> Iterator[str]:
+    """A new, empty database, dropped after the test."""
+    with fresh_database(postgres_admin_url) as url:
+        yield url
 
 
 @pytest.fixture

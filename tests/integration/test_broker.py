@@ -17,7 +17,9 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from edgedrift_harness.broker import Broker, BrokerError, find_mosquitto, start_broker
+from edgedrift_harness.broker import Broker, BrokerError, start_broker
+from edgedrift_harness.mosquitto import find_mosquitto
+from edgedrift_harness.ports import can_connect, free_port
 
 N_MESSAGES = 500
 TIMEOUT_S = 10.0
@@ -178,19 +180,11 @@ def test_an_external_url_is_used_as_is(broker: Broker) -> None:
     with start_broker(url=broker.url) as external:
         assert (external.kind, external.url) == ("external", broker.url)
     # stopping the external handle leaves the real broker running
-    with socket.create_connection((broker.host, broker.port), timeout=2):
-        pass
-
-
-def _unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    assert can_connect(broker.port, broker.host, 2)
 
 
 def test_an_unreachable_url_is_a_clear_error() -> None:
-    url = f"mqtt://127.0.0.1:{_unused_port()}"
+    url = f"mqtt://127.0.0.1:{free_port()}"
     with pytest.raises(BrokerError, match=rf"MQTT broker at {url} is not reachable"):
         start_broker(url=url)
     with pytest.raises(BrokerError, match="unsupported MQTT broker URL"):
@@ -202,8 +196,7 @@ def test_stop_frees_the_port(prefer: Literal["mosquitto", "embedded"]) -> None:
     started = start_broker(prefer=prefer)
     started.stop()
     started.stop()  # idempotent
-    with pytest.raises(OSError):
-        socket.create_connection((started.host, started.port), timeout=1).close()
+    assert not can_connect(started.port, started.host, 1)
 
 
 def test_auto_prefers_mosquitto_when_installed() -> None:

@@ -1,6 +1,7 @@
 """The shipped broker configuration (``deploy/mosquitto/mosquitto.conf``) under the faults of an unattended
 fleet, run as a real Mosquitto with the shipped ACL and ``mosquitto_passwd`` passwords
-(``edgedrift_harness.shipped_broker``: the shipped file with only the listener, auth and data paths moved).
+(``edgedrift_harness.mosquitto.ShippedMosquitto``: the shipped file with only the listener, auth and data
+paths moved).
 
 * A SIGKILL with 2,000 acknowledged QoS-1 messages queued for an offline agent loses at most the
   documented window; with the previous persistence settings (``autosave_interval 60`` alone) it loses
@@ -24,7 +25,8 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from edgedrift_edge.mqtt import make_client
-from edgedrift_harness.shipped_broker import SHIPPED_CONF, ShippedMosquitto, parse_config
+from edgedrift_harness.mosquitto import SHIPPED_CONF, ShippedMosquitto, parse_config
+from edgedrift_harness.mqtt import publish as publish_to
 
 USERS = {
     "dev-1": "dev-1-test-password-0123456789",
@@ -138,17 +140,7 @@ def intruder(broker: ShippedMosquitto) -> Session:
 
 def publish(broker: ShippedMosquitto, payloads: list[bytes], topic: str = SAMPLES) -> None:
     """The replay user publishes at QoS 1 and waits until the broker acknowledged every message."""
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="test-replay", clean_session=True)
-    client.username_pw_set("replay", USERS["replay"])
-    client.max_inflight_messages_set(1000)
-    client.connect("127.0.0.1", broker.port)
-    client.loop_start()
-    infos = [client.publish(topic, p, qos=1) for p in payloads]
-    for info in infos:
-        info.wait_for_publish(60)
-        assert info.is_published()
-    client.disconnect()
-    client.loop_stop()
+    publish_to(f"mqtt://replay:{USERS['replay']}@127.0.0.1:{broker.port}", topic, payloads)
 
 
 def samples(n: int, tag: str = "s") -> list[bytes]:

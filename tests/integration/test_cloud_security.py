@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 import sqlite3
 import subprocess
@@ -16,7 +17,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from support.cloud import DEVICES, OPERATOR, CloudServer
+from support.cloud import DEVICES, OPERATOR, CloudServer, field_error
 
 from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
 
@@ -51,15 +52,6 @@ def server(sqlite_cloud: CloudServer) -> Iterator[CloudServer]:
 def post(server: CloudServer, token: str | None, device: str = "dev-a", **kw: Any) -> httpx.Response:
     with server.client(token) as c:
         return c.post(f"/v1/devices/{device}/models", **kw)
-
-
-def field_error(r: httpx.Response, status: int, *fields: str) -> None:
-    assert r.status_code == status, r.text
-    detail = r.json()["detail"]
-    assert isinstance(detail, list) and detail, detail
-    locs = [".".join(str(p) for p in d["loc"]) for d in detail]
-    assert any(all(f in loc for f in fields) for loc in locs), (fields, detail)
-    assert all(d["msg"] for d in detail)
 
 
 @pytest.mark.parametrize(
@@ -330,9 +322,11 @@ def test_an_invalid_configuration_never_prints_a_secret(tmp_path: Path) -> None:
         output = proc.stdout + proc.stderr
         for secret in (password, password[:10], token, device_secret, "input_value"):
             assert secret not in output, f"{secret!r} printed:\n{output}"
-        lines = [line for line in proc.stderr.splitlines() if line.startswith("edgedrift-cloud: EDGEDRIFT_")]
-        named = [line.split(":")[1].strip() for line in lines]
-        assert named == [
+        (line,) = [
+            line for line in proc.stderr.splitlines() if line.startswith("edgedrift-cloud serve: error:")
+        ]
+        named = re.findall(r"(EDGEDRIFT_CLOUD_[A-Z_]+): ", line)
+        assert proc.returncode == 2 and named == [
             "EDGEDRIFT_CLOUD_DATABASE_URL",
             "EDGEDRIFT_CLOUD_OPERATOR_TOKEN",
             "EDGEDRIFT_CLOUD_DEVICES",

@@ -118,10 +118,12 @@ def test_counters_heartbeats_fleet_and_metrics(cloud: CloudServer) -> None:
         devices = {d["device_id"]: d for d in op.get("/v1/devices").json()}
         assert devices["dev-a"]["recomputes"] == 3 and devices["dev-b"]["recomputes"] == 1
         fleet = op.get("/v1/fleet").json()
-        assert fleet["totals"]["recomputes"] == 4 and fleet["totals"]["heartbeats"] == 3
+        assert fleet["total"] == 2 and op.get("/v1/fleet/summary").json()["recomputes_total"] == 4
         a = next(d for d in fleet["devices"] if d["device_id"] == "dev-a")
-        assert [p["version"] for p in a["recompute_series"]] == [1, 2, 3]
-        assert [p["accuracy"] for p in a["accuracy_series"]] == [0.7, 0.8, 0.9]
+        assert a["recomputes"] == 3 and a["accuracy"] == 0.9 and a["running_version"] == 3
+        page = op.get("/v1/fleet/devices/dev-a").json()
+        assert [v["version"] for v in page["versions"]] == [1, 2, 3]
+        assert [p["accuracy"] for p in page["heartbeats"]] == [0.7, 0.8, 0.9]
         text = op.get("/metrics").text
     assert re.search(
         r'edgedrift_recomputes_total\{device="dev-a",learner="logistic",reason="druid"\} 3\.0', text

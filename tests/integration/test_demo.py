@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,16 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from edgedrift_harness.ports import can_connect
+
 BIN = Path(sys.executable).parent / "edgedrift"
 DEMO = [str(BIN), "demo"] if BIN.exists() else [sys.executable, "-m", "edgedrift.cli", "demo"]
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def ports(output: str) -> tuple[int, int]:
@@ -53,10 +46,10 @@ def processes_mentioning(text: str) -> list[str]:
 def assert_nothing_left(workdir: Path, output: str) -> None:
     broker_port, cloud_port = ports(output)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and (listening(broker_port) or listening(cloud_port)):
+    while time.monotonic() < deadline and (can_connect(broker_port) or can_connect(cloud_port)):
         time.sleep(0.1)
-    assert not listening(cloud_port), "the cloud trainer is still listening"
-    assert not listening(broker_port), "the broker is still listening"
+    assert not can_connect(cloud_port), "the cloud trainer is still listening"
+    assert not can_connect(broker_port), "the broker is still listening"
     assert processes_mentioning(str(workdir)) == []
 
 

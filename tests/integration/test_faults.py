@@ -20,7 +20,7 @@ from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.session import Output
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_harness import faults
-from edgedrift_harness.faults import PASSWORD, FaultLab, Ledger
+from edgedrift_harness.faults import FaultLab, Ledger
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def _agent(lab: FaultLab, tmp: Path, **kw: object) -> tuple[EdgeAgent, str]:
         {
             "device_id": device,
             "device_secret": secret,
-            "broker_url": f"mqtt://{device}:{PASSWORD}@127.0.0.1:{lab.broker.port}",
+            "broker_url": lab.url(device),
             "cloud_url": lab.cloud.url,
             "warmup_samples": 200,
             "window_labels": 20,
@@ -159,7 +159,7 @@ def test_a_dying_worker_reports_error_and_ends_the_agent(lab: FaultLab, tmp_path
         assert agent.fatal is not None
         # The 20 messages it failed on are counted as rejected; what it did not take stays with the
         # broker, and a healthy agent answers it.
-        healthy = faults.AgentProcess(lab, device, lab.secrets[device]).start()
+        healthy = lab.agent(device, lab.secrets[device]).start()
         try:
             watch.wait_ids(set(range(20, 30)))
         finally:
@@ -208,10 +208,10 @@ def test_outlier_recovery_offline_and_deployed(lab: FaultLab, tmp_path: Path) ->
         y = np.insert(base.y, at, 1.0)
         glitched = Stream(f"glitch-{value:g}", X, y, base.task, base.feature_names)
         run = run_one(glitched, protocol, RunSpec("druid", None, 0), curves=True)
-        preds = np.delete(run["predictions"], at - 300)
+        preds = np.delete(run.scored_predictions(), at - 300)
         assert np.isfinite(preds).all()
         after = slice(at - 300, at - 300 + 500)
-        acc_c = float(np.mean(control["predictions"][after] == base.y[300:][after]))
+        acc_c = float(np.mean(control.scored_predictions()[after] == base.y[300:][after]))
         acc_g = float(np.mean(preds[after] == base.y[300:][after]))
         assert abs(acc_c - acc_g) <= 0.01, (value, acc_c, acc_g)
     agent, device = _agent(
@@ -225,8 +225,8 @@ def test_outlier_recovery_offline_and_deployed(lab: FaultLab, tmp_path: Path) ->
             ]
             pub.send(faults.samples_topic(device), payloads, [[i] for i in range(len(payloads))])
             watch.wait_ids(set(range(len(payloads))), 120)
-            deployed = sorted(watch.predictions, key=lambda p: p["id"])[300:]
-            assert [p["y_hat"] for p in deployed] == [float(v) for v in run["predictions"]]
-            assert watch.of("outlier")
+            deployed = sorted(watch.predictions(), key=lambda p: p["id"])[300:]
+            assert [p["y_hat"] for p in deployed] == [float(v) for v in run.scored_predictions()]
+            assert watch.events("outlier")
     finally:
         agent.stop()

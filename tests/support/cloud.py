@@ -1,22 +1,23 @@
-"""The cloud trainer as a real server for the tests: :class:`edgedrift_harness.cloud_process.CloudProcess`
-with the tests' operator token and two provisioned devices."""
+"""The cloud trainer as a real server for the tests: :class:`edgedrift_harness.cloud.CloudProcess` with the
+tests' operator token and two provisioned devices."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from edgedrift_harness.cloud_process import CloudProcess, free_port
+import httpx
 
-__all__ = ["DEVICES", "OPERATOR", "PG_ADMIN_URL", "CloudServer", "free_port"]
+from edgedrift_harness.cloud import CloudProcess
 
-PG_ADMIN_URL = os.environ.get("EDGEDRIFT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+__all__ = ["DEVICES", "OPERATOR", "CloudServer", "field_error"]
+
 OPERATOR = "operator-token-" + "x" * 24
 DEVICES = {"dev-a": "secret-of-device-a-0123456789", "dev-b": "secret-of-device-b-0123456789"}
 
 
 class CloudServer(CloudProcess):
-    """``edgedrift-cloud serve`` with OPERATOR and DEVICES; ``env`` adds EDGEDRIFT_CLOUD_* settings."""
+    """``edgedrift-cloud serve`` with OPERATOR and DEVICES, per-device recompute series and no failed-auth
+    limit (tests make many refused calls from one address); ``env`` adds EDGEDRIFT_CLOUD_* settings."""
 
     def __init__(self, database_url: str, workdir: Path, **env: str) -> None:
         super().__init__(
@@ -24,5 +25,20 @@ class CloudServer(CloudProcess):
             workdir,
             operator_token=OPERATOR,
             devices=DEVICES,
-            env={"EDGEDRIFT_CLOUD_AUTH_CACHE_SECONDS": "0", **env},
+            env={
+                "EDGEDRIFT_CLOUD_AUTH_CACHE_SECONDS": "0",
+                "EDGEDRIFT_CLOUD_AUTH_FAILURES_PER_10S": "1000000",
+                "EDGEDRIFT_CLOUD_METRICS_PER_DEVICE": "true",
+                **env,
+            },
         )
+
+
+def field_error(r: httpx.Response, status: int, *fields: str) -> None:
+    """``r`` is a refusal with ``status`` whose FastAPI-shaped detail names every one of ``fields``."""
+    assert r.status_code == status, r.text
+    detail = r.json()["detail"]
+    assert isinstance(detail, list) and detail, detail
+    locs = [".".join(str(p) for p in d["loc"]) for d in detail]
+    assert any(all(f in loc for f in fields) for loc in locs), (fields, detail)
+    assert all(d["msg"] for d in detail)

@@ -36,7 +36,7 @@ def test_time_window_push_many_keeps_the_same_samples() -> None:
     ts = np.sort(rng.uniform(0, 10, 50))
     X, y = rng.normal(size=(50, 1)), rng.normal(size=50)
     a, b = TimeWindow(2.0, 1, initial_capacity=2), TimeWindow(2.0, 1, initial_capacity=2)
-    evicted = []
+    evicted: list[float] = []
     for i in range(50):
         n_out = a.push(X[i], y[i], ts[i])
         evicted.extend(a.evicted_y[:n_out])

@@ -6,6 +6,8 @@ import csv
 import json
 import subprocess
 import sys
+import textwrap
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +16,14 @@ import pytest
 from edgedrift.data import Stream, sine1plus
 from edgedrift_eval.protocol import Protocol, get_protocol
 from edgedrift_eval.runner import RunSpec, baseline_predictions, run_one
+from edgedrift_eval.sweep import aggregate
 
 REPO = Path(__file__).resolve().parents[2]
 EDGEDRIFT = Path(sys.executable).parent / "edgedrift"
 SMALL_SINE = "sine1+:concept_length=3000,n_concepts=3"
 ROW_KEYS = {"strategy", "params", "recomputes", "accuracy", "kappa", "n_scored"}
+#: What the evaluator must run without: the cloud service and its web and database stack.
+CLOUD_MODULES = ("fastapi", "sqlalchemy", "psycopg", "edgedrift_cloud")
 
 
 @pytest.fixture(scope="module")
@@ -120,34 +125,39 @@ def cohen_kappa(y: np.ndarray, p: np.ndarray) -> float:
 def test_run_one_rows(small_stream: Stream, strategy: str, param: float | None) -> None:
     protocol = Protocol()
     row = run_one(small_stream, protocol, RunSpec(strategy, param, 0), curves=True)
-    assert set(row) >= ROW_KEYS
-    assert row["strategy"] == strategy
+    assert set(row.as_dict()) >= ROW_KEYS
+    assert "predictions" not in row.as_dict()
+    assert row.strategy == strategy
     n_scored = len(small_stream) - protocol.window
-    assert row["n_scored"] == n_scored == 7000
-    preds = row["predictions"]
+    assert row.n_scored == n_scored == 7000
+    preds = row.scored_predictions()
     assert preds.shape == (n_scored,)
     assert set(np.unique(preds)) <= {-1.0, 1.0}
     y_true = small_stream.y[protocol.window :]
-    assert row["accuracy"] == pytest.approx(float(np.mean(preds == y_true)))
-    assert row["kappa"] == pytest.approx(cohen_kappa(y_true, preds), abs=1e-9)
+    assert row.metric("accuracy") == pytest.approx(float(np.mean(preds == y_true)))
+    assert row.metric("kappa") == pytest.approx(cohen_kappa(y_true, preds), abs=1e-9)
     labels_scored = int(protocol.labeled_mask(len(small_stream), 0)[protocol.window :].sum())
     assert labels_scored == 700
     if param is None:
-        assert row["params"] == {}
+        assert row.params == {}
     else:
-        assert list(row["params"].values()) == [param]
+        assert list(row.params.values()) == [param] == [row.param]
     if strategy == "periodic":
-        assert row["params"] == {"period": 10.0}
-        assert row["recomputes"] == labels_scored // 10
-        assert row["bytes_up"] == row["recomputes"] * (64 + 4 * 200 * 3)
-        assert row["bytes_down"] > 0
+        assert row.params == {"period": 10.0}
+        assert row.recomputes == labels_scored // 10
+        assert row.bytes_up == row.recomputes * (64 + 4 * 200 * 3)
+        assert row.bytes_down > 0
     elif strategy == "druid":
-        assert row["params"] == {"alpha": 0.99}
-        assert row["recomputes"] >= 1  # two concept changes in the scored part
-        assert row["accuracy"] > 0.8
+        assert row.params == {"alpha": 0.99}
+        assert row.recomputes >= 1  # two concept changes in the scored part
+        assert row.metric("accuracy") > 0.8
     else:
-        assert row["recomputes"] == 0
-        assert row["bytes_up"] == 0
+        assert row.recomputes == 0
+        assert row.bytes_up == 0
+    # Loops report their batch model's C, tuned learners and monitor; river and the baselines do not.
+    loop = strategy in ("periodic", "druid", "sgd")
+    assert (row.C is not None, row.monitor is not None) == (loop, loop)
+    assert ("C" in row.as_dict()) == loop
     if strategy == "no-change":
         labeled = protocol.labeled_mask(len(small_stream), 0)
         expected = brute_force_baseline(
@@ -169,20 +179,110 @@ def test_run_one_label_delay_learns_late(small_stream: Stream, delay: int) -> No
     row = run_one(small_stream, protocol, RunSpec("periodic", 10.0, 3))
     labeled_idx = np.flatnonzero(protocol.labeled_mask(n, 3)[W:]) + W
     arrived = labeled_idx[labeled_idx + delay <= n - 1]
-    assert row["recomputes"] == len(arrived) // 10
+    assert row.recomputes == len(arrived) // 10
     # recompute_at is the first sample predicted after the recompute.
-    expected_at = [int(arrived[10 * k - 1]) + delay + 1 for k in range(1, row["recomputes"] + 1)]
-    assert row["recompute_at"] == expected_at
-    assert row["n_labeled"] == len(labeled_idx)
+    expected_at = [int(arrived[10 * k - 1]) + delay + 1 for k in range(1, row.recomputes + 1)]
+    assert row.recompute_at == expected_at
+    assert row.n_labeled == len(labeled_idx)
+    with pytest.raises(ValueError, match="curves=True"):
+        row.scored_predictions()
 
 
 def test_run_one_with_delay_predicts_differently(small_stream: Stream) -> None:
     now = run_one(small_stream, Protocol(), RunSpec("sgd", None, 0), curves=True)
     late = run_one(small_stream, Protocol(delay=50), RunSpec("sgd", None, 0), curves=True)
     # The first 50 scored samples see the same (warm-up) knowledge...
-    np.testing.assert_array_equal(now["predictions"][:1], late["predictions"][:1])
+    np.testing.assert_array_equal(now.scored_predictions()[:1], late.scored_predictions()[:1])
     # ... but over the stream the late labels change what the learner knew when it predicted.
-    assert np.mean(now["predictions"] != late["predictions"]) > 0.001
+    assert np.mean(now.scored_predictions() != late.scored_predictions()) > 0.001
+
+
+def test_aggregate_keeps_the_results_json_layout(small_stream: Stream) -> None:
+    """Means and sds over offsets; ``as_dict`` keeps the keys and their order that results.json has."""
+    rows = [run_one(small_stream, Protocol(), RunSpec("periodic", 100.0, o)) for o in (0, 1)]
+    (entry,) = aggregate(rows, "classification")
+    accuracies = [r.metric("accuracy") for r in rows]
+    assert entry.metric("accuracy") == pytest.approx(float(np.mean(accuracies)))
+    assert entry.metric_sd("accuracy") == pytest.approx(float(np.std(accuracies, ddof=1)))
+    assert entry.param == 100.0
+    assert entry.n_offsets == 2
+    assert [r.C for r in rows] == entry.C
+    metrics: tuple[str, ...] = ("accuracy", "kappa", "kappa_t", "kappa_m", "balanced_accuracy", "f1", "mcc")
+    metrics += ("accuracy_labeled", *(f"accuracy_lag{k}" for k in range(1, 11)))
+    head = ["strategy", "params", "n_offsets", "n_scored", "recomputes", "recomputes_max", "bytes_up"]
+    head += ["bytes_down", "edge_us_per_sample", "edge_state_bytes", "cloud_cpu_s_per_recompute"]
+    head += ["update_order", "C", "learner_params"]
+    assert list(entry.as_dict()) == [*head, *(k for m in metrics for k in (m, f"{m}_sd")), "offsets"]
+    assert entry.offsets[1] == {"offset": 1, "recomputes": rows[1].recomputes} | {
+        m: rows[1].metric(m) for m in metrics
+    }
+    row_keys = list(rows[0].as_dict())
+    assert row_keys[:8] == ["strategy", "params", "offset", "n_scored", "n_labeled", "C", "learner_params",
+                            "update_order"]  # fmt: skip
+    assert row_keys[-10:] == ["monitor", "recomputes", "bytes_up", "bytes_down", "recompute_at",
+                              "edge_us_per_sample", "edge_state_bytes", "cloud_cpu_s_per_recompute",
+                              "train_ms_total", "wall_s"]  # fmt: skip
+
+
+# --- the evaluator without the cloud -------------------------------------------------------------------
+
+
+def test_the_evaluator_imports_nothing_of_the_cloud() -> None:
+    """``edgedrift_eval``'s modules load neither the cloud service nor FastAPI, SQLAlchemy or psycopg."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import edgedrift_eval.cli, edgedrift_eval.plots, edgedrift_eval.runner, edgedrift_eval.sweep
+        print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in {CLOUD_MODULES!r})))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == []
+
+
+def test_the_evaluator_runs_where_the_cloud_cannot_be_imported() -> None:
+    """With the cloud's packages unimportable (as on a machine without them), a run and a sweep still work."""
+    code = textwrap.dedent(
+        f"""
+        import importlib.abc, sys
+
+        class NoCloud(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {CLOUD_MODULES!r}:
+                    raise ImportError(f"{{name}} is not installed")
+                return None
+
+        sys.meta_path.insert(0, NoCloud())
+        from edgedrift.data import sine1plus
+        from edgedrift_eval.protocol import Protocol
+        from edgedrift_eval.runner import RunSpec
+        from edgedrift_eval.sweep import aggregate, plan, run_sweep
+        import edgedrift_eval.cli
+
+        stream = sine1plus(concept_length=1500, n_concepts=2)
+        specs = plan(["periodic", "sgd"], stream, Protocol(), {{"periodic": [50.0]}}, offsets=[0])
+        entries = aggregate(run_sweep(stream, Protocol(), specs, jobs=1, progress=False), stream.task)
+        print(sorted(e.strategy for e in entries))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['majority', 'no-change', 'periodic', 'sgd']"
+
+
+def test_the_evaluator_package_does_not_depend_on_the_cloud() -> None:
+    meta = tomllib.loads((REPO / "evaluator" / "pyproject.toml").read_text())["project"]
+    declared = [
+        *meta["dependencies"],
+        *(d for ds in meta.get("optional-dependencies", {}).values() for d in ds),
+    ]
+    names = {d.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower() for d in declared}
+    assert not names & {"edgedrift-cloud", "fastapi", "sqlalchemy", "psycopg", "psycopg-binary", "uvicorn"}
 
 
 # --- `edgedrift evaluate` end to end -------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -271,7 +272,7 @@ def test_sgd_single_step_matches_the_formula() -> None:
 
 
 @pytest.mark.parametrize("method", ["rmsprop", "adagrad"])
-def test_adaptive_sgd_learns_badly_scaled_separable_stream(method: str) -> None:
+def test_adaptive_sgd_learns_badly_scaled_separable_stream(method: Literal["rmsprop", "adagrad"]) -> None:
     X, y, _ = separable_stream(3000, seed=8, margin=0.2, badly_scaled=True)
     learner = AdaptiveSGD(4, "logistic", method=method)
     correct = prequential(learner, X, y)
@@ -381,23 +382,12 @@ def test_predict_many_agrees_with_predict_one(name: str) -> None:
     np.testing.assert_allclose(many, one, rtol=1e-12, atol=1e-12)
 
 
-HYPER_PARAMETERS: dict[type, tuple[str, ...]] = {
-    SGD: ("lr", "schedule", "l2", "power_t"),
-    AdaptiveSGD: ("lr", "method", "rho", "eps"),
-    ForgettingNewton: ("forgetting", "prior", "h_min"),
-    Perceptron: ("lr",),
-}
-
-
 def hyper_parameters(learner: IncrementalLearner) -> dict[str, object]:
-    out: dict[str, object] = {k: getattr(learner, k) for k in HYPER_PARAMETERS[type(learner)]}
-    out["n_features"] = learner.n_features
-    out["loss"] = learner.loss.name
-    out["task"] = learner.task
+    """The learner's __init__ arguments (read back from the signature) and what it derived from them."""
+    out = learner._get_params()
     out["order"] = learner.order
     if learner.scaler is not None:
-        out["scale_alpha"] = learner.scaler.alpha
-        out["scale_eps"] = learner.scaler.eps
+        out["scaler"] = learner.scaler._get_params()
     return out
 
 

@@ -12,9 +12,11 @@ import pytest
 
 from edgedrift.learners import SGD, IncrementalLearner
 from edgedrift.loop import EdgeLoop, window_upload_bytes
+from edgedrift.models.document import BatchModel
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray, get_loss
 from edgedrift.monitors import Monitor, NeverMonitor, PeriodicMonitor
+from edgedrift.monitors.hooks import RestartHook, UnlabeledHook, WarningHook
 from edgedrift.training.linear import train_linear
 from edgedrift.window import CountWindow, TimeWindow
 
@@ -47,7 +49,7 @@ class RecordingTrainer:
         return model
 
 
-class ScriptedMonitor(Monitor):
+class ScriptedMonitor(Monitor, UnlabeledHook, RestartHook, WarningHook):
     """Warns / fires on given label numbers (1-based, counted since the last reset) and records calls."""
 
     name = "scripted"
@@ -64,11 +66,11 @@ class ScriptedMonitor(Monitor):
         self.incremental_during_warning = incremental_during_warning
         self.last = last
         self.n = 0
-        self.resets: list[tuple[LinearModel, np.ndarray, np.ndarray]] = []
+        self.resets: list[tuple[BatchModel, np.ndarray, np.ndarray]] = []
         self.updates: list[tuple[np.ndarray, float, float, int]] = []
         self.unlabeled: list[np.ndarray] = []
 
-    def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
+    def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         self.resets.append((model, X.copy(), y.copy()))
         self.n = 0
         self.drift_detected = False
@@ -82,6 +84,9 @@ class ScriptedMonitor(Monitor):
 
     def update_unlabeled(self, x: FloatArray) -> None:
         self.unlabeled.append(x.copy())
+
+    def update_unlabeled_many(self, X: FloatArray) -> None:
+        self.unlabeled.extend(x.copy() for x in X)
 
     def train_on_last(self) -> int | None:
         return self.last
@@ -429,7 +434,7 @@ def test_constructor_rejects_missing_learner() -> None:
         {"swap_learner_on_drift": True},
     ):
         with pytest.raises(ValueError):
-            EdgeLoop(CountWindow(5, D), NeverMonitor(), RecordingTrainer(), **kwargs)  # type: ignore[arg-type]
+            EdgeLoop(CountWindow(5, D), NeverMonitor(), RecordingTrainer(), **kwargs)
 
 
 def test_regression_error_is_squared() -> None:

@@ -14,6 +14,7 @@ from edgedrift.models.losses import FloatArray, get_loss
 from edgedrift.models.tree import ShrubModel
 from edgedrift.monitors import PeriodicMonitor
 from edgedrift.monitors.druid import DruidMonitor
+from edgedrift.monitors.hooks import SelectionHook
 from edgedrift.training.shrub import train_shrub
 from edgedrift.window import CountWindow
 
@@ -23,7 +24,7 @@ def constant(sign: float, version: int) -> LinearModel:
     return LinearModel(get_loss("logistic"), np.array([0.0, 0.0, sign]), 1.0, meta={"version": version})
 
 
-class Hooked(PeriodicMonitor):
+class Hooked(PeriodicMonitor, SelectionHook):
     """A periodic monitor that trains on its own batch, declines some models and may override prediction."""
 
     def __init__(self, period: int, decline: bool = False) -> None:

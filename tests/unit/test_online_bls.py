@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import scipy.linalg as sl
 
 from edgedrift.learners.online_bls import OnlineBLS
 
-SMALL = {"n1": 4, "n2": 3, "n3": 20, "n4": 1}  # m = 32
+SMALL: dict[str, Any] = {"n1": 4, "n2": 3, "n3": 20, "n4": 1}  # m = 32
 
 
 def stream(
@@ -184,12 +186,14 @@ def test_scaler() -> None:
     X = rng.uniform(-5.0, 20.0, size=(200, 3))
     scaled = OnlineBLS(3, seed=4, **SMALL)
     scaled.fit_scaler(X)
+    assert scaled.x_mean is not None and scaled.x_scale is not None
     assert np.allclose((X - scaled.x_mean) / scaled.x_scale, (X - X.min(0)) / (X.max(0) - X.min(0)))
     raw = OnlineBLS(3, seed=4, **SMALL)
     Xs = (X - X.min(0)) / (X.max(0) - X.min(0))
     np.testing.assert_allclose(scaled.features_many(X), raw.features_many(Xs), atol=1e-12)
     z = OnlineBLS(3, seed=4, **SMALL)
     z.fit_scaler(X, method="zscore")
+    assert z.x_mean is not None
     np.testing.assert_allclose(z.x_mean, X.mean(0))
     scaled.learn_one(X[0], 1.0)
     with pytest.raises(RuntimeError):

@@ -162,7 +162,7 @@ def test_async_recompute_arrives_later_and_is_installed() -> None:
     late = feed(s, X[100:140], y[100:140], start=100)
     assert all(p["source"] == "warmup" for o in late for p in o.predictions)
     s.install(cloud.answer(cloud.requests[0]))
-    assert s.phase == "running" and s.loop is not None
+    assert str(s.phase) == "running" and s.loop is not None  # str(): mypy keeps the narrowing above
     assert s.loop.counters.labeled == 20, "what arrived while the first model was awaited is learned"
     feed(s, X[140:200], y[140:200], start=140, every=1)
     assert len(cloud.requests) == 2 and s.pending is cloud.requests[1]
@@ -209,6 +209,7 @@ def test_snapshot_round_trip_continues_identically() -> None:
     blob = state.dumps(a.snapshot())
     b = session(cloud_b)
     tree, _ = state.loads(blob)
+    assert isinstance(tree, dict)
     b.restore(tree)
     cloud_b.requests = list(cloud_a.requests)
     out_a = feed(a, X[300:], y[300:], start=300, every=1)

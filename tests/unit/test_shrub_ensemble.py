@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgedrift.data.generators import sea
-from edgedrift.learners.shrub_ensemble import ShrubEnsemble, project_simplex, prox_sparse_simplex
+from edgedrift.learners.shrub_ensemble import ShrubEnsemble
+from edgedrift.learners.simplex import project_simplex, prox_sparse_simplex
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import get_loss
 from edgedrift.models.tree import ShrubModel, predict_proba_tree, predict_tree
@@ -157,7 +158,9 @@ def test_predictions_equal_the_weighted_shrub_documents() -> None:
     se.load(docs, w)
     expected = sum(wi * predict_proba_tree(d, X) for wi, d in zip(w, docs, strict=True))
     np.testing.assert_allclose(se.predict_proba_many(X), expected, atol=1e-12)
-    np.testing.assert_allclose([se.predict_proba_one(x) for x in X[:50]], expected[:50], atol=1e-12)
+    one = [list(se.predict_proba_one(x).values()) for x in X[:50]]
+    np.testing.assert_allclose(one, expected[:50], atol=1e-12)
+    assert list(se.predict_proba_one(X[0])) == se.classes.tolist()
     np.testing.assert_array_equal(se.predict_many(X), se.classes[np.argmax(expected, axis=1)])
     assert se.predict_one(X[0]) == se.classes[np.argmax(expected[0])]
 
@@ -260,8 +263,9 @@ def test_classes_are_the_union_of_shrub_classes_and_labels() -> None:
     np.testing.assert_array_equal(se.weights, [1.0])
     se.learn_one(X[100], 2.5)
     np.testing.assert_array_equal(se.classes, [-1.0, 1.0, 2.5])
-    p = se.predict_proba_one(X[0])
-    assert p.shape == (3,) and p[2] == 0.0
+    proba = se.predict_proba_one(X[0])
+    assert list(proba) == [-1.0, 1.0, 2.5] and proba[2.5] == 0.0
+    p = np.array(list(proba.values()))
     doc = shrub(X[:100], labels[:100], 2)
     assert doc["classes"] == [-1.0, 1.0]
     np.testing.assert_allclose(p[:2], predict_proba_tree(doc, X[:1])[0])
@@ -273,7 +277,7 @@ def test_without_trees_predicts_the_window_majority() -> None:
     for label in (-1.0, 1.0, -1.0, 1.0, 1.0):  # the first one leaves the window of 4
         se.learn_one(np.zeros(2), label)
     assert se.window_size == 4
-    np.testing.assert_allclose(se.predict_proba_one(np.zeros(2)), [0.25, 0.75])
+    assert se.predict_proba_one(np.zeros(2)) == {-1.0: 0.25, 1.0: 0.75}
     assert se.predict_one(np.zeros(2)) == 1.0
     np.testing.assert_array_equal(se.predict_many(np.zeros((3, 2))), [1.0, 1.0, 1.0])
 

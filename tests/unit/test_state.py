@@ -174,7 +174,7 @@ def test_meta_must_be_json() -> None:
 def test_dumps_names_the_path_of_a_callable() -> None:
     loop = EdgeLoop(CountWindow(4, 2), ErrorDrivenMonitor("adwin", 0.01), recompute=lambda X, y: None)
     loop.monitor._make = lambda: None  # type: ignore[attr-defined]
-    with pytest.raises(StateError, match=r"EdgeLoop\.monitor\._make: callables"):
+    with pytest.raises(StateError, match=r"EdgeLoop\._monitor\._make: callables"):
         dumps(loop)
 
 

@@ -13,6 +13,7 @@ from edgedrift.data import sine1plus
 from edgedrift.state import dumps
 from edgedrift.strategies import STRATEGIES, Context, Strategy
 from edgedrift.training.linear import LinearTrainer
+from edgedrift.training.retune import HistoryRetuner
 
 PARAMETRISED = sorted(name for name, s in STRATEGIES.items() if s.param is not None)
 
@@ -47,6 +48,9 @@ def test_building_with_none_equals_building_with_the_default(name: str) -> None:
     s = sine1plus(d=2, concept_length=200, n_concepts=1, seed=0)
     ctx = Context(
         2, "classification", "logistic", 50, 10.0, LinearTrainer("logistic", 10.0), s.X[:50], s.y[:50]
+    )
+    ctx.retune = lambda channel, learner: HistoryRetuner(
+        channel, learner, ctx.recompute, "logistic", "classification"
     )
     strategy = STRATEGIES[name]
     with_none = strategy.build(ctx, None)

@@ -110,7 +110,9 @@ def test_closed_form_equals_liblinear_svr(C: float, bias: float) -> None:
     X, y = make_data("squared", 120, 4, seed=7)
     closed = train_linear(X, y, "squared", C, bias=bias, solver="closed_form")
     lib = train_linear(X, y, "squared", C, bias=bias, eps=1e-12)
-    np.testing.assert_allclose(closed.beta, lib.beta, rtol=1e-6, atol=1e-9 * np.linalg.norm(closed.beta))
+    np.testing.assert_allclose(
+        closed.beta, lib.beta, rtol=1e-6, atol=1e-9 * float(np.linalg.norm(closed.beta))
+    )
     # The closed form satisfies its normal equations exactly: (2C X̃ᵀX̃ + I)β = 2C X̃ᵀy.
     Xa = np.hstack([X, np.full((120, 1), bias)])
     lhs = 2 * C * Xa.T @ (Xa @ closed.beta) + closed.beta

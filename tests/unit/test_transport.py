@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any, cast
 
 import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.reasoncodes import ReasonCode
 
 from edgedrift_edge.settings import AgentSettings, SettingsError
 from edgedrift_edge.transport import Inbound, MqttTransport
@@ -18,9 +22,9 @@ def transport(**kw: int) -> tuple[MqttTransport, list[tuple[int, int]]]:
     t = MqttTransport("mqtt://127.0.0.1:1", "t-client", ["edgedrift/d/samples"], "edgedrift/d/status", **kw)  # type: ignore[arg-type]
     acks: list[tuple[int, int]] = []
 
-    def ack(mid: int, qos: int) -> mqtt.MQTTErrorCode:
+    def ack(mid: int, qos: int) -> MQTTErrorCode:
         acks.append((mid, qos))
-        return mqtt.MQTTErrorCode.MQTT_ERR_SUCCESS
+        return MQTTErrorCode.MQTT_ERR_SUCCESS
 
     t.client.ack = ack  # type: ignore[method-assign]
     return t, acks
@@ -95,9 +99,7 @@ def test_messages_of_a_lost_connection_are_never_acknowledged() -> None:
     m = t.get(1.0)
     assert m is not None
     t.publish("edgedrift/d/predictions", {"id": 7}, owner=m)
-    t._on_disconnect(
-        t.client, None, None, mqtt.ReasonCode(mqtt.PacketTypes.DISCONNECT, "Normal disconnection"), None
-    )
+    t._on_disconnect(t.client, None, None, ReasonCode(PacketTypes.DISCONNECT, "Normal disconnection"), None)
     t.done(m)
     puback(t, next(iter(t._by_mid)))
     assert acks == [], "the broker delivers it again on the new connection"
@@ -114,10 +116,8 @@ def test_a_confirmation_after_the_connection_was_lost_is_harmless() -> None:
     assert m is not None
     t.publish("edgedrift/d/predictions", {"id": 8}, owner=m)
     t.done(m)
-    t._on_disconnect(
-        t.client, None, None, mqtt.ReasonCode(mqtt.PacketTypes.DISCONNECT, "Normal disconnection"), None
-    )
-    t.client.on_publish(t.client, None, next(iter(t._by_mid)), None, None)
+    t._on_disconnect(t.client, None, None, ReasonCode(PacketTypes.DISCONNECT, "Normal disconnection"), None)
+    cast(Any, t.client.on_publish)(t.client, None, next(iter(t._by_mid)), None, None)
     assert acks == [] and fatal == [] and t.failure is None
 
 
@@ -126,7 +126,7 @@ def test_an_exception_in_a_callback_is_reported_not_swallowed() -> None:
     fatal: list[str] = []
     t.on_fatal = fatal.append
     t.inbox = None  # type: ignore[assignment]  # any bug in the callback
-    t.client.on_message(t.client, None, message(1))
+    cast(Any, t.client.on_message)(t.client, None, message(1))
     assert t.failure is not None and fatal == [t.failure] and "on_message" in t.failure
 
 

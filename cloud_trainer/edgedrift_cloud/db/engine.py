@@ -14,10 +14,12 @@ from sqlalchemy.orm import Session, sessionmaker
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for SQLite (WAL, foreign keys on, busy timeout) or PostgreSQL (pre-ping, pool)."""
+def make_engine(url: str, *, connect_timeout_s: float = 5.0, statement_timeout_s: float = 15.0) -> Engine:
+    """An engine for SQLite (WAL, foreign keys on, busy timeout) or PostgreSQL (pre-ping, pool); every
+    wait is bounded: connecting, taking a pooled connection, and each statement (a hung database makes
+    calls fail with a timeout, answered 503, instead of holding threads for ever)."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": statement_timeout_s})
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: object, _record: object) -> None:
@@ -30,7 +32,17 @@ def make_engine(url: str) -> Engine:
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    return create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=10,
+        pool_timeout=connect_timeout_s,
+        connect_args={
+            "connect_timeout": max(1, round(connect_timeout_s)),
+            "options": f"-c statement_timeout={round(statement_timeout_s * 1000)}",
+        },
+    )
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

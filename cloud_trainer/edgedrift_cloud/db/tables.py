@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -21,6 +22,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from edgedrift.wire import StatValue
 
 
 def utcnow() -> datetime:
@@ -43,7 +46,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 class Base(DeclarativeBase):
-    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, datetime: UTCDateTime()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime()}
 
 
 class Device(Base):
@@ -56,6 +59,10 @@ class Device(Base):
     #: Versions issued so far; incremented atomically to number the next model.
     model_count: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    #: The version the device must run (its recomputes are answered with it); None: the newest.
+    pinned_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: When the device was deregistered with its history kept (its credential no longer works).
+    revoked_at: Mapped[datetime | None] = mapped_column(nullable=True)
 
 
 class ModelRecord(Base):
@@ -65,19 +72,24 @@ class ModelRecord(Base):
     __table_args__ = (
         UniqueConstraint("device_id", "version", name="uq_models_device_version"),
         UniqueConstraint("device_id", "request_id", name="uq_models_device_request"),
+        # The fleet views: a device's recent recomputes, and the fleet's in the last minute.
+        Index("ix_models_device_created", "device_id", "created_at"),
+        Index("ix_models_created", "created_at"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), index=True)
     version: Mapped[int] = mapped_column(Integer)
     request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: sha256 of the request's window and header: a reused request_id with another body is a 409.
+    request_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     sha256: Mapped[str] = mapped_column(String(64))
     kind: Mapped[str] = mapped_column(String(32))
     learner: Mapped[str] = mapped_column(String(32))
     task: Mapped[str] = mapped_column(String(16))
     rebalance: Mapped[str] = mapped_column(String(16))
     chosen: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    scores: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    scores: Mapped[dict[str, float] | None] = mapped_column(JSON, nullable=True)
     n: Mapped[int] = mapped_column(Integer)
     d: Mapped[int] = mapped_column(Integer)
     train_ms: Mapped[float] = mapped_column(Float)
@@ -86,9 +98,17 @@ class ModelRecord(Base):
     encoding: Mapped[str] = mapped_column(String(8))
     reason: Mapped[str] = mapped_column(String(64))
     requested_by: Mapped[str] = mapped_column(String(64))
-    monitor: Mapped[dict[str, Any]] = mapped_column(JSON)
+    monitor: Mapped[dict[str, StatValue]] = mapped_column(JSON)
     document: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    #: When retention dropped the document (the row stays, so the counters still count the recompute).
+    pruned_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+    @property
+    def model(self) -> dict[str, Any]:
+        """The stored document, parsed: the ``model`` of the API's views (``StoredModel`` and its kin)."""
+        document: dict[str, Any] = json.loads(self.document)
+        return document
 
 
 class HeartbeatRecord(Base):
@@ -110,4 +130,46 @@ class HeartbeatRecord(Base):
     model_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     dropped: Mapped[int] = mapped_column(BigInteger)
     rejected: Mapped[int] = mapped_column(BigInteger)
-    extra: Mapped[dict[str, Any]] = mapped_column(JSON)
+    extra: Mapped[dict[str, StatValue]] = mapped_column(JSON)
+
+
+class ModelAlias(Base):
+    """A named pointer to one version of a device (``production``, ``candidate``, ...)."""
+
+    __tablename__ = "model_aliases"
+
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(32), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RecomputeBudget(Base):
+    """Recomputes admitted per scope (``fleet`` or ``device:<id>``) and minute: one atomic conditional
+    UPDATE per admission, so every replica sharing the database honours one budget."""
+
+    __tablename__ = "recompute_budget"
+
+    scope: Mapped[str] = mapped_column(String(80), primary_key=True)
+    minute: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    admitted: Mapped[int] = mapped_column(Integer)
+
+
+class Gateway(Base):
+    """A gateway: one process serving several devices, with a credential of its own (only its hash)."""
+
+    __tablename__ = "gateways"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class GatewayDevice(Base):
+    """Which gateway serves a device (at most one); the gateway holds the device's secret."""
+
+    __tablename__ = "gateway_devices"
+
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True)
+    gateway_id: Mapped[str] = mapped_column(ForeignKey("gateways.id", ondelete="CASCADE"), index=True)
+    assigned_at: Mapped[datetime] = mapped_column(default=utcnow)

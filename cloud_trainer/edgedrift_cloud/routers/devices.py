@@ -1,16 +1,17 @@
-"""Devices: registration and secret rotation (operator), the fleet list, per-device counters."""
+"""Devices: registration, secret rotation and deregistration (operator), the fleet list, counters."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, status
+from fastapi import APIRouter, Body, HTTPException, Query, Response, status
 from pydantic import Field
 
 from edgedrift.wire import DeviceCounters, WireModel
-from edgedrift_cloud import registry
+from edgedrift_cloud import fleet_query, registry, versions
 from edgedrift_cloud.auth import new_secret
 from edgedrift_cloud.dependencies import DeviceAccessDep, DevicePath, OperatorDep, SessionDep, StateDep
+from edgedrift_cloud.errors import committed_or_409
 
 router = APIRouter(prefix="/v1/devices", tags=["devices"])
 
@@ -28,15 +29,28 @@ class DeviceCredential(WireModel):
     secret: str | None = None
 
 
-@router.get("", response_model=list[DeviceCounters], summary="Every device with its counters (operator)")
-def list_devices(_: OperatorDep, session: SessionDep) -> list[DeviceCounters]:
-    return [registry.counters(session, d) for d in registry.list_device_ids(session)]
+@router.get(
+    "",
+    response_model=list[DeviceCounters],
+    summary="One page of devices (by id) with their counters; the total in X-Total-Count (operator)",
+)
+def list_devices(
+    _: OperatorDep,
+    session: SessionDep,
+    response: Response,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> list[DeviceCounters]:
+    total, page = fleet_query.counters_page(session, limit, offset)
+    response.headers["X-Total-Count"] = str(total)
+    return page
 
 
 @router.put(
     "/{device_id}",
     response_model=DeviceCredential,
     summary="Register a device or rotate its secret (operator)",
+    responses={409: {"description": "Another device already uses this secret"}},
 )
 def register_device(
     device_id: DevicePath,
@@ -47,10 +61,33 @@ def register_device(
 ) -> DeviceCredential:
     given = registration.secret if registration is not None else None
     secret = given or new_secret()
-    created = registry.upsert_device(session, device_id, secret)
+    with committed_or_409(session, "secret: another device already uses this secret; choose another"):
+        created = registry.upsert_device(session, device_id, secret)
+    state.tokens.forget_device(device_id)
+    state.misses.clear()
+    return DeviceCredential(device_id=device_id, created=created, secret=None if given else secret)
+
+
+@router.delete(
+    "/{device_id}",
+    response_model=versions.Deregistration,
+    summary="Deregister a device: revoke its credential, keep its history or purge it (operator)",
+    responses={404: {"description": "Unknown device"}},
+)
+def deregister_device(
+    device_id: DevicePath,
+    _: OperatorDep,
+    session: SessionDep,
+    state: StateDep,
+    purge: Annotated[bool, Query(description="Also delete its versions and heartbeats.")] = False,
+) -> versions.Deregistration:
+    try:
+        result = versions.deregister(session, device_id, purge)
+    except versions.VersionNotFoundError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
     session.commit()
     state.tokens.forget_device(device_id)
-    return DeviceCredential(device_id=device_id, created=created, secret=None if given else secret)
+    return result
 
 
 @router.get(

@@ -1,20 +1,111 @@
-"""``GET /v1/fleet``: every device's counters and time series, for the operator dashboard."""
+"""``/v1/fleet``: the operator's fleet table (one page, filtered and sorted in SQL), the fleet summary
+and one device's page. Every route answers in a bounded number of statements (:mod:`fleet_query`)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query, status
 
-from edgedrift.wire import Fleet
-from edgedrift_cloud import registry
-from edgedrift_cloud.dependencies import OperatorDep, SessionDep
+from edgedrift_cloud.dependencies import DevicePath, OperatorDep, SessionDep, StateDep
+from edgedrift_cloud.fleet_device import DevicePage, device_page
+from edgedrift_cloud.fleet_query import (
+    FleetFilter,
+    FleetPage,
+    FleetSummary,
+    SortKey,
+    Status,
+    Thresholds,
+    fleet_page,
+    fleet_summary,
+)
 
 router = APIRouter(prefix="/v1/fleet", tags=["fleet"])
 
+StaleAfter = Annotated[
+    float, Query(gt=0, le=86_400, description="Seconds without news before a device is stale.")
+]
+OfflineAfter = Annotated[
+    float, Query(gt=0, le=30 * 86_400, description="Seconds without news before a device is offline.")
+]
 
-@router.get("", response_model=Fleet, summary="Fleet totals and per-device series (operator)")
+
+def _thresholds(stale_after: float, offline_after: float) -> Thresholds:
+    if offline_after < stale_after:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [
+                {
+                    "loc": ["query", "offline_after"],
+                    "msg": "must be at least stale_after",
+                    "type": "value_error",
+                }
+            ],
+        )
+    return Thresholds(stale_after_s=stale_after, offline_after_s=offline_after)
+
+
+@router.get("", response_model=FleetPage, summary="One page of the fleet table (operator)")
 def get_fleet(
-    _: OperatorDep, session: SessionDep, points: Annotated[int, Query(ge=1, le=5000)] = 500
-) -> Fleet:
-    return registry.fleet(session, points)
+    _: OperatorDep,
+    session: SessionDep,
+    status_: Annotated[
+        list[Status] | None,
+        Query(alias="status", description="Keep these statuses (repeat the parameter for several)."),
+    ] = None,
+    drifting: Annotated[bool | None, Query(description="Only devices drifting now (true) or not.")] = None,
+    task: Annotated[str | None, Query(pattern="^(classification|regression)$")] = None,
+    q: Annotated[str | None, Query(max_length=64, description="A substring of the device id.")] = None,
+    sort: SortKey = "device_id",
+    desc: bool = False,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    stale_after: StaleAfter = Thresholds.stale_after_s,
+    offline_after: OfflineAfter = Thresholds.offline_after_s,
+) -> FleetPage:
+    chosen = FleetFilter(statuses=tuple(status_ or ()), drifting=drifting, task=task, search=q or None)
+    return fleet_page(
+        session,
+        chosen,
+        sort=sort,
+        descending=desc,
+        offset=offset,
+        limit=limit,
+        thresholds=_thresholds(stale_after, offline_after),
+    )
+
+
+@router.get("/summary", response_model=FleetSummary, summary="Fleet counts by status (operator)")
+def get_summary(
+    _: OperatorDep,
+    session: SessionDep,
+    state: StateDep,
+    stale_after: StaleAfter = Thresholds.stale_after_s,
+    offline_after: OfflineAfter = Thresholds.offline_after_s,
+) -> FleetSummary:
+    budget = state.settings.recompute_budget_per_minute
+    return fleet_summary(
+        session,
+        float(budget) if budget else None,
+        _thresholds(stale_after, offline_after),
+    )
+
+
+@router.get(
+    "/devices/{device_id}",
+    response_model=DevicePage,
+    summary="One device's page: its row, recent heartbeats and model versions (operator)",
+)
+def get_device_page(
+    device_id: DevicePath,
+    _: OperatorDep,
+    session: SessionDep,
+    points: Annotated[int, Query(ge=1, le=5000)] = 500,
+    versions: Annotated[int, Query(ge=1, le=1000)] = 100,
+    stale_after: StaleAfter = Thresholds.stale_after_s,
+    offline_after: OfflineAfter = Thresholds.offline_after_s,
+) -> DevicePage:
+    page = device_page(session, device_id, points, versions, _thresholds(stale_after, offline_after))
+    if page is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown device {device_id!r}")
+    return page

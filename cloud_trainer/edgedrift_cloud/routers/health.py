@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
+import anyio
 from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from edgedrift.wire import WireModel
 from edgedrift_cloud.db.engine import schema_is_current
-from edgedrift_cloud.dependencies import StateDep
+from edgedrift_cloud.dependencies import AppState, StateDep
+from edgedrift_cloud.errors import database_problem
 
 router = APIRouter(tags=["health"])
 
@@ -27,23 +30,44 @@ def healthz() -> Health:
     return Health(status="ok")
 
 
+#: A database failure answered with 503 keeps ``/readyz`` at 503 this many seconds.
+RECENT_FAILURE_S = 10.0
+
+
 @router.get(
     "/readyz",
     response_model=Health,
-    summary="The database is reachable and migrated",
+    summary="The database is reachable, writable and migrated and the training pool is up (own deadline)",
     responses={503: {"model": Health, "description": "Not ready"}},
 )
-def readyz(state: StateDep) -> Response:
+async def readyz(state: StateDep) -> Response:
+    problem: str | None = f"database did not answer within {state.settings.readiness_timeout_s:g} s"
+    with anyio.move_on_after(state.settings.readiness_timeout_s):
+        problem = await anyio.to_thread.run_sync(_database_problem, state, abandon_on_cancel=True)
+    recent = state.database_error
+    if problem is None and recent is not None and time.monotonic() - recent[0] < RECENT_FAILURE_S:
+        problem = recent[1]
+    if problem is None and not state.trainings.started:
+        problem = "the training pool is starting"
+    if problem is not None:
+        body = Health(status="unavailable", detail=problem)
+        return JSONResponse(body.model_dump(), status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
+    return JSONResponse(Health(status="ok").model_dump())
+
+
+def _database_problem(state: AppState) -> str | None:
+    """None when the database answers, accepts a write (an empty UPDATE, rolled back: a read-only
+    SQLite file fails it) and is migrated; otherwise why not."""
     try:
         with state.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
+            conn.execute(text("UPDATE alembic_version SET version_num = version_num WHERE 1 = 0"))
+            conn.rollback()
         if not schema_is_current(state.engine):
-            body = Health(status="unavailable", detail="database schema is not at the newest migration")
-            return JSONResponse(body.model_dump(), status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
+            return "database schema is not at the newest migration"
     except SQLAlchemyError as exc:
-        body = Health(status="unavailable", detail=f"database unreachable: {type(exc).__name__}")
-        return JSONResponse(body.model_dump(), status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
-    return JSONResponse(Health(status="ok").model_dump())
+        return database_problem(exc)
+    return None
 
 
 @router.get(
@@ -53,4 +77,4 @@ def readyz(state: StateDep) -> Response:
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
 )
 def metrics(state: StateDep) -> Response:
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

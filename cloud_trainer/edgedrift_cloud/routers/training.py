@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
-from typing import Any
+import random
+import time
+from typing import Any, TypedDict
 
 import anyio
+import numpy as np
 from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from sqlalchemy.exc import IntegrityError
+from starlette.requests import ClientDisconnect
 
-from edgedrift.training.window import TrainOutcome, train_window
+from edgedrift.models.losses import FloatArray
+from edgedrift.training.window import train_window
 from edgedrift.wire import (
     WINDOW_CONTENT_TYPE,
+    Encoding,
     TrainRequest,
     TrainResponse,
     WindowHeader,
@@ -23,12 +29,18 @@ from edgedrift.wire import (
     decode_window,
     window_arrays,
 )
-from edgedrift_cloud import registry
+from edgedrift_cloud import budget, registry, versions
+from edgedrift_cloud.admission import ClientGoneError
 from edgedrift_cloud.db.tables import ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
 
 log = logging.getLogger("edgedrift.training")
 router = APIRouter(prefix="/v1/devices/{device_id}/models", tags=["training"])
+
+#: Bodies above this size are parsed in a worker thread, so a large window never blocks the event loop.
+PARSE_INLINE_BYTES = 256 * 1024
+#: Logged and counted status of a request whose client went away (nginx's convention; never sent).
+CLIENT_CLOSED = 499
 
 _REQUEST_BODY: dict[str, Any] = {
     "requestBody": {
@@ -44,9 +56,12 @@ _REQUEST_BODY: dict[str, Any] = {
 }
 
 
-def parse_window(body: bytes, content_type: str, state: AppState) -> tuple[WindowHeader, Any, Any, str]:
+def parse_window(
+    body: bytes, content_type: str, state: AppState
+) -> tuple[WindowHeader, FloatArray, FloatArray, Encoding]:
     """Header, X, y and encoding from a JSON or binary body; every defect raises a 4xx error."""
     media = content_type.split(";")[0].strip().lower()
+    encoding: Encoding
     if media == WINDOW_CONTENT_TYPE:
         try:
             header, X, y = decode_window(body)
@@ -70,7 +85,15 @@ def parse_window(body: bytes, content_type: str, state: AppState) -> tuple[Windo
     return header, X, y, encoding
 
 
-def _with_prefix(exc: ValidationError, prefix: str) -> list[dict[str, Any]]:
+class _FieldError(TypedDict):
+    """One entry of a 422 body's ``detail`` (FastAPI's shape)."""
+
+    loc: list[int | str]
+    msg: str
+    type: str
+
+
+def _with_prefix(exc: ValidationError, prefix: str) -> list[_FieldError]:
     return [
         {"loc": [prefix, *e["loc"]], "msg": e["msg"], "type": e["type"]}
         for e in exc.errors(include_url=False, include_context=False, include_input=False)
@@ -85,17 +108,72 @@ def _with_prefix(exc: ValidationError, prefix: str) -> list[dict[str, Any]]:
     openapi_extra=_REQUEST_BODY,
     responses={
         200: {"description": "Replay of an earlier request with the same request_id", "model": TrainResponse},
+        409: {"description": "request_id reused with another window"},
         413: {"description": "Body above the size cap"},
         415: {"description": "Unknown content type"},
+        429: {"description": "Training queue full or recompute budget spent: retry after Retry-After"},
+        503: {"description": "Database unavailable: retry after Retry-After"},
     },
 )
-async def train(device_id: DevicePath, request: Request, principal: DeviceAccessDep, state: StateDep) -> Any:
+async def train(
+    device_id: DevicePath, request: Request, principal: DeviceAccessDep, state: StateDep
+) -> Response:
+    trainings = state.trainings
+    if not trainings.try_enter():
+        return _too_many(state, "queue_full", "the training queue is full", trainings.retry_after())
+    state.metrics.trainings_changed()
+    try:
+        return await _admitted(device_id, request, principal.name, state)
+    except (ClientDisconnect, ClientGoneError):
+        return Response(status_code=CLIENT_CLOSED)
+    finally:
+        trainings.leave()
+        state.metrics.trainings_changed()
+
+
+async def _admitted(device_id: str, request: Request, requested_by: str, state: StateDep) -> Response:
+    """Read and parse the body (off the event loop when large), answer a pinned device or a repeated
+    request_id from the registry, take a recompute from the budget, train in the pool and store."""
     body = await request.body()
-    header, X, y, encoding = parse_window(body, request.headers.get("content-type", ""), state)
-    outcome, record, replayed = await anyio.to_thread.run_sync(
-        _train_and_store, state, device_id, principal.name, header, X, y, len(body), encoding
+    content_type = request.headers.get("content-type", "")
+    if len(body) > PARSE_INLINE_BYTES:
+        parsed = await anyio.to_thread.run_sync(parse_window, body, content_type, state)
+    else:
+        parsed = parse_window(body, content_type, state)
+    header, X, y, encoding = parsed
+    fingerprint = window_fingerprint(header, X, y)
+    early = await anyio.to_thread.run_sync(_before_training, state, device_id, header, fingerprint)
+    if isinstance(early, str):
+        wait = budget.retry_after(time.time(), random.random())
+        return _too_many(state, early, f"the recompute {early.replace('_', ' ')} is spent", wait)
+    if early is not None:
+        record, replayed = early
+        return _reply(record, replayed=replayed, pinned=not replayed)
+    state.metrics.recompute_admitted.inc()
+    outcome = await state.trainings.run(request.is_disconnected, train_window, header, X, y)
+    state.metrics.training_seconds.labels(header.learner).observe(outcome.train_ms / 1000.0)
+    new = registry.NewModel(
+        device_id=device_id,
+        document=outcome.document,
+        kind=outcome.kind,
+        learner=header.learner,
+        task=header.task,
+        rebalance=header.rebalance,
+        chosen=outcome.chosen,
+        scores=outcome.scores,
+        n=int(X.shape[0]),
+        d=int(X.shape[1]),
+        train_ms=outcome.train_ms,
+        bytes_in=len(body),
+        encoding=encoding,
+        reason=header.reason,
+        requested_by=requested_by,
+        monitor=dict(header.monitor),
+        request_id=header.request_id,
+        request_sha256=fingerprint,
     )
-    if outcome is not None and not replayed:
+    record, replayed = await anyio.to_thread.run_sync(_store, state, new)
+    if not replayed:
         log.info(
             "recompute",
             extra={
@@ -113,53 +191,68 @@ async def train(device_id: DevicePath, request: Request, principal: DeviceAccess
     return _reply(record, replayed=replayed)
 
 
-def _train_and_store(
-    state: AppState,
-    device_id: str,
-    requested_by: str,
-    header: WindowHeader,
-    X: Any,
-    y: Any,
-    bytes_in: int,
-    encoding: str,
-) -> tuple[TrainOutcome | None, ModelRecord, bool]:
-    """Train and store in one worker-thread call (one thread hop per request, not two). A repeated
-    request_id returns the stored version without training."""
-    if header.request_id is not None:
-        with state.sessions() as session:
+def window_fingerprint(header: WindowHeader, X: FloatArray, y: FloatArray) -> str:
+    """sha256 of what a request asks for (the header without request_id, X and y as float64): the
+    same window retried matches, another window under the same request_id does not."""
+    digest = hashlib.sha256(header.model_dump_json(exclude={"request_id"}).encode())
+    digest.update(np.ascontiguousarray(X, dtype="<f8").tobytes())
+    digest.update(np.ascontiguousarray(y, dtype="<f8").tobytes())
+    return digest.hexdigest()
+
+
+def _before_training(
+    state: AppState, device_id: str, header: WindowHeader, fingerprint: str
+) -> tuple[ModelRecord, bool] | budget.Refusal | None:
+    """What the registry answers without training: (the pinned version, False), (the version of an
+    earlier request with this request_id, True), a spent budget, or None: train."""
+    with state.sessions() as session:
+        pinned = versions.pinned_model(session, device_id)
+        if pinned is not None:
+            return pinned, False
+        if header.request_id is not None:
             earlier = registry.model_by_request_id(session, device_id, header.request_id)
-        if earlier is not None:
-            return None, earlier, True
-    outcome = train_window(header, X, y)
-    state.metrics.training_seconds.labels(header.learner).observe(outcome.train_ms / 1000.0)
-    new = registry.NewModel(
-        device_id=device_id,
-        document=outcome.document,
-        kind=outcome.kind,
-        learner=header.learner,
-        task=header.task,
-        rebalance=header.rebalance,
-        chosen=outcome.chosen,
-        scores=outcome.scores,
-        n=int(X.shape[0]),
-        d=int(X.shape[1]),
-        train_ms=outcome.train_ms,
-        bytes_in=bytes_in,
-        encoding=encoding,
-        reason=header.reason,
-        requested_by=requested_by,
-        monitor=dict(header.monitor),
-        request_id=header.request_id,
-    )
-    record, replayed = _store(state, new)
-    return outcome, record, replayed
+            if earlier is not None:
+                _same_request(earlier, fingerprint)
+                return earlier, True
+        limits = budget.BudgetLimits(
+            state.settings.recompute_budget_per_minute, state.settings.recompute_budget_per_device_per_minute
+        )
+        if limits.enabled:
+            strength = budget.evidence(header.reason, dict(header.monitor))
+            return budget.admit(session, limits, device_id, strength, budget.current_minute())
+    return None
 
 
-def _reply(record: ModelRecord, *, replayed: bool) -> JSONResponse:
-    """201 with the new version, or 200 when an earlier request with this request_id is replayed."""
+def _same_request(earlier: ModelRecord, fingerprint: str | None) -> None:
+    """409 when a request_id comes back with another body (an idempotency key must not be reused)."""
+    if (
+        earlier.request_sha256 is not None
+        and fingerprint is not None
+        and earlier.request_sha256 != fingerprint
+    ):
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            f"request_id {earlier.request_id!r} was used for another window (version {earlier.version}); "
+            "an idempotency key must not be reused with a different body",
+        )
+
+
+def _too_many(state: AppState, reason: str, detail: str, retry_after: int) -> JSONResponse:
+    """429 with Retry-After, counted by reason."""
+    state.metrics.recompute_rejected.labels(reason).inc()
     return JSONResponse(
-        _response(record, replayed=replayed).model_dump(mode="json"),
-        status_code=status.HTTP_200_OK if replayed else status.HTTP_201_CREATED,
+        {"detail": detail, "reason": reason},
+        status_code=status.HTTP_429_TOO_MANY_REQUESTS,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
+def _reply(record: ModelRecord, *, replayed: bool, pinned: bool = False) -> JSONResponse:
+    """201 with the new version, or 200 when an earlier request with this request_id is replayed or the
+    device is pinned."""
+    return JSONResponse(
+        _response(record, replayed=replayed, pinned=pinned).model_dump(mode="json"),
+        status_code=status.HTTP_200_OK if replayed or pinned else status.HTTP_201_CREATED,
         headers={
             "ETag": f'"{record.sha256}"',
             "Location": f"/v1/devices/{record.device_id}/models/{record.version}",
@@ -181,13 +274,11 @@ def _store(state: AppState, new: registry.NewModel) -> tuple[ModelRecord, bool]:
             earlier = registry.model_by_request_id(session, new.device_id, new.request_id)
             if earlier is None:
                 raise
+            _same_request(earlier, new.request_sha256)
             return earlier, True
 
 
-def _response(record: ModelRecord, *, replayed: bool) -> TrainResponse:
+def _response(record: ModelRecord, *, replayed: bool, pinned: bool = False) -> TrainResponse:
     """The stored version as the API returns it (the document is parsed once, from the registry)."""
-    fields = ("device_id", "version", "sha256", "learner", "rebalance", "chosen", "scores", "reason",
-              "n", "d", "train_ms", "bytes_in", "bytes_out", "encoding", "created_at")  # fmt: skip
-    values = {name: getattr(record, name) for name in fields}
-    values.update(model=json.loads(record.document), replayed=replayed)
-    return TrainResponse.model_validate(values)
+    stored = TrainResponse.model_validate(record, from_attributes=True)
+    return stored.model_copy(update={"replayed": replayed, "pinned": pinned})

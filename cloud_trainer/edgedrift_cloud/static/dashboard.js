@@ -1,446 +1,288 @@
-// EdgeDrift operator dashboard: reads GET /v1/fleet with the operator token and draws small SVG charts.
-//
-// No dependencies, no network access other than /v1/fleet on the serving host. Data from the
-// server (device ids, reasons, ...) only ever reaches the DOM through textContent or attribute
-// setters, never through innerHTML.
-//
-// URL parameters: ?refresh=<seconds> (default 5), ?points=<n> (default 500, the series length),
-// #token=<operator token> (moved to sessionStorage and removed from the address bar).
-//
-// DOM hooks (used by tests/integration/test_dashboard.py):
-//   [data-total="recomputes"|"devices"|...]   fleet totals, raw number in data-value
-//   article[data-device="<id>"]               one card per device
-//   [data-counter="<name>"]                   counters in a card, raw number in data-value
-//   svg[data-series="recomputes"|"accuracy"]  the two charts of a card
-//   circle.point                              one per recompute / per heartbeat with an accuracy
-//   line.event                                one recompute marker on the accuracy chart
-//   [data-updated], [data-status], [data-error], form[data-login]
+// EdgeDrift operations dashboard: the fleet table (one server-side page of /v1/fleet, sorted, filtered and
+// searched by the server) with the fleet summary, and a device page (/v1/fleet/devices/{id}) whose charts
+// share one time axis (uPlot, vendored beside this file). No network access other than this server.
+// The operator token comes from the URL fragment (#token=..., never sent to the server) or the form, and
+// is kept in this tab's sessionStorage only.
 "use strict";
 
-(() => {
-  const TOKEN_KEY = "edgedrift.operatorToken";
-  const SVG_NS = "http://www.w3.org/2000/svg";
+const TOKEN_KEY = "edgedrift.operatorToken";
+const $ = (selector) => document.querySelector(selector);
+const params = new URLSearchParams(location.search);
+const REFRESH_S = Math.max(1, Number(params.get("refresh")) || 5);
+const PAGE = Math.min(500, Math.max(1, Number(params.get("limit")) || 50));
+// Optional status thresholds in seconds (?stale_after=&offline_after=), passed on to the API.
+const THRESHOLDS = new URLSearchParams([...params].filter(([k]) => k === "stale_after" || k === "offline_after"));
+const withThresholds = (path) => (THRESHOLDS.toString() ? `${path}${path.includes("?") ? "&" : "?"}${THRESHOLDS}` : path);
+const table = { q: "", status: "", task: "", drifting: false, sort: "device_id", desc: false, offset: 0 };
+let timer = null;
+let generation = 0;
 
-  const params = new URLSearchParams(location.search);
-  const refreshSeconds = positiveNumber(params.get("refresh"), 5);
-  const points = Math.min(5000, Math.max(1, Math.round(positiveNumber(params.get("points"), 500))));
+function hashParams() {
+  return new URLSearchParams(location.hash.replace(/^#/, ""));
+}
 
-  const $ = (selector) => document.querySelector(selector);
-  const ui = {
-    status: $("[data-status]"),
-    updated: $("[data-updated]"),
-    refresh: $("[data-refresh]"),
-    forget: $("[data-action=forget]"),
-    error: $("[data-error]"),
-    login: $("[data-login]"),
-    totals: $("[data-totals]"),
-    devices: $("[data-devices]"),
-    template: $("#device-card"),
-  };
-  const cards = new Map(); // device id -> <article>
-  let timer = null;
-  let generation = 0; // drops answers of superseded requests
+function takeTokenFromHash() {
+  const h = hashParams();
+  if (!h.has("token")) return;
+  sessionStorage.setItem(TOKEN_KEY, h.get("token"));
+  h.delete("token");
+  const rest = h.toString();
+  history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+}
 
-  // ---------------------------------------------------------------- formatting
+function showError(text) {
+  const node = $("[data-error]");
+  node.textContent = text || "";
+  node.hidden = !text;
+}
 
-  function positiveNumber(text, fallback) {
-    const value = Number(text);
-    return text !== null && Number.isFinite(value) && value > 0 ? value : fallback;
-  }
+function showLogin(visible) {
+  $("[data-login]").hidden = !visible;
+  $("[data-action=forget]").hidden = visible;
+  $("[data-summary]").hidden = visible;
+  for (const view of document.querySelectorAll("main[data-view]")) view.hidden = true;
+  if (visible) $("[data-rows]").replaceChildren();
+}
 
-  function formatCount(n) {
-    return Number(n).toLocaleString("en-US");
-  }
+class Refused extends Error {}
 
-  function formatBytes(n) {
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let value = Number(n);
-    let unit = 0;
-    while (value >= 1024 && unit < units.length - 1) {
-      value /= 1024;
-      unit += 1;
-    }
-    return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 2 : 1)} ${units[unit]}`;
-  }
-
-  function formatDuration(ms) {
-    if (ms < 1000) return `${ms.toFixed(ms < 10 ? 2 : 0)} ms`;
-    if (ms < 60_000) return `${(ms / 1000).toFixed(2)} s`;
-    const minutes = Math.floor(ms / 60_000);
-    return `${minutes} min ${Math.round((ms % 60_000) / 1000)} s`;
-  }
-
-  function formatTime(date, withDate, withMs = false) {
-    let time = date.toLocaleTimeString("en-GB", { hour12: false });
-    if (withMs) time += `.${String(date.getMilliseconds()).padStart(3, "0")}`;
-    return withDate ? `${date.toLocaleDateString("en-CA")} ${time}` : time;
-  }
-
-  function formatPercent(x) {
-    return `${(100 * x).toFixed(1)}%`;
-  }
-
-  // ---------------------------------------------------------------- token and messages
-
-  function takeTokenFromFragment() {
-    const parts = location.hash.replace(/^#/, "").split("&").filter(Boolean);
-    const rest = parts.filter((part) => !part.startsWith("token="));
-    const given = parts.find((part) => part.startsWith("token="));
-    if (given === undefined) return;
-    try {
-      const token = decodeURIComponent(given.slice("token=".length));
-      if (token) sessionStorage.setItem(TOKEN_KEY, token);
-    } catch {
-      showError("The token in the address (#token=…) is not valid URL encoding.");
-    }
-    // Keep the secret out of the address bar, the history and copied links.
-    const hash = rest.length ? `#${rest.join("&")}` : "";
-    history.replaceState(null, "", location.pathname + location.search + hash);
-  }
-
-  function showError(message) {
-    ui.error.textContent = message;
-    ui.error.hidden = false;
-  }
-
-  function clearError() {
-    ui.error.textContent = "";
-    ui.error.hidden = true;
-  }
-
-  /** Without a valid token nothing of the fleet stays on screen. */
-  function showLogin() {
-    ui.totals.hidden = true;
-    ui.devices.replaceChildren();
-    cards.clear();
-    ui.updated.removeAttribute("datetime");
-    ui.updated.textContent = "never";
-    ui.login.hidden = false;
-    ui.forget.hidden = true;
-    ui.login.elements.token.focus();
-  }
-
-  async function detailOf(response) {
-    try {
-      const body = await response.json();
-      return typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
-    } catch {
-      return response.statusText;
-    }
-  }
-
-  // ---------------------------------------------------------------- refresh loop
-
-  function schedule() {
-    clearTimeout(timer);
-    timer = setTimeout(refresh, refreshSeconds * 1000);
-  }
-
-  async function refresh() {
-    clearTimeout(timer);
-    const mine = ++generation;
-    const token = sessionStorage.getItem(TOKEN_KEY);
-    if (!token) {
-      ui.status.textContent = "Waiting for the operator token.";
-      showLogin();
-      return;
-    }
-    let response;
-    let fleet;
-    try {
-      response = await fetch(`/v1/fleet?points=${points}`, {
-        headers: { Authorization: `Bearer ${token}`, Accept: "application/json" },
-        cache: "no-store",
-      });
-      if (response.ok) fleet = await response.json();
-    } catch (err) {
-      if (mine !== generation) return;
-      ui.status.textContent = "Update failed; showing the last data.";
-      showError(`Cannot reach the cloud trainer (${err.message}). Retrying in ${refreshSeconds} s.`);
-      schedule();
-      return;
-    }
-    if (mine !== generation) return;
-    if (response.status === 401 || response.status === 403) {
-      const detail = await detailOf(response);
-      if (mine !== generation) return;
-      sessionStorage.removeItem(TOKEN_KEY);
-      ui.status.textContent = "Not signed in.";
-      showError(
-        response.status === 401
-          ? `The operator token was rejected (401 Unauthorized: ${detail}). Enter a valid operator token.`
-          : `This token is not the operator's (403 Forbidden: ${detail}). The dashboard needs the operator token.`,
-      );
-      showLogin();
-      return; // no retry with a token the server refused
-    }
-    if (!response.ok) {
-      const detail = await detailOf(response);
-      if (mine !== generation) return;
-      ui.status.textContent = "Update failed; showing the last data.";
-      showError(`The cloud trainer answered ${response.status}: ${detail}. Retrying in ${refreshSeconds} s.`);
-      schedule();
-      return;
-    }
-    clearError();
-    ui.login.hidden = true;
-    ui.forget.hidden = false;
-    render(fleet);
-    const now = new Date();
-    ui.updated.dateTime = now.toISOString();
-    ui.updated.textContent = formatTime(now, false);
-    ui.status.textContent = "Live.";
-    schedule();
-  }
-
-  // ---------------------------------------------------------------- rendering
-
-  function setValue(node, raw, text) {
-    node.dataset.value = String(raw ?? "");
-    node.textContent = text;
-  }
-
-  function render(fleet) {
-    const t = fleet.totals;
-    ui.totals.hidden = false;
-    const totals = (name) => ui.totals.querySelector(`[data-total="${name}"]`);
-    setValue(totals("devices"), t.devices, formatCount(t.devices));
-    setValue(totals("recomputes"), t.recomputes, formatCount(t.recomputes));
-    setValue(totals("bytes_in"), t.bytes_in, formatBytes(t.bytes_in));
-    setValue(totals("bytes_out"), t.bytes_out, formatBytes(t.bytes_out));
-    setValue(totals("train_ms_total"), t.train_ms_total, formatDuration(t.train_ms_total));
-    setValue(totals("heartbeats"), t.heartbeats, formatCount(t.heartbeats));
-
-    const seen = new Set();
-    for (const device of fleet.devices) {
-      seen.add(device.device_id);
-      let card = cards.get(device.device_id);
-      if (card === undefined) {
-        card = ui.template.content.firstElementChild.cloneNode(true);
-        card.dataset.device = device.device_id;
-        cards.set(device.device_id, card);
-      }
-      renderCard(card, device);
-      ui.devices.append(card); // also keeps the server's order
-    }
-    for (const [id, card] of cards) {
-      if (!seen.has(id)) {
-        card.remove();
-        cards.delete(id);
-      }
-    }
-    let empty = ui.devices.querySelector(".empty-fleet");
-    if (fleet.devices.length === 0 && empty === null) {
-      empty = document.createElement("p");
-      empty.className = "empty-fleet muted";
-      empty.textContent = "No devices registered yet.";
-      ui.devices.append(empty);
-    } else if (fleet.devices.length > 0 && empty !== null) {
-      empty.remove();
-    }
-  }
-
-  function renderCard(card, d) {
-    const field = (name) => card.querySelector(`[data-field="${name}"]`);
-    const counter = (name) => card.querySelector(`[data-counter="${name}"]`);
-    field("device_id").textContent = d.device_id;
-    const lastSeen = field("last_seen");
-    lastSeen.textContent = d.last_seen ? formatTime(new Date(d.last_seen), true) : "never";
-    lastSeen.dateTime = d.last_seen ?? "";
-    setValue(counter("recomputes"), d.recomputes, formatCount(d.recomputes));
-    setValue(counter("latest_version"), d.latest_version, d.latest_version ?? "–");
-    setValue(counter("last_reason"), d.last_reason, d.last_reason ?? "–");
-    setValue(counter("bytes"), `${d.bytes_in}/${d.bytes_out}`, `${formatBytes(d.bytes_in)} / ${formatBytes(d.bytes_out)}`);
-    setValue(counter("train_ms_total"), d.train_ms_total, formatDuration(d.train_ms_total));
-    setValue(counter("heartbeats"), d.heartbeats, formatCount(d.heartbeats));
-    const reasons = Object.entries(d.reasons).sort((a, b) => b[1] - a[1]);
-    field("reasons").textContent = reasons.length
-      ? `Reasons: ${reasons.map(([reason, n]) => `${reason} ×${n}`).join(", ")}`
-      : "No recomputes yet.";
-
-    // Both charts share one time axis so recompute markers line up with the heartbeats.
-    const recomputes = d.recompute_series.map((p) => ({ ...p, time: Date.parse(p.t) }));
-    const beats = d.accuracy_series.map((p) => ({ ...p, time: Date.parse(p.t) }));
-    const axis = timeAxis([...recomputes, ...beats].map((p) => p.time));
-    card.querySelector('[data-chart="recomputes"]').replaceChildren(recomputeChart(d, recomputes, axis));
-    card.querySelector('[data-chart="accuracy"]').replaceChildren(accuracyChart(d, beats, recomputes, axis));
-  }
-
-  // ---------------------------------------------------------------- SVG charts
-
-  const W = 640;
-  const H = 190;
-  const M = { left: 46, right: 14, top: 12, bottom: 26 }; // plot margins, in viewBox units
-
-  function svg(tag, attrs = {}, parent = null) {
-    const node = document.createElementNS(SVG_NS, tag);
-    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
-    if (parent) parent.append(node);
-    return node;
-  }
-
-  function tooltip(node, text) {
-    svg("title", {}, node).textContent = text;
-    return node;
-  }
-
-  /** Time range of the points, padded so that the first and last points sit inside the plot. */
-  function timeAxis(times) {
-    if (times.length === 0) return null;
-    const first = Math.min(...times);
-    const last = Math.max(...times);
-    const pad = last > first ? (last - first) * 0.05 : 30_000; // a single instant sits in the middle
-    const lo = first - pad;
-    const hi = last + pad;
-    const x = (t) => M.left + ((t - lo) / (hi - lo)) * (W - M.left - M.right);
-    return { lo, hi, x, withDate: hi - lo > 86_400_000, withMs: hi - lo < 10_000 };
-  }
-
-  function frame(series, label) {
-    const root = svg("svg", {
-      viewBox: `0 0 ${W} ${H}`,
-      class: `chart chart-${series}`,
-      role: "img",
-      "aria-label": label,
-      "data-series": series,
-    });
-    svg("rect", { class: "plot", x: M.left, y: M.top, width: W - M.left - M.right, height: H - M.top - M.bottom }, root);
-    return root;
-  }
-
-  function yGrid(root, ticks, y, format) {
-    for (const value of ticks) {
-      svg("line", { class: "grid", x1: M.left, x2: W - M.right, y1: y(value), y2: y(value) }, root);
-      svg("text", { class: "tick tick-y", x: M.left - 6, y: y(value) + 4 }, root).textContent = format(value);
-    }
-  }
-
-  /** Times at both ends and in the middle of the plot (the ends of the axis, not of the data). */
-  function xTicks(root, axis) {
-    const baseline = H - M.bottom + 16;
-    for (const [t, anchor] of [[axis.lo, "start"], [(axis.lo + axis.hi) / 2, "middle"], [axis.hi, "end"]]) {
-      svg("text", { class: "tick tick-x", x: axis.x(t), y: baseline, "text-anchor": anchor }, root)
-        .textContent = formatTime(new Date(t), axis.withDate, axis.withMs);
-    }
-  }
-
-  function emptyMessage(root, text) {
-    svg("text", { class: "empty", x: (M.left + W - M.right) / 2, y: (M.top + H - M.bottom) / 2 + 4 }, root).textContent = text;
-  }
-
-  /** Integer ticks from 0 to at least max, with a step of 1, 2 or 5 × 10^k (at most 5 ticks). */
-  function countTicks(max) {
-    const magnitude = 10 ** Math.max(0, Math.floor(Math.log10(max)) - 1);
-    const step = [1, 2, 5, 10, 20, 50].map((m) => m * magnitude).find((s) => max / s <= 4);
-    const ticks = [];
-    for (let v = 0; v < max + step; v += step) ticks.push(v);
-    return ticks;
-  }
-
-  function recomputeChart(device, recomputes, axis) {
-    const root = frame("recomputes", `Cumulative recomputes of ${device.device_id}: ${device.recomputes}`);
-    if (recomputes.length === 0 || axis === null) {
-      emptyMessage(root, "No recomputes yet");
-      return root;
-    }
-    // The series may be truncated to the last `points` recomputes: count up from the ones before it.
-    const before = device.recomputes - recomputes.length;
-    const ticks = countTicks(Math.max(device.recomputes, 1));
-    const top = ticks[ticks.length - 1];
-    const y = (n) => H - M.bottom - (n / top) * (H - M.top - M.bottom);
-    yGrid(root, ticks, y, String);
-    xTicks(root, axis);
-
-    let path = `M ${M.left} ${y(before)}`;
-    recomputes.forEach((p, i) => {
-      path += ` H ${axis.x(p.time)} V ${y(before + i + 1)}`;
-    });
-    path += ` H ${W - M.right}`;
-    svg("path", { class: "line", d: path }, root);
-
-    recomputes.forEach((p, i) => {
-      const circle = svg("circle", { class: "point", r: 4, cx: axis.x(p.time), cy: y(before + i + 1), "data-reason": p.reason }, root);
-      tooltip(
-        circle,
-        `Recompute #${before + i + 1} (model v${p.version}) at ${formatTime(new Date(p.time), true)}\n` +
-          `reason: ${p.reason}\nlearner: ${p.learner}\ntraining: ${formatDuration(p.train_ms)}`,
-      );
-    });
-    return root;
-  }
-
-  function accuracyChart(device, beats, recomputes, axis) {
-    const root = frame("accuracy", `Accuracy of ${device.device_id} over ${beats.length} heartbeats`);
-    const measured = beats.filter((p) => p.accuracy !== null);
-    if (axis === null) {
-      emptyMessage(root, "No heartbeats yet");
-      return root;
-    }
-    // Three fixed scales, all up to 100 %: 80-100 %, 50-100 % or 0-100 %, whichever holds every point.
-    const lowest = measured.length ? Math.min(...measured.map((p) => p.accuracy)) : 0;
-    const [floor, step] = lowest >= 0.82 ? [80, 5] : lowest >= 0.52 ? [50, 10] : [0, 25]; // percent
-    const y = (a) => H - M.bottom - ((100 * a - floor) / (100 - floor)) * (H - M.top - M.bottom);
-    const ticks = [];
-    for (let v = floor; v <= 100; v += step) ticks.push(v / 100);
-    yGrid(root, ticks, y, (v) => `${Math.round(v * 100)}%`);
-    xTicks(root, axis);
-
-    for (const p of recomputes) {
-      const x = axis.x(p.time);
-      const line = svg("line", { class: "event", x1: x, x2: x, y1: M.top, y2: H - M.bottom, "data-reason": p.reason }, root);
-      tooltip(line, `Recompute → model v${p.version} at ${formatTime(new Date(p.time), true)}\nreason: ${p.reason}`);
-    }
-
-    if (measured.length === 0) {
-      emptyMessage(root, beats.length ? "No accuracy reported yet" : "No heartbeats yet");
-      return root;
-    }
-    // Heartbeats without an accuracy break the line instead of being drawn at 0.
-    let path = "";
-    let pen = "M";
-    for (const p of beats) {
-      if (p.accuracy === null) {
-        pen = "M";
-        continue;
-      }
-      path += `${pen} ${axis.x(p.time)} ${y(p.accuracy)} `;
-      pen = "L";
-    }
-    svg("path", { class: "line", d: path.trim() }, root);
-    for (const p of measured) {
-      const circle = svg("circle", { class: "point", r: 4, cx: axis.x(p.time), cy: y(p.accuracy), "data-accuracy": p.accuracy }, root);
-      tooltip(
-        circle,
-        `Accuracy ${formatPercent(p.accuracy)} at ${formatTime(new Date(p.time), true)}\n` +
-          `samples: ${formatCount(p.samples)}, warnings: ${formatCount(p.warnings)}, model: ${p.model_version === null ? "none" : `v${p.model_version}`}`,
-      );
-    }
-    return root;
-  }
-
-  // ---------------------------------------------------------------- start
-
-  ui.refresh.textContent = String(refreshSeconds);
-  ui.login.addEventListener("submit", (event) => {
-    event.preventDefault();
-    const token = ui.login.elements.token.value.trim();
-    if (!token) return;
-    sessionStorage.setItem(TOKEN_KEY, token);
-    ui.login.reset();
-    clearError();
-    ui.status.textContent = "Loading…";
-    refresh();
-  });
-  ui.forget.addEventListener("click", () => {
+async function api(path) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const response = await fetch(path, { headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
+  if (response.status === 401 || response.status === 403) {
     sessionStorage.removeItem(TOKEN_KEY);
-    clearTimeout(timer);
-    generation += 1;
+    throw new Refused(response.status === 401
+      ? "401: the operator token was rejected. Enter the operator token."
+      : "403: this credential is valid, but it is not the operator's. Enter the operator token.");
+  }
+  if (!response.ok) throw new Error(`${response.status} from ${path.split("?")[0]}: ${await response.text()}`);
+  return response.json();
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k.startsWith("data-")) node.setAttribute(k, v === true ? "" : String(v));
+    else node.setAttribute(k, String(v));
+  }
+  node.append(...children.filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
+const pct = (x) => `${(100 * x).toFixed(1)}%`;
+const when = (t) => (t ? new Date(t).toLocaleString() : "never");
+const LIVE = new Set(["online", "degraded"]);
+
+function metric(row) {
+  if (row.task === "regression" || (row.rmse !== null && row.accuracy === null)) {
+    return row.rmse === null ? "no RMSE yet" : `RMSE ${row.rmse.toPrecision(3)}`;
+  }
+  return row.accuracy === null ? "no accuracy yet" : pct(row.accuracy);
+}
+
+// ------------------------------------------------------------------------------------------ fleet table
+
+function fleetQuery() {
+  const q = new URLSearchParams({ sort: table.sort, desc: table.desc, offset: table.offset, limit: PAGE });
+  if (table.q) q.set("q", table.q);
+  if (table.status) q.set("status", table.status);
+  if (table.task) q.set("task", table.task);
+  if (table.drifting) q.set("drifting", "true");
+  return q.toString();
+}
+
+function renderSummary(s) {
+  for (const node of document.querySelectorAll("[data-total]")) {
+    const key = node.dataset.total;
+    const value = s[key];
+    node.dataset.value = value === null || value === undefined ? "" : String(value);
+    node.textContent = key === "budget_use" ? (value === null ? "no budget" : pct(value)) : String(value);
+  }
+  $("[data-summary]").hidden = false;
+}
+
+function renderRows(page) {
+  const rows = page.devices.map((d) => {
+    const old = !LIVE.has(d.status);
+    return el("tr", { "data-device": d.device_id, "data-status": d.status, class: `st-${d.status}` },
+      el("td", { "data-col": "device_id" }, el("a", { href: `#device=${encodeURIComponent(d.device_id)}` }, d.device_id)),
+      el("td", { "data-col": "status" }, el("span", { class: `badge st-${d.status}` }, d.status)),
+      el("td", { "data-col": "drifting", "data-value": d.drifting }, d.drifting ? "drifting" : ""),
+      el("td", { "data-col": "metric", class: old ? "old" : null, title: old ? "last known value" : null }, metric(d)),
+      el("td", { "data-col": "recomputes", class: "num" }, String(d.recomputes)),
+      el("td", { "data-col": "recent", class: "num" }, String(d.recomputes_last_hour)),
+      el("td", { "data-col": "version", class: "num" },
+        d.running_version === null ? "–" : `v${d.running_version}`,
+        d.latest_version !== null && d.latest_version !== d.running_version
+          ? el("span", { class: "muted" }, ` (latest v${d.latest_version})`) : null),
+      el("td", { "data-col": "last_reason" }, d.last_reason || "–"),
+      el("td", { "data-col": "last_seen" }, when(d.last_seen)));
+  });
+  $("[data-rows]").replaceChildren(...rows);
+  const last = Math.min(page.total, page.offset + page.devices.length);
+  const info = $("[data-page-info]");
+  info.textContent = page.total ? `${page.offset + 1}–${last} of ${page.total}` : "no device matches";
+  info.dataset.total = page.total;
+  $("[data-action=prev]").disabled = page.offset === 0;
+  $("[data-action=next]").disabled = last >= page.total;
+  for (const th of document.querySelectorAll("th[data-sort]")) {
+    th.dataset.active = th.dataset.sort === table.sort ? (table.desc ? "desc" : "asc") : "";
+  }
+}
+
+async function showFleet(mine, withSummary) {
+  // A filter, sort or page change asks for the table only; the timer refreshes the summary too.
+  const [summary, page] = await Promise.all([
+    withSummary ? api(withThresholds("/v1/fleet/summary")) : null,
+    api(withThresholds(`/v1/fleet?${fleetQuery()}`))]);
+  if (mine !== generation) return;
+  if (summary) renderSummary(summary);
+  renderRows(page);
+  $("main[data-view=fleet]").hidden = false;
+  $("main[data-view=device]").hidden = true;
+  if (!document.body.dataset.firstRenderMs) document.body.dataset.firstRenderMs = performance.now().toFixed(0);
+  document.body.dataset.rendered = `fleet ${fleetQuery()}`;
+}
+
+// ------------------------------------------------------------------------------------------ device page
+
+const charts = [];
+
+function chart(name, title, xs, series, range) {
+  const holder = el("figure", { "data-chart": name, "data-points": xs.length },
+    el("figcaption", {}, title));
+  $("[data-charts]").append(holder);
+  const opts = {
+    width: Math.min(1200, document.body.clientWidth - 40), height: 150,
+    cursor: { sync: { key: "device" } },
+    scales: { x: { time: true, range: () => range } },
+    legend: { show: true },
+    series: [{}, ...series.map(({ values, ...style }) => style)],
+  };
+  const u = new uPlot(opts, [xs, ...series.map((s) => s.values)], holder);
+  holder.dataset.xmin = u.scales.x.min;
+  holder.dataset.xmax = u.scales.x.max;
+  charts.push(u);
+}
+
+async function showDevice(id, mine) {
+  const page = await api(withThresholds(`/v1/fleet/devices/${encodeURIComponent(id)}?points=500`));
+  if (mine !== generation) return;
+  const d = page.device;
+  const beats = page.heartbeats;
+  const versions = page.versions;
+  $("[data-device-title]").textContent = d.device_id;
+  const facts = [["status", d.status], ["drifting now", d.drifting ? "yes" : "no"], ["task", d.task || "unknown"],
+    [d.task === "regression" ? "RMSE" : "accuracy", metric(d)], ["recomputes", d.recomputes],
+    ["running", d.running_version === null ? "–" : `v${d.running_version}`],
+    ["latest", d.latest_version === null ? "–" : `v${d.latest_version}`], ["last seen", when(d.last_seen)]];
+  $("[data-facts]").replaceChildren(...facts.flatMap(([k, v]) =>
+    [el("dt", {}, k), el("dd", { "data-fact": k, class: k === "status" ? `st-${d.status}` : null }, String(v))]));
+  for (const u of charts.splice(0)) u.destroy();
+  $("[data-charts]").replaceChildren();
+  const t = (iso) => new Date(iso).getTime() / 1000;
+  const xs = beats.map((b) => t(b.t));
+  const vx = versions.map((v) => t(v.created_at));
+  const all = [...xs, ...vx];
+  const range = all.length ? [Math.min(...all), Math.max(...all, Math.min(...all) + 1)] : [0, 1];
+  const regression = d.task === "regression";
+  chart("metric", regression ? "RMSE" : "accuracy", xs,
+    [regression ? { label: "RMSE", stroke: "#b5401f", values: beats.map((b) => b.rmse) }
+                : { label: "accuracy", stroke: "#1f6fb5", values: beats.map((b) => b.accuracy) }], range);
+  chart("recomputes", "model versions (recomputes)", vx,
+    [{ label: "version", stroke: "#6a3fb5", points: { size: 7 }, values: versions.map((v) => v.version) }], range);
+  chart("warnings", "drift warnings and events", xs,
+    [{ label: "warning", stroke: "#d08a00", values: beats.map((b) => b.warnings) },
+     { label: "drift events", stroke: "#b5401f", values: beats.map((b) => b.drift_events) }], range);
+  chart("throughput", "throughput (samples/s)", xs,
+    [{ label: "samples/s", stroke: "#2a8a3e", values: beats.map((b) => b.throughput) }], range);
+  chart("drops", "drops and rejections (cumulative)", xs,
+    [{ label: "dropped", stroke: "#777", values: beats.map((b) => b.dropped) },
+     { label: "rejected", stroke: "#b5401f", values: beats.map((b) => b.rejected) }], range);
+  $("[data-versions]").replaceChildren(...versions.slice().reverse().map((v) =>
+    el("tr", { "data-version": v.version },
+      el("td", { class: "num" }, `v${v.version}`), el("td", {}, when(v.created_at)), el("td", { "data-col": "reason" }, v.reason),
+      el("td", {}, v.requested_by), el("td", {}, v.chosen ? `${v.learner} (${v.chosen})` : v.learner),
+      el("td", { class: "num" }, `${v.n} × ${v.d}`), el("td", { class: "num" }, v.train_ms.toFixed(1)),
+      el("td", { "data-col": "monitor" }, Object.entries(v.monitor)
+        .map(([k, x]) => `${k}=${typeof x === "number" ? Number(x.toPrecision(4)) : x}`).join(", ") || "–"))));
+  $("main[data-view=device]").hidden = false;
+  $("main[data-view=fleet]").hidden = true;
+  document.body.dataset.rendered = `device ${d.device_id} ${beats.length} ${versions.length}`;
+}
+
+// ------------------------------------------------------------------------------------------ wiring
+
+async function refresh(withSummary = true) {
+  clearTimeout(timer);
+  const mine = ++generation;
+  if (!sessionStorage.getItem(TOKEN_KEY)) {
+    showLogin(true);
+    return;
+  }
+  $("[data-login]").hidden = true;
+  $("[data-action=forget]").hidden = false;
+  try {
+    const device = hashParams().get("device");
+    if (device) await showDevice(device, mine);
+    else await showFleet(mine, withSummary || $("[data-summary]").hidden);
+    if (mine !== generation) return;
+    showError(null);
+    const now = new Date();
+    const updated = $("[data-updated]");
+    updated.setAttribute("datetime", now.toISOString());
+    updated.textContent = now.toLocaleTimeString();
+  } catch (error) {
+    if (mine !== generation) return;
+    if (error instanceof Refused) showLogin(true);
+    showError(error.message);
+    if (error instanceof Refused) return;
+  }
+  timer = setTimeout(() => refresh(true), REFRESH_S * 1000);
+}
+
+function wire() {
+  $("[data-refresh]").textContent = String(REFRESH_S);
+  $("[data-login]").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, event.target.elements.token.value.trim());
+    event.target.reset();
     refresh();
   });
-  window.addEventListener("hashchange", () => {
-    takeTokenFromFragment();
+  $("[data-action=forget]").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    showError(null);
     refresh();
   });
-  takeTokenFromFragment();
-  refresh();
-})();
+  const filters = $("[data-filters]");
+  let typing = null;
+  const apply = () => {
+    const f = filters.elements;
+    Object.assign(table, { q: f.q.value.trim(), status: f.status.value, task: f.task.value,
+      drifting: f.drifting.checked, offset: 0 });
+    refresh(false);
+  };
+  filters.addEventListener("submit", (event) => { event.preventDefault(); apply(); });
+  filters.addEventListener("change", apply);
+  filters.elements.q.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(apply, 150); });
+  $("[data-action=prev]").addEventListener("click", () => {
+    table.offset = Math.max(0, table.offset - PAGE);
+    refresh(false);
+  });
+  $("[data-action=next]").addEventListener("click", () => { table.offset += PAGE; refresh(false); });
+  for (const th of document.querySelectorAll("th[data-sort]")) {
+    th.addEventListener("click", () => {
+      table.desc = table.sort === th.dataset.sort ? !table.desc : false;
+      table.sort = th.dataset.sort;
+      table.offset = 0;
+      refresh(false);
+    });
+  }
+  window.addEventListener("hashchange", () => { takeTokenFromHash(); refresh(); });
+}
+
+takeTokenFromHash();
+wire();
+refresh();

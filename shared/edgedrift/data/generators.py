@@ -19,10 +19,10 @@ import numpy as np
 from edgedrift.data.stream import Stream
 from edgedrift.models.losses import FloatArray
 
-#: SEA thresholds θ of river's variants 0-3: y = [x0 + x1 > θ] (ALGORITHM-NOTES §5).
+#: SEA thresholds θ of river's variants 0-3: y = [x0 + x1 > θ].
 SEA_THRESHOLDS: tuple[float, ...] = (8.0, 9.0, 7.0, 9.5)
 
-#: river's Hyperplane flips a label when ``0.01 + U <= noise_percentage`` (ALGORITHM-NOTES §5).
+#: river's Hyperplane flips a label when ``0.01 + U <= noise_percentage``.
 _HYPERPLANE_NOISE_OFFSET = 0.01
 
 
@@ -195,7 +195,7 @@ def hyperplane(
     """Rotating hyperplane (river ``synth.Hyperplane``): gradual drift of the first weights.
 
     y = +1 iff Σ wᵢxᵢ ≥ ½ Σ wᵢ, x ~ U[0,1]^d; after every sample the first ``n_drift_features`` weights
-    move by ±``mag_change``. **river quirk** (ALGORITHM-NOTES §5): river flips a label when
+    move by ±``mag_change``. **river quirk**: river flips a label when
     ``0.01 + U <= noise_percentage``, so its effective noise is ``noise_percentage - 0.01``. This function
     passes ``noise + 0.01`` so that ``noise`` is the real flip probability (noise=0 gives clean labels).
     The direction-reversal probability keeps river's default (``sigma=0.1``, effectively 9%, same quirk).

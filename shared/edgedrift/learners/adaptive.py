@@ -17,7 +17,42 @@ from edgedrift.models.losses import FloatArray, Loss, Task
 
 
 class AdaptiveSGD(IncrementalLearner):
-    """AdaGrad or RMSProp steps on standardised features (``scale=True`` by default)."""
+    """AdaGrad or RMSProp steps on standardised features (``scale=True`` by default).
+
+    Parameters
+    ----------
+    n_features
+        Number of features d.
+    loss
+        A loss of Table 1 by name or as a :class:`~edgedrift.models.losses.Loss`.
+    lr
+        The step size η.
+    method
+        ``"rmsprop"`` (v_j forgets with ρ) or ``"adagrad"`` (v_j accumulates for ever).
+    rho
+        RMSProp's decay ρ of the squared gradients.
+    eps
+        Added to √v_j, so a coordinate without gradient does not divide by zero.
+    scale
+        Whether to standardise the features online.
+    scale_alpha
+        The standardiser's weight of the newest sample.
+    task
+        None: the loss's task; ``"classification"`` lets a squared loss predict signs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 3)) * [1.0, 50.0, 0.01]
+    >>> y = X @ [2.0, 0.02, 100.0] + 1.0 + 0.1 * rng.normal(size=600)
+    >>> rmsprop = AdaptiveSGD(3, "squared", lr=0.1)
+    >>> for x, target in zip(X[:500], y[:500]):
+    ...     rmsprop.learn_one(x, target)
+    >>> errors = rmsprop.predict_many(X[500:]) - y[500:]
+    >>> round(float(np.sqrt(np.mean(errors**2))), 1)
+    0.2
+    """
 
     def __init__(
         self,
@@ -40,7 +75,7 @@ class AdaptiveSGD(IncrementalLearner):
         self._g = np.empty(n_features + 1)
 
     def _update(self, xa: FloatArray, y: float) -> bool:
-        c = self.loss.dz_one(y, float(xa.dot(self.w)))
+        c = self._loss.dz_one(y, float(xa.dot(self.w)))
         if not abs(c) <= STEP_MAX:
             return False
         g = np.multiply(xa, c, out=self._g)
@@ -55,7 +90,7 @@ class AdaptiveSGD(IncrementalLearner):
 
     def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """Gradients at the batch's starting weights; v takes them in as k sequential steps would."""
-        G = self.loss.dz(y, Xa.dot(self.w))[:, None] * Xa
+        G = self._loss.dz(y, Xa.dot(self.w))[:, None] * Xa
         if not sqnorm(G) <= DELTA_SQ_MAX:
             return False
         k = len(y)

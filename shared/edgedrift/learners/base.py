@@ -15,12 +15,12 @@ cheap; a mini-batch step is not applied when its weight change has a squared nor
 
 from __future__ import annotations
 
-import copy
 from abc import ABC, abstractmethod
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from edgedrift.base import Estimator
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray, Loss, Task, get_loss
 
@@ -41,16 +41,35 @@ STEP_MAX = 1e50
 DELTA_SQ_MAX = 1e200
 
 
-class EWStandardizer:
+class EWStandardizer(Estimator):
     """Exponentially weighted mean and variance per feature, so the scaling follows drift.
 
     With weight a for the newest sample: δ = x − μ, μ ← μ + aδ, σ² ← (1 − a)(σ² + aδ²). The first
     1/a samples use a = 1/n (the running mean), so the start is not dominated by the first sample.
+
+    Parameters
+    ----------
+    n_features
+        Number of features d.
+    alpha
+        Weight a of the newest sample, in (0, 1].
+    eps
+        Added to σ² before the square root, so a constant feature does not divide by zero.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scaler = EWStandardizer(2, alpha=0.5)
+    >>> for x in ([1.0, 10.0], [3.0, 10.0]):
+    ...     scaler.update(np.array(x))
+    >>> scaler.mean.tolist(), scaler.var.tolist()
+    ([2.0, 10.0], [1.0, 0.0])
     """
 
     def __init__(self, n_features: int, alpha: float = 0.01, eps: float = 1e-8) -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError("alpha must be in (0, 1]")
+        self.n_features = n_features
         self.alpha = alpha
         self.eps = eps
         self.n = 0
@@ -122,8 +141,24 @@ class OnlineLearner(Protocol):
     def clone(self) -> OnlineLearner: ...
 
 
-class IncrementalLearner(ABC):
-    """A linear incremental learner over (optionally standardised) augmented features."""
+class IncrementalLearner(Estimator, ABC):
+    """A linear incremental learner over (optionally standardised) augmented features.
+
+    Parameters
+    ----------
+    n_features
+        Number of features d; the weights live in (d+1)-space, x̃ = (x, 1).
+    loss
+        A loss of Table 1 by name (``"logistic"``, ``"squared_hinge"``, ``"squared"``) or as a
+        :class:`~edgedrift.models.losses.Loss`.
+    scale
+        Whether to standardise the features online (:class:`EWStandardizer`, read as :attr:`scaler`).
+    scale_alpha
+        The standardiser's weight of the newest sample.
+    task
+        ``"classification"`` (sign prediction) or ``"regression"``; None: the loss's task. A squared
+        loss may serve a classifier this way.
+    """
 
     #: Order of one update in the number of features: "O(d)" first-order, "O(d^2)" second-order.
     order: Literal["O(d)", "O(d^2)"] = "O(d)"
@@ -136,12 +171,15 @@ class IncrementalLearner(ABC):
         scale_alpha: float = 0.01,
         task: Task | None = None,
     ) -> None:
-        self.loss = get_loss(loss) if isinstance(loss, str) else loss
-        # A squared loss may also serve a classifier (least-squares / RLS on ±1 targets, sign prediction).
-        self._task: Task = task or self.loss.task
         self.n_features = n_features
+        self.loss = loss
+        self.scale = scale
+        self.scale_alpha = scale_alpha
+        self._loss: Loss = get_loss(loss) if isinstance(loss, str) else loss
+        # A squared loss may also serve a classifier (least-squares / RLS on ±1 targets, sign prediction).
+        self.task: Task = self._loss.task if task is None else task
         self.w = np.zeros(n_features + 1)
-        self.scaler = EWStandardizer(n_features, scale_alpha) if scale else None
+        self._scaler = EWStandardizer(n_features, scale_alpha) if scale else None
         self._xa = np.ones(n_features + 1)
         self.n_learned = 0
         self.n_skipped = 0
@@ -152,16 +190,17 @@ class IncrementalLearner(ABC):
         self._stale = True
 
     @property
-    def task(self) -> Task:
-        return self._task
+    def scaler(self) -> EWStandardizer | None:
+        """The online standardiser of the features (``scale=True``), None without scaling."""
+        return self._scaler
 
     def _features(self, x: FloatArray) -> FloatArray:
         """x̃ = (x or its standardised value, 1) in a reused buffer."""
         xa = self._xa
-        if self.scaler is None:
+        if self._scaler is None:
             xa[:-1] = x
         else:
-            self.scaler.transform_into(x, xa[:-1])
+            self._scaler.transform_into(x, xa[:-1])
         return xa
 
     def score_one(self, x: FloatArray) -> float:
@@ -171,12 +210,12 @@ class IncrementalLearner(ABC):
         return float(self._raw_w.dot(x)) + self._raw_b
 
     def _refresh_raw(self) -> None:
-        if self.scaler is None:
+        if self._scaler is None:
             self._raw_w[:] = self.w[:-1]
             self._raw_b = float(self.w[-1])
         else:
-            np.multiply(self.w[:-1], self.scaler.inv_std, out=self._raw_w)
-            self._raw_b = float(self.w[-1]) - float(self._raw_w @ self.scaler.mean)
+            np.multiply(self.w[:-1], self._scaler.inv_std, out=self._raw_w)
+            self._raw_b = float(self.w[-1]) - float(self._raw_w @ self._scaler.mean)
         self._stale = False
 
     def predict_one(self, x: FloatArray) -> float:
@@ -203,8 +242,8 @@ class IncrementalLearner(ABC):
             self.n_skipped += 1
             self.n_learned += 1
             return
-        if self.scaler is not None:
-            self.scaler.update(x)
+        if self._scaler is not None:
+            self._scaler.update(x)
         if not self._update(self._features(x), y):
             self.n_skipped += 1
         self.n_learned += 1
@@ -229,8 +268,8 @@ class IncrementalLearner(ABC):
             self.n_skipped += n - int(np.count_nonzero(ok))
             X, y = X[ok], y[ok]
         if len(y):
-            if self.scaler is not None:
-                self.scaler.update_many(X)
+            if self._scaler is not None:
+                self._scaler.update_many(X)
             if not self._update_many(self._features_many(X), y):
                 self.n_skipped += len(y)
             self._stale = True
@@ -245,34 +284,28 @@ class IncrementalLearner(ABC):
 
     def _features_many(self, X: FloatArray) -> FloatArray:
         Xa = np.ones((len(X), self.n_features + 1))
-        if self.scaler is None:
+        if self._scaler is None:
             Xa[:, :-1] = X
         else:
-            np.multiply(X - self.scaler.mean, self.scaler.inv_std, out=Xa[:, :-1])
+            np.multiply(X - self._scaler.mean, self._scaler.inv_std, out=Xa[:, :-1])
         return Xa
 
     def anchor(self, model: LinearModel) -> None:
         """Continue from the batch model: express its raw-space weights in this learner's space."""
         a, b = model.raw_coef, model.raw_intercept
         self._stale = True
-        if self.scaler is None:
+        if self._scaler is None:
             self.w[:-1] = a
             self.w[-1] = b
         else:
-            std = 1.0 / self.scaler.inv_std
+            std = 1.0 / self._scaler.inv_std
             self.w[:-1] = a * std
-            self.w[-1] = b + float(a @ self.scaler.mean)
-
-    def clone(self) -> IncrementalLearner:
-        """A fresh, untrained copy with the same hyper-parameters."""
-        fresh = copy.deepcopy(self)
-        fresh.reset()
-        return fresh
+            self.w[-1] = b + float(a @ self._scaler.mean)
 
     def reset(self) -> None:
         self.w[:] = 0.0
         self.n_learned = 0
         self.n_skipped = 0
         self._stale = True
-        if self.scaler is not None:
-            self.scaler = EWStandardizer(self.n_features, self.scaler.alpha, self.scaler.eps)
+        if self._scaler is not None:
+            self._scaler = self._scaler.clone()

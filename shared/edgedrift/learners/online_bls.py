@@ -12,10 +12,9 @@ U(−1, 1), drawn once from ``seed``. As in BLS the enhancement nodes take the f
   training data, which an online learner does not have. Here s_e is fixed from the input model
   x̃ ~ U(0, 1)^d instead: with all weights U(−1, 1), E[z_i²] = (d + 3)/9 and
   E[u²] = (n1·n2·(d + 3)/9 + 1)/3 for u = zW_e + β_e, and s_e = ``enh_rms``/√E[u²] makes the RMS of the
-  pre-activation ``enh_rms``. The default 0.2 is about what BLS's 0.8/max rule gives on our data (the
-  largest of 10⁶ pre-activations is ~4-5 RMS): tanh is used in its non-saturated but clearly non-linear
-  range. Much smaller values make the enhancement nodes nearly linear (see docs/benchmarks.md for the
-  effect on the drifting streams).
+  pre-activation ``enh_rms``. The default 0.2 puts tanh in its non-saturated but clearly non-linear
+  range, about where BLS's 0.8/max rule puts it; much smaller values make the enhancement nodes nearly
+  linear (docs/benchmarks.md §7 has the effect on the drifting streams).
 
 **Output layer** (Algorithm 1). One-hot targets; classes are discovered on the fly and a new class adds a
 zero column to W, which is exact because every earlier target was 0 for it. The state is the
@@ -31,7 +30,7 @@ residual e = y − Wᵀa of the current weights:
    c_k = s_k ∏_{j<k} c_j (from G [aᵀ; R] = [0; R'] follows a = R'ᵀ c), so only the backward
    substitution R u = c (eq. (14), BLAS ``dtrsv``) is solved. No matrix is inverted.
 
-Cost O(m²) per sample, ~10 MB of state at m = 1100.
+Cost O(m²) per sample; the factor takes 8m² bytes.
 
 **Forgetting** (Algorithm 2, μ = ``forgetting``): P⁽ᵏ⁾ = μP⁽ᵏ⁻¹⁾ + aaᵀ, L = chol(P + λI), with the ridge
 λI *not* decaying. μ(P + λI) + aaᵀ = (P' + λI) − (1 − μ)λI: the ridge lost per step is full rank, so no
@@ -48,22 +47,21 @@ So the factor is always chol(P⁽ᵏ⁾ + ρλI) with ρ = μ^s ∈ [μ^(T−1),
 right after each restoration), and W is always the matching weighted ridge solution W = (P + ρλI)⁻¹Q,
 Q = Σ μ^(k−i) a_i y_iᵀ: with K̃ = μK̃_prev + aaᵀ the rank-one ΔW of Algorithm 1 stays exact. Neither P nor Q
 is stored, and nothing is re-derived from the squared matrix P + λI, which would square its condition
-number: re-factorising the explicit P + λI (the paper's literal step, ``dpotrf``) gives weights ~1e-5
-relative away from the batch solution at m = 1100, λ = 1e-8, the square-root route ~1e-10
-(bench/online_bls.py). The √μ scaling is kept in a scalar (R = γR̂) so that no step rescales an m×m
-array. T = 50 (default) costs well under 1 ms per sample amortised at m = 1100 and keeps the ridge in
-[0.61λ, λ] for μ = 0.99; T = 1 restores it after every sample.
+number (the paper's literal step, re-factorising the explicit P + λI with ``dpotrf``, loses that much
+accuracy; docs/benchmarks.md §7 compares both). The √μ scaling is kept in a scalar (R = γR̂) so that no
+step rescales an m×m array. T = 50 (default) amortises the O(m³) restoration over 50 labels and keeps
+the ridge in [μ⁴⁹λ, λ] ≈ [0.61λ, λ] for μ = 0.99; T = 1 restores it after every sample.
 """
 
 from __future__ import annotations
 
 import math
+from types import ModuleType
 from typing import Literal
 
 import numpy as np
-from scipy.linalg.blas import drot, dtrsv
-from scipy.linalg.lapack import dtpmqrt, dtpqrt, dtrtrs
 
+from edgedrift.base import Estimator
 from edgedrift.learners.base import MAX_SQNORM
 from edgedrift.models.losses import FloatArray
 
@@ -71,13 +69,63 @@ _PREDICT_CHUNK = 4096
 _QR_BLOCK = 32
 
 
-class OnlineBLS:
+def scipy_linalg() -> tuple[ModuleType, ModuleType]:
+    """scipy's BLAS and LAPACK wrappers, imported on first use: the other edge learners need no scipy,
+    so it is the ``bls`` extra (``pip install 'edgedrift-core[bls]'``)."""
+    try:
+        from scipy.linalg import blas, lapack
+    except ImportError as exc:
+        raise ImportError(
+            "OnlineBLS (strategy 'online-bls') needs scipy: pip install 'edgedrift-core[bls]'"
+        ) from exc
+    return blas, lapack
+
+
+class OnlineBLS(Estimator):
     """Online broad learning system: random broad features, exact ridge weights by Givens rank-one updates.
 
     ``predict_one`` returns the class with the largest score aᵀW (ties: the class seen first) and 0.0
     before any label was learned. ``predict_proba_one`` returns ``{class: p}`` with the scores clipped at 0
     and normalised (uniform when all are ≤ 0): BLS scores are regression outputs, not calibrated
     probabilities.
+
+    Parameters
+    ----------
+    n_features
+        Number of features d.
+    n1, n2
+        Feature nodes per group and number of feature-node groups (eq. 1).
+    n3, n4
+        Enhancement nodes per group and number of enhancement groups (eq. 2).
+    lam
+        The ridge λ > 0 of the output weights.
+    forgetting
+        μ in (0, 1] of Algorithm 2; None: Algorithm 1 (no forgetting).
+    seed
+        Seed of the random feature and enhancement weights.
+    x_mean, x_scale
+        A frozen input map x̃ = (x − x_mean)/x_scale (None: offset 0, scale 1); :meth:`fit_scaler` sets
+        both from unlabeled rows.
+    enh_rms
+        RMS of the enhancement pre-activation under the input model (see the module docstring).
+    refactor_every
+        T: the decayed ridge is restored every T labels (forgetting only).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(300, 2))
+    >>> y = np.where((X[:, 0] - 0.5) * (X[:, 1] - 0.5) > 0, 1.0, -1.0)  # not linearly separable
+    >>> bls = OnlineBLS(2, n3=100, forgetting=0.99, seed=0)
+    >>> hits = 0
+    >>> for x, label in zip(X, y):
+    ...     hits += int(bls.predict_one(x) == label)
+    ...     bls.learn_one(x, label)
+    >>> round(hits / len(y), 2)
+    0.9
+    >>> sorted(bls.predict_proba_one(np.array([0.9, 0.9])))
+    [-1.0, 1.0]
     """
 
     task: Literal["classification"] = "classification"
@@ -111,6 +159,7 @@ class OnlineBLS:
         self.forgetting = forgetting
         self.seed = seed
         self.refactor_every = refactor_every
+        scipy_linalg()  # fail at construction, with the remedy, when scipy is missing
         self.n_feature_nodes = n1 * n2
         self.m = n1 * n2 + n3 * n4
         if not enh_rms > 0.0:
@@ -310,7 +359,7 @@ class OnlineBLS:
             np.multiply(a, 1.0 / self._gamma, out=v)
             self._ridge *= mu
         self._rank_one_update(v)
-        u = dtrsv(self._L, self._c, 1, 0, 1, 1, 0, 1)
+        u = scipy_linalg()[0].dtrsv(self._L, self._c, 1, 0, 1, 1, 0, 1)
         u *= 1.0 / self._gamma
         self.W += np.outer(u, e)
         self.n_learned += 1
@@ -340,7 +389,7 @@ class OnlineBLS:
         diag = Rf[:: m + 1]
         dg = diag.tolist()
         c_out = self._c
-        item, hypot, rot = v.item, math.hypot, drot
+        item, hypot, rot = v.item, math.hypot, scipy_linalg()[0].drot
         w0 = 1.0
         off = 1
         for k in range(m - 1):
@@ -379,18 +428,19 @@ class OnlineBLS:
         if delta <= 0.0:
             return
         m, g = self.m, self._gamma
+        lapack = scipy_linalg()[1]
         A = np.asfortranarray(self._L.T)  # R̂, upper triangular, zeros below
         B = np.zeros((m, m), order="F")
         B.reshape(-1, order="F")[:: m + 1] = math.sqrt(delta) / g
-        Rn, V, T, info = dtpqrt(m, min(_QR_BLOCK, m), A, B, 1, 1)
+        Rn, V, T, info = lapack.dtpqrt(m, min(_QR_BLOCK, m), A, B, 1, 1)
         if info != 0:
             raise np.linalg.LinAlgError(f"dtpqrt failed (info={info})")
         if self.classes:
             top = np.asfortranarray(self._L.T @ self.W)
-            top, _, info = dtpmqrt(m, V, T, top, np.zeros_like(top), "L", "T", 1, 1)
+            top, _, info = lapack.dtpmqrt(m, V, T, top, np.zeros_like(top), "L", "T", 1, 1)
             if info != 0:
                 raise np.linalg.LinAlgError(f"dtpmqrt failed (info={info})")
-            W, info = dtrtrs(Rn, top, lower=0, trans=0, unitdiag=0, overwrite_b=1)
+            W, info = lapack.dtrtrs(Rn, top, lower=0, trans=0, unitdiag=0, overwrite_b=1)
             if info != 0:
                 raise np.linalg.LinAlgError(f"dtrtrs failed (info={info})")
             self.W = np.ascontiguousarray(W)
@@ -401,26 +451,6 @@ class OnlineBLS:
         self._ridge = self.lam
 
     # ----------------------------------------------------------------------------------------- misc
-
-    def clone(self) -> OnlineBLS:
-        """A fresh, untrained copy with the same hyper-parameters, random feature weights and scaler."""
-        fresh = OnlineBLS(
-            self.n_features,
-            self.n1,
-            self.n2,
-            self.n3,
-            self.n4,
-            self.lam,
-            self.forgetting,
-            self.seed,
-            x_mean=self.x_mean,
-            x_scale=self.x_scale,
-            enh_rms=self.enh_rms,
-            refactor_every=self.refactor_every,
-        )
-        fresh.W_f, fresh.b_f = self.W_f.copy(), self.b_f.copy()
-        fresh.W_e, fresh.b_e = self.W_e.copy(), self.b_e.copy()
-        return fresh
 
     def anchor(self, model: object) -> None:
         """No-op: a linear batch model cannot re-anchor broad features."""

@@ -20,7 +20,45 @@ Schedule = Literal["constant", "inverse", "invscaling"]
 
 
 class SGD(IncrementalLearner):
-    """Plain SGD on the chosen loss (the paper's incremental baseline and β_cur update)."""
+    """Plain SGD on the chosen loss (the paper's incremental baseline and β_cur update).
+
+    Parameters
+    ----------
+    n_features
+        Number of features d.
+    loss
+        A loss of Table 1 by name or as a :class:`~edgedrift.models.losses.Loss`.
+    lr
+        The base step size η₀.
+    schedule
+        ``"constant"``, ``"inverse"`` (Bottou's) or ``"invscaling"`` (see the module docstring).
+    l2
+        The L2 penalty λ (not applied to the bias weight).
+    power_t
+        The exponent p of ``"invscaling"``.
+    scale
+        Whether to standardise the features online.
+    scale_alpha
+        The standardiser's weight of the newest sample.
+    task
+        None: the loss's task; ``"classification"`` lets a squared loss predict signs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 2))
+    >>> y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, 1.0, -1.0)
+    >>> sgd = SGD(2, lr=0.1)
+    >>> hits = 0
+    >>> for x, label in zip(X, y):
+    ...     hits += int(sgd.predict_one(x) == label)  # test, then train
+    ...     sgd.learn_one(x, label)
+    >>> hits / len(y)
+    0.9825
+    >>> sgd.predict_many(X[:4]).tolist()
+    [1.0, 1.0, -1.0, 1.0]
+    """
 
     def __init__(
         self,
@@ -50,7 +88,7 @@ class SGD(IncrementalLearner):
 
     def _update(self, xa: FloatArray, y: float) -> bool:
         w = self.w
-        c = self.loss.dz_one(y, float(xa.dot(w)))
+        c = self._loss.dz_one(y, float(xa.dot(w)))
         eta = self.step_size()
         step = eta * c
         if not abs(step) <= STEP_MAX:
@@ -62,7 +100,7 @@ class SGD(IncrementalLearner):
 
     def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """k steps with the gradients taken at the batch's starting weights."""
-        c = self.loss.dz(y, Xa.dot(self.w))
+        c = self._loss.dz(y, Xa.dot(self.w))
         eta = self.step_size()
         delta = eta * c.dot(Xa)
         if not sqnorm(delta) <= DELTA_SQ_MAX:
@@ -74,7 +112,31 @@ class SGD(IncrementalLearner):
 
 
 class Perceptron(IncrementalLearner):
-    """Rosenblatt's perceptron: on a mistake (y x̃ᵀw ≤ 0), w ← w + η y x̃. Classification only."""
+    """Rosenblatt's perceptron: on a mistake (y x̃ᵀw ≤ 0), w ← w + η y x̃. Classification only.
+
+    Parameters
+    ----------
+    n_features
+        Number of features d.
+    lr
+        The step η of a correction.
+    scale
+        Whether to standardise the features online (on by default: a mistake-driven rule is only as
+        good as the feature scales).
+    scale_alpha
+        The standardiser's weight of the newest sample.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 2)) * [1.0, 100.0]
+    >>> y = np.where(X[:, 0] - 0.01 * X[:, 1] > 0, 1.0, -1.0)
+    >>> perceptron = Perceptron(2)
+    >>> perceptron.learn_many(X[:300], y[:300])
+    >>> float(np.mean(perceptron.predict_many(X[300:]) == y[300:]))
+    0.99
+    """
 
     def __init__(
         self, n_features: int, lr: float = 1.0, scale: bool = True, scale_alpha: float = 0.01

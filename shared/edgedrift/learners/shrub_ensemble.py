@@ -1,20 +1,23 @@
 """Shrub Ensembles (Buschjäger, Hess, Morik, AAAI 2022) on the edge: a weighted set of ≤ M shrubs.
 
-The model is f(x) = Σᵢ wᵢ·hᵢ(x), hᵢ(x) the class-probability vector of shrub i (slides, "Idea"). The weights
-solve the slide objective min_w Σₜ ℓ(f(xₜ), yₜ) s.t. ‖w‖₀ ≤ M, w ≥ 0, Σw = 1 by proximal gradient descent
-on the loss of a sliding window 𝓑 of B labelled samples, w ← 𝓟(w − α∇_w L_𝓑(w)) (slides, "Proximal
-Gradient Descent"), with the MSE loss ℓ = (1/C)‖f(x) − y‖² on one-hot y (ALGORITHM-NOTES §1, step 6).
+The model is f(x) = Σᵢ wᵢ·hᵢ(x), hᵢ(x) the class-probability vector of shrub i. The weights solve the
+paper's objective min_w Σₜ ℓ(f(xₜ), yₜ) s.t. ‖w‖₀ ≤ M, w ≥ 0, Σw = 1 by proximal gradient descent on the
+loss of a sliding window 𝓑 of B labelled samples, w ← 𝓟(w − α∇_w L_𝓑(w)) (Algorithm 1), with the MSE
+loss ℓ = (1/C)‖f(x) − y‖² on one-hot y as in the paper's reference code.
 
-In EdgeDrift the shrubs are trained by the cloud (``edgedrift.training.shrub.train_shrub``) on
-the edge loop's window when a policy asks for a recompute; the loop hands each one to
-:meth:`ShrubEnsemble.anchor`, which runs Algorithm 1's lines 6-12: append the tree with weight 0, take
-``burnin_steps + 1`` proximal gradient steps on the window, prune zero weights. Between shrubs the
-ensemble keeps its own window (a preallocated ring buffer: the paper keeps 𝓑 on the device) and takes
-one proximal step every ``update_every`` labels. Only numpy is used here: this module runs on edges.
+In EdgeDrift the cloud trains the shrubs (``edgedrift.training.shrub.train_shrub``) on the edge loop's
+window when a policy asks for a recompute; the loop hands each one to :meth:`ShrubEnsemble.anchor`,
+which runs Algorithm 1's lines 6-12: append the tree with weight 0, take ``burnin_steps + 1`` proximal
+gradient steps on the window, prune zero weights. Between shrubs the ensemble keeps its own window (the
+paper keeps 𝓑 on the device) and takes one proximal step every ``update_every`` labels. Only numpy is
+used here: this module runs on edges. The trees live in a :class:`~.packed_forest.PackedForest`.
 
-Per-tree class probabilities on the window are cached (the slide's memory term 2·B·(M+1)): a label costs
-one descent of x through the live trees (reused from the preceding ``predict_one(x)``), a gradient step
-two (M+1)×(B·C) matrix-vector products, and a new tree one descent of the window.
+The window is a preallocated ring of B slots, not :mod:`edgedrift.window`'s ring buffer: the per-tree
+class probabilities of every window row are cached (the paper's memory term 2·B·(M+1)) and the one-hot
+labels kept, both addressed by the row's slot, the features are float32 (the shrubs compare float32),
+and the loss is a sum over the rows, so neither their order, timestamps nor evicted copies are needed. A
+label costs one descent of x through the live trees (reused from the preceding ``predict_one(x)``), a
+gradient step two (M+1)×(B·C) matrix-vector products, and a new tree one descent of the window.
 """
 
 from __future__ import annotations
@@ -27,108 +30,33 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from edgedrift.base import Estimator
+from edgedrift.learners.packed_forest import PackedForest
+from edgedrift.learners.simplex import prox_sparse_simplex_inplace
 from edgedrift.models.losses import FloatArray
 from edgedrift.models.tree import SHRUB_KIND, validate_tree_document
 
-__all__ = ["ShrubEnsemble", "project_simplex", "prox_sparse_simplex"]
+__all__ = ["ShrubEnsemble"]
 
-IntArray = NDArray[np.intp]
 StepRule = float | Literal["adaptive"]
 _LOSSES = ("mse", "cross-entropy")
 
 
-def _project_sorted(v: FloatArray) -> FloatArray:
-    """:func:`project_simplex` without the checks (v 1-D, finite, non-empty)."""
-    u = np.sort(v)[::-1]
-    theta_j = (1.0 - np.cumsum(u)) / np.arange(1, u.size + 1)
-    # For sorted u, u_j + θ_j > 0 holds exactly for j ≤ ρ (Duchi et al. 2008, Lemma 2).
-    rho = int(np.count_nonzero(u + theta_j > 0.0)) - 1
-    out: FloatArray = np.maximum(v + theta_j[rho], 0.0)
-    return out
-
-
-def project_simplex(v: ArrayLike) -> FloatArray:
-    """Euclidean projection of v onto the probability simplex {w ≥ 0, Σw = 1} (Duchi et al. 2008, Fig. 1).
-
-    Sort descending as u, ρ = max{j : u_j + (1 − Σ_{r≤j} u_r)/j > 0}, θ = (1 − Σ_{r≤ρ} u_r)/ρ,
-    w = max(v + θ, 0). The sort is a true descending sort: the reference C++ sorts with
-    ``std::greater<int>`` and so leaves weights in (−1, 1) unsorted, which gives a wrong θ
-    (ALGORITHM-NOTES §1, step 8). Empty in, empty out.
-    """
-    v = np.asarray(v, dtype=np.float64)
-    if v.ndim != 1:
-        raise ValueError(f"project_simplex needs a 1-D vector, got shape {v.shape}")
-    if v.size == 0:
-        return v.copy()
-    if not np.all(np.isfinite(v)):
-        raise ValueError("project_simplex needs finite values")
-    return _project_sorted(v)
-
-
-def _prox_inplace(w: FloatArray, M: int) -> None:
-    """:func:`prox_sparse_simplex` written into w (a 1-D float64 array or view)."""
-    if w.size > M:
-        w[np.argsort(-w, kind="stable")[M:]] = 0.0
-    support = w != 0.0
-    if support.any():
-        w[support] = _project_sorted(w[support])
-
-
-def prox_sparse_simplex(w: ArrayLike, M: int) -> FloatArray:
-    """The reference's prox 𝓟 for {w ≥ 0, Σw = 1, ‖w‖₀ ≤ M}: hard-L0 top-M, then project the support.
-
-    Exactly: S = the indices of the M largest entries of w by signed value (ties to the lower index; all
-    entries if there are ≤ M), T = {i ∈ S : wᵢ ≠ 0}; the result is :func:`project_simplex` of w_T on T and
-    0 elsewhere (all zeros if T is empty). This is the reference's operator (ALGORITHM-NOTES §1, steps 7-8:
-    ``EnsembleRegularizer.h`` hard-L0, then ``to_prob_simplex`` of the non-zero weights), not a separately
-    derived exact joint projection. It does coincide with the exact Euclidean projection onto the sparse
-    simplex whenever no kept entry is exactly 0, because keeping the M largest entries and projecting them
-    is optimal for the simplex (Kyrillidis et al. 2013, GSSP; the unit tests check it by brute force over
-    all supports). It differs when a kept entry is exactly 0, which is left out of the projection:
-    (0.5, 0, −3) with M = 2 gives (1, 0, 0), the exact projection is (0.75, 0.25, 0).
-    """
-    if M < 1:
-        raise ValueError(f"M must be >= 1, got {M}")
-    v = np.asarray(w, dtype=np.float64)
-    if v.ndim != 1 or not np.all(np.isfinite(v)):
-        raise ValueError("prox_sparse_simplex needs a finite 1-D vector")
-    out = v.copy()
-    _prox_inplace(out, M)
-    return out
-
-
-def _bfs_layout(doc: dict[str, Any]) -> tuple[IntArray, int]:
-    """Breadth-first order of the nodes reachable from the root, children adjacent; and the tree depth.
-
-    Returns ``order`` (new index j holds old node order[j]); for every split node its two children
-    get consecutive new indices, left first, so that descending is ``node = child[node] + (x > t)``.
-    """
-    left, right = list(doc["left"]), list(doc["right"])
-    order, level, depth = [0], [0], 0
-    while True:
-        nxt = [c for o in level if left[o] >= 0 for c in (left[o], right[o])]
-        if not nxt:
-            return np.asarray(order, dtype=np.intp), depth
-        order.extend(nxt)
-        level = nxt
-        depth += 1
-
-
-class ShrubEnsemble:
+class ShrubEnsemble(Estimator):
     """Shrub Ensemble: ≤ M shrubs with weights on the simplex, trained by proximal gradient on a window.
 
     ``step`` is α: a float (constant), or ``"adaptive"``: α = 1/(T+1) with T the number of trees including
-    a new one (notes §1, step 4). ``rho`` replaces it by the rule of the paper's experiments:
-    λ₂ = M(2−ρ)/(ρC), α = 1/(M+λ₂), and the step adds the shrinkage −2αλ₂w (notes §1, step 4). The factor
-    1 − 2αλ₂ is negative when ρ < 2/(C+1) (−0.2 at ρ = 0.5, C = 2): every step then reverses the order of
-    the weights, and the parity of the number of steps matters. Each proximal step is w ← 𝓟(w − α·dir) with
+    a new one (the reference code's rule). ``rho`` replaces it by the rule of the paper's experiments:
+    λ₂ = M(2−ρ)/(ρC), α = 1/(M+λ₂), and the step adds the shrinkage −2αλ₂w. The factor 1 − 2αλ₂ is
+    negative when ρ < 2/(C+1) (−0.2 at ρ = 0.5, C = 2): every step then reverses the order of the weights,
+    and the parity of the number of steps matters. Each proximal step is w ← 𝓟(w − α·dir) with
     dir_i = (1/(n·C)) Σ_{j,k} P_i[j,k]·G[j,k] over the n ≤ B window rows, G = 2(f − onehot) (``"mse"``) or
-    softmax(f) − onehot (``"cross-entropy"``), and 𝓟 = :func:`prox_sparse_simplex` (Algorithm 1, lines 8-12).
+    softmax(f) − onehot (``"cross-entropy"``), and 𝓟 = :func:`~edgedrift.learners.simplex.prox_sparse_simplex`
+    (Algorithm 1, lines 8-12).
 
     A new shrub (:meth:`add_shrub` / :meth:`anchor`) enters with weight 0 and takes part in all
-    ``burnin_steps + 1`` steps (the C++ reference); zero weights are pruned after them. Between shrubs,
-    one step every ``update_every`` labels (0 = only when a shrub arrives). The window holds exactly B rows
-    (the reference keeps B+1, an off-by-one).
+    ``burnin_steps + 1`` steps (as in the reference code); zero weights are pruned after them. The window
+    holds exactly B rows (the reference code keeps B+1, an off-by-one).
 
     Labels are arbitrary floats; the classes are the sorted union of the shrubs' classes and the labels
     seen. Prediction is the argmax of f(x) (ties to the smaller label); with no trees it is the window's
@@ -137,14 +65,47 @@ class ShrubEnsemble:
     feature that is not finite as float32 (NaN, ±inf, |x| > 3.4e38) is skipped and counted in
     ``n_skipped`` (and in ``n_learned``, the labeled samples received), so the window stays finite.
 
-    Defaults: M = 8 and B = 256 sit inside the paper's grid (K 4…256, B 2⁴…2¹³), burnin_steps = 5 is the
-    grid's smaller value. The step rule and cadence were chosen on streams the evaluation does not use
-    (``bench/shrub_ensembles.py --parts defaults``: SEA seed 1 and Hyperplane, k = 50): α = 1/(m+1) with a
-    step every 16 labels scored 86.6 / 79.9 %; a step on every label (the reference's cadence) 84.6 /
-    74.3 %, because the window optimum puts the weight on the newest shrubs (fit on nearly that window);
-    steps only when a shrub arrives 86.6 / 79.3 %; the ρ rule 81.6-85.9 / 77.4-79.9 %; burn-in 0 or 10
-    85.4 / 79.3 and 86.8 / 79.0 %. With α = 1/(m+1) and M = 1 a new shrub never displaces the old one:
-    that needs α·(dir_old − dir_new) > 1, and the difference is at most 4/C.
+    Defaults: M = 8 and B = 256 sit inside the paper's grid, burnin_steps = 5 is the grid's smaller value;
+    the step rule and the cadence were chosen on streams the evaluation does not use (docs/benchmarks.md
+    §8). With α = 1/(m+1) and M = 1 a new shrub never displaces the old one: that needs
+    α·(dir_old − dir_new) > 1, and the difference is at most 4/C.
+
+    Parameters
+    ----------
+    max_trees
+        M, the largest number of shrubs kept.
+    window
+        B, the number of labeled rows the weights are fitted on.
+    step
+        α: a positive float, or ``"adaptive"`` for 1/(T+1).
+    burnin_steps
+        Extra proximal steps when a shrub arrives.
+    update_every
+        Labels between two proximal steps (0: steps only when a shrub arrives).
+    loss
+        ``"mse"`` or ``"cross-entropy"`` of f(x) against the one-hot label.
+    rho
+        None, or ρ in (0, 1) for the rule of the paper's experiments (replaces ``step``).
+
+    Examples
+    --------
+    The cloud's shrubs arrive through :meth:`anchor` (here trained in process, as the cloud does):
+
+    >>> import numpy as np
+    >>> from edgedrift.training.shrub import train_shrub
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 2))
+    >>> y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    >>> ensemble = ShrubEnsemble(max_trees=4, window=100)
+    >>> for start in range(0, 500, 100):
+    ...     ensemble.learn_many(X[start : start + 100], y[start : start + 100])
+    ...     ensemble.anchor(train_shrub(X[start : start + 100], y[start : start + 100], "classification"))
+    >>> ensemble.n_trees, round(float(ensemble.weights.sum()), 6)
+    (4, 1.0)
+    >>> float(np.mean(ensemble.predict_many(X[500:]) == y[500:]))
+    0.97
+    >>> {c: round(p, 3) for c, p in ensemble.predict_proba_one(X[500]).items()}
+    {-1.0: 0.015, 1.0: 0.985}
     """
 
     task: Literal["classification"] = "classification"
@@ -183,8 +144,6 @@ class ShrubEnsemble:
         self.rho = rho
         self.reset()
 
-    # ------------------------------------------------------------------ state
-
     def reset(self) -> None:
         """Forget everything learned: no trees, no classes, an empty window (hyper-parameters stay)."""
         self.n_learned = 0
@@ -195,14 +154,10 @@ class ShrubEnsemble:
         self._size = 0
         self._pos = 0
         self._since = 0
-        self._next_id = 0
-        self._depth = 0
         self._version = 0
-        self._cap = 0
         K, B = self.max_trees + 1, self.window
+        self._forest = PackedForest(K)
         self._w = np.zeros(K)
-        self._ids = np.zeros(K, dtype=np.int64)
-        self._depths = np.zeros(K, dtype=np.int64)
         self._dir = np.zeros(K)
         self._X = np.zeros((0, 0), dtype=np.float32)
         self._yi = np.zeros(B, dtype=np.int32)
@@ -210,20 +165,9 @@ class ShrubEnsemble:
         self._P = np.zeros((K, 0))
         self._f = np.zeros(0)
         self._G = np.zeros(0)
-        self._base = np.zeros(K, dtype=np.intp)
-        self._feat = np.zeros((K, 0), dtype=np.intp)
-        self._thr = np.zeros((K, 0))
-        self._child = np.zeros((K, 0), dtype=np.intp)
-        self._val = np.zeros((K, 0, 0))
         self._last_x = np.zeros(0, dtype=np.float32)
         self._last_p = np.zeros((0, 0))
         self._last_version = -1
-
-    def clone(self) -> ShrubEnsemble:
-        """A fresh, untrained ensemble with the same hyper-parameters."""
-        return ShrubEnsemble(
-            self.max_trees, self.window, self.step, self.burnin_steps, self.update_every, self.loss, self.rho
-        )
 
     @property
     def n_trees(self) -> int:
@@ -235,7 +179,7 @@ class ShrubEnsemble:
 
     @property
     def classes(self) -> FloatArray:
-        """The class labels, sorted: the column order of :meth:`predict_proba_one`."""
+        """The class labels, sorted: the column order of :meth:`predict_proba_many`."""
         return np.asarray(self._classes, dtype=np.float64)
 
     @property
@@ -246,7 +190,7 @@ class ShrubEnsemble:
     @property
     def tree_ids(self) -> NDArray[np.int64]:
         """Insertion number (0, 1, …) of every live tree, in the order of :attr:`weights`."""
-        return self._ids[: self._m].copy()
+        return self._forest.ids[: self._m].copy()
 
     @property
     def window_size(self) -> int:
@@ -259,9 +203,9 @@ class ShrubEnsemble:
         All are allocated for M+1 trees, B rows and the largest tree seen, so this is at most
         :meth:`memory_bound` for the largest node count (2^(D+1) − 1 for shrubs of depth ≤ D).
         """
-        arrays = (
-            self._w, self._ids, self._depths, self._dir, self._X, self._yi, self._Y, self._P, self._f,
-            self._G, self._base, self._feat, self._thr, self._child, self._val, self._last_x, self._last_p,
+        arrays: tuple[NDArray[Any], ...] = (
+            self._w, self._dir, self._X, self._yi, self._Y, self._P, self._f, self._G, self._last_x,
+            self._last_p, *self._forest.arrays,
         )  # fmt: skip
         return int(sum(a.nbytes for a in arrays))
 
@@ -272,15 +216,13 @@ class ShrubEnsemble:
         Per tree slot 40 bytes (weight, id, depth, direction, node offset) and per node 24 + 8C bytes
         (feature, threshold, first child, class probabilities); per window row 4d (float32 features)
         + 4 (label) + 8C·(M+4) bytes (one-hot label, the cached probabilities of M+1 trees, f and G);
-        plus the last prediction's 4d + 8C(M+1) bytes. The slide's memory O(dB + 2·B·(M+1)) is the window
-        part for C = 2.
+        plus the last prediction's 4d + 8C(M+1) bytes. The paper's memory O(dB + 2·B·(M+1)) is the
+        window part for C = 2.
         """
         K, C = max_trees + 1, n_classes
         trees = K * (40 + max_nodes * (24 + 8 * C))
         rows = window * (4 * n_features + 4 + 8 * C * (K + 3))
         return trees + rows + 4 * n_features + 8 * C * K
-
-    # ----------------------------------------------------------- allocation
 
     def _ensure_features(self, d: int) -> None:
         if self.n_features is None:
@@ -299,7 +241,7 @@ class ShrubEnsemble:
             raise ValueError(f"labels must be finite, got {label}")
         C, K, B = len(self._classes), self.max_trees + 1, self.window
         self._classes.insert(j, label)
-        self._val = np.insert(self._val, j, 0.0, axis=2)
+        self._forest.add_class(j)
         self._P = np.insert(self._P.reshape(K, B, C), j, 0.0, axis=2).reshape(K, B * (C + 1))
         self._Y = np.insert(self._Y.reshape(B, C), j, 0.0, axis=1).reshape(B * (C + 1))
         self._yi[self._yi >= j] += 1
@@ -309,60 +251,15 @@ class ShrubEnsemble:
         self._version += 1
         return j
 
-    def _ensure_nodes(self, n_nodes: int) -> None:
-        """Grow the per-tree node capacity to ``n_nodes``, copying the live trees and re-basing their
-        absolute child indices (slot·cap + node)."""
-        if n_nodes <= self._cap:
-            return
-        K, C, old = self.max_trees + 1, len(self._classes), self._cap
-        base = np.arange(K, dtype=np.intp) * n_nodes
-        feat = np.zeros((K, n_nodes), dtype=np.intp)
-        thr = np.full((K, n_nodes), np.inf)
-        child = np.zeros((K, n_nodes), dtype=np.intp)
-        val = np.zeros((K, n_nodes, C))
-        feat[:, :old], thr[:, :old], val[:, :old] = self._feat, self._thr, self._val
-        child[:, :old] = self._child - self._base[:, None] + base[:, None]
-        self._feat, self._thr, self._child, self._val, self._base = feat, thr, child, val, base
-        self._cap = n_nodes
-
-    # ------------------------------------------------------------ descent
-
-    def _descend(self, X32: NDArray[np.float32], slots: IntArray) -> IntArray:
-        """(len(slots), n): absolute index (slot·cap + node) of the leaf each row of X reaches in each tree.
-
-        Nodes are in breadth-first order with the two children of a split adjacent, and leaves are
-        self-loops (feature 0, threshold +∞), so all trees descend together with one gather per array
-        and level, ``node ← child[node] + (x[feature[node]] > threshold[node])``, and no leaf test.
-        """
-        n, d = X32.shape
-        node = np.repeat(self._base[slots][:, None], n, axis=1)
-        feat, thr, child = self._feat.reshape(-1), self._thr.reshape(-1), self._child.reshape(-1)
-        x = X32.reshape(-1)
-        offset = np.arange(n, dtype=np.intp) * d if n > 1 else None
-        for _ in range(self._depth):
-            f = feat[node]
-            if offset is not None:
-                f += offset
-            node = child[node] + (x[f] > thr[node])
-        return node
-
-    def _tree_proba(self, X32: NDArray[np.float32], m: int, first: int = 0) -> FloatArray:
-        """(m, n, C): class probabilities of every row under the trees in slots first … first+m−1."""
-        slots = np.arange(first, first + m, dtype=np.intp)
-        out: FloatArray = self._val.reshape(-1, len(self._classes))[self._descend(X32, slots)]
-        return out
-
     def _proba_one_trees(self, x32: NDArray[np.float32]) -> FloatArray:
         """(m, C) per-tree probabilities of one row, remembered for a following learn_one(x)."""
         m = self._m
         if self._last_version == self._version and np.array_equal(x32, self._last_x):
             return self._last_p[:m]
-        self._last_p[:m] = self._tree_proba(x32[None, :], m)[:, 0, :]
+        self._last_p[:m] = self._forest.proba(x32[None, :], m)[:, 0, :]
         self._last_x[:] = x32
         self._last_version = self._version
         return self._last_p[:m]
-
-    # ----------------------------------------------------------- prediction
 
     @staticmethod
     def _as_row(x: ArrayLike) -> NDArray[np.float32]:
@@ -376,8 +273,8 @@ class ShrubEnsemble:
         out: FloatArray = counts / self._size
         return out
 
-    def predict_proba_one(self, x: ArrayLike) -> FloatArray:
-        """f(x) = Σ wᵢ hᵢ(x): one probability per class, in the order of :attr:`classes`."""
+    def _proba_one(self, x: ArrayLike) -> FloatArray:
+        """f(x) = Σ wᵢ hᵢ(x) as an array in the order of :attr:`classes`."""
         if self._m == 0:
             return self._no_tree_proba()
         x32 = self._as_row(x)
@@ -385,19 +282,25 @@ class ShrubEnsemble:
         out: FloatArray = self._w[: self._m] @ self._proba_one_trees(x32)
         return out
 
+    def predict_proba_one(self, x: ArrayLike) -> dict[float, float]:
+        """``{class: p}`` with f(x) = Σ wᵢ hᵢ(x) (the window's label frequencies while there is no tree);
+        {} before any label or shrub."""
+        return {c: float(p) for c, p in zip(self._classes, self._proba_one(x), strict=True)}
+
     def predict_one(self, x: ArrayLike) -> float:
         """The most probable class of x (ties to the smaller label)."""
         if not self._classes:
             return 0.0
-        return self._classes[int(np.argmax(self.predict_proba_one(x)))]
+        return self._classes[int(np.argmax(self._proba_one(x)))]
 
     def predict_proba_many(self, X: ArrayLike) -> FloatArray:
-        """(n, C) rows of :meth:`predict_proba_one`, all trees and rows descended together."""
+        """(n, C) probabilities of :meth:`predict_proba_one`, columns in the order of :attr:`classes`; all
+        trees and rows descended together."""
         X32 = np.atleast_2d(np.asarray(X, dtype=np.float64)).astype(np.float32)
         if self._m == 0:
             return np.tile(self._no_tree_proba(), (X32.shape[0], 1))
         self._ensure_features(X32.shape[1])
-        out: FloatArray = np.einsum("i,inc->nc", self._w[: self._m], self._tree_proba(X32, self._m))
+        out: FloatArray = np.einsum("i,inc->nc", self._w[: self._m], self._forest.proba(X32, self._m))
         return out
 
     def predict_many(self, X: ArrayLike) -> FloatArray:
@@ -407,8 +310,6 @@ class ShrubEnsemble:
             return np.zeros(P.shape[0])
         out: FloatArray = self.classes[np.argmax(P, axis=1)]
         return out
-
-    # ------------------------------------------------------------- learning
 
     def learn_one(self, x: ArrayLike, y: float) -> None:
         """Append (x, y) to the window; every ``update_every`` labels, one proximal gradient step."""
@@ -476,7 +377,7 @@ class ShrubEnsemble:
         Y[slots] = 0.0
         Y[slots, ci] = 1.0
         if m:
-            self._P[:m].reshape(m, B, C)[:, slots] = self._tree_proba(X32, m)
+            self._P[:m].reshape(m, B, C)[:, slots] = self._forest.proba(X32, m)
         self._advance(k)
 
     def _advance(self, k: int) -> None:
@@ -506,7 +407,7 @@ class ShrubEnsemble:
             self._prox_and_prune()
             return
         C = len(self._classes)
-        self._P[slot, : self._size * C] = self._tree_proba(self._X[: self._size], 1, slot).reshape(-1)
+        self._P[slot, : self._size * C] = self._forest.proba(self._X[: self._size], 1, slot).reshape(-1)
         self._update(self.burnin_steps + 1)
 
     def load(self, shrubs: Sequence[Any], weights: ArrayLike) -> None:
@@ -528,7 +429,7 @@ class ShrubEnsemble:
             self._m += 1
         C = len(self._classes)
         if self._m and self._size:
-            P = self._tree_proba(self._X[: self._size], self._m)
+            P = self._forest.proba(self._X[: self._size], self._m)
             self._P[: self._m, : self._size * C] = P.reshape(self._m, -1)
         self._prune()
 
@@ -539,29 +440,10 @@ class ShrubEnsemble:
             raise ValueError("a Shrub Ensemble needs classification shrubs")
         self._ensure_features(int(doc["n_features"]))
         cols = [self._class_index(float(c)) for c in doc["classes"]]
-        order, depth = _bfs_layout(doc)
-        n = order.size
-        self._ensure_nodes(n)
-        slot, cap, base = self._m, self._cap, int(self._base[self._m])
-        feature = np.asarray(doc["feature"], dtype=np.intp)[order]
-        leaf = feature < 0
-        new_index = np.empty(len(doc["feature"]), dtype=np.intp)
-        new_index[order] = np.arange(n)
-        first_child = new_index[np.maximum(np.asarray(doc["left"], dtype=np.intp)[order], 0)]
-        self._feat[slot, :n] = np.where(leaf, 0, feature)
-        self._thr[slot, :n] = np.where(leaf, np.inf, np.asarray(doc["threshold"], dtype=np.float64)[order])
-        self._child[slot, :n] = base + np.where(leaf, np.arange(n), first_child)
-        self._feat[slot, n:cap], self._thr[slot, n:cap], self._child[slot, n:cap] = 0, np.inf, base
-        self._val[slot] = 0.0
-        self._val[slot, :n][:, cols] = np.asarray(doc["value"], dtype=np.float64)[order]
-        self._depths[slot] = depth
-        self._depth = max(self._depth, depth)
-        self._ids[slot] = self._next_id
-        self._next_id += 1
+        slot = self._m
+        self._forest.write(slot, doc, cols)
         self._version += 1
         return slot
-
-    # ------------------------------------------------------------ optimiser
 
     def _step_size(self, C: int) -> tuple[float, float]:
         """(α, λ₂) for the current number of trees (which includes a new one) and C classes."""
@@ -595,12 +477,12 @@ class ShrubEnsemble:
             if lam:
                 w *= 1.0 - 2.0 * alpha * lam
             w -= (alpha / nc) * d
-            _prox_inplace(w, self.max_trees)
+            prox_sparse_simplex_inplace(w, self.max_trees)
         self._prune()
 
     def _prox_and_prune(self) -> None:
         m = self._m
-        _prox_inplace(self._w[:m], self.max_trees)
+        prox_sparse_simplex_inplace(self._w[:m], self.max_trees)
         self._prune()
 
     def _prune(self) -> None:
@@ -610,11 +492,9 @@ class ShrubEnsemble:
         if keep.size == m:
             return
         k = keep.size
-        for a in (self._w, self._ids, self._depths, self._feat, self._thr, self._val):
-            a[:k] = a[keep]
-        self._child[:k] = self._child[keep] + (self._base[:k] - self._base[keep])[:, None]
+        self._w[:k] = self._w[keep]
+        self._forest.compact(keep)
         self._P[:k] = self._P[keep]
         self._w[k:] = 0.0
         self._m = k
-        self._depth = int(self._depths[:k].max()) if k else 0
         self._version += 1

@@ -121,6 +121,27 @@ class LinearModel:
             return z
         return 1.0 if z >= 0.0 else -1.0
 
+    def predict_proba(self, X: FloatArray) -> FloatArray:
+        """Logistic loss only: columns P(y = −1), P(y = +1) = σ(x̃ᵀβ) (scikit-learn's column order)."""
+        if self.loss.name != "logistic":
+            raise ValueError(f"probabilities need the logistic loss, not {self.loss.name!r}")
+        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        return np.column_stack([1.0 - p, p])
+
+    @classmethod
+    def from_sklearn(cls, est: Any) -> LinearModel:
+        """A fitted scikit-learn ``LogisticRegression``, ``LinearSVC`` or ``Ridge`` (same predictions);
+        see :mod:`edgedrift.adapters.sklearn`."""
+        from edgedrift.adapters.sklearn import linear_from_sklearn
+
+        return linear_from_sklearn(est)
+
+    def to_sklearn(self) -> Any:
+        """The scikit-learn estimator of this loss predicting what this model predicts."""
+        from edgedrift.adapters.sklearn import linear_to_sklearn
+
+        return linear_to_sklearn(self)
+
     def gradients(self, X: FloatArray, y: FloatArray) -> FloatArray:
         """Per-sample gradients ∇_β ℓᵢ(β), shape (n, d+1), in the training space."""
         Xa = self.augment(X)

@@ -227,3 +227,17 @@ class ShrubModel:
 
     def to_document(self) -> dict[str, Any]:
         return self.document
+
+    @classmethod
+    def from_sklearn(cls, est: Any) -> ShrubModel:
+        """A fitted ``DecisionTreeClassifier`` / ``DecisionTreeRegressor`` (same predictions); see
+        :mod:`edgedrift.adapters.sklearn`."""
+        from edgedrift.adapters.sklearn import shrub_from_sklearn
+
+        return shrub_from_sklearn(est)
+
+    def to_sklearn(self) -> Any:
+        """A fitted scikit-learn CART estimator with this shrub's nodes."""
+        from edgedrift.adapters.sklearn import shrub_to_sklearn
+
+        return shrub_to_sklearn(self)

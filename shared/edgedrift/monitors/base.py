@@ -1,9 +1,10 @@
 """The monitor interface shared by every recompute trigger (river's drift-detector style).
 
 A monitor watches the labeled stream under the current batch model β₁ and raises ``drift_detected`` when
-a batch recompute is due; ``warning_detected`` means "suspected": the loop may then predict with the
-incremental model. After a recompute the loop calls :meth:`Monitor.reset` with the new model and the
-window it was trained on.
+a batch recompute is due; ``warning_detected`` means "suspected". After a recompute the loop calls
+:meth:`Monitor.reset` with the new model and the window it was trained on. What some monitors need
+beyond this (unlabeled samples, their own training data, a shorter training window, prediction during
+warnings) are the optional protocols of :mod:`edgedrift.monitors.hooks`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from edgedrift.base import Estimator
 from edgedrift.models.document import BatchModel
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
@@ -48,13 +50,11 @@ def require_linear(model: BatchModel, monitor: str) -> LinearModel:
     return model
 
 
-class Monitor(ABC):
-    """Decides when the batch model is stale."""
+class Monitor(Estimator, ABC):
+    """Decides when the batch model is stale (hyper-parameters and ``clone`` as :class:`Estimator`)."""
 
     #: Short name used in results and events.
     name: str = "monitor"
-    #: True if the paper's Algorithm 1 policy applies: predict with β_cur while a warning is on.
-    incremental_during_warning: bool = False
 
     def __init__(self) -> None:
         self.drift_detected = False
@@ -72,9 +72,6 @@ class Monitor(ABC):
         ``error`` is the current predictor's loss on the sample before learning it (0/1 for
         classification, squared error for regression).
         """
-
-    def update_unlabeled(self, x: FloatArray) -> None:  # noqa: B027 - optional hook, a no-op by default
-        """An unlabeled sample; only prediction-bound monitors (PredSign) use it."""
 
     def update_many(
         self, X: FloatArray, y: FloatArray, errors: FloatArray, window: Evictions, n_evicted: int
@@ -97,29 +94,6 @@ class Monitor(ABC):
             drift = drift or self.drift_detected
         self.drift_detected = drift
 
-    def update_unlabeled_many(self, X: FloatArray) -> None:  # noqa: B027 - optional hook, a no-op by default
-        """A batch of unlabeled samples; only prediction-bound monitors (PredSign) use them."""
-
-    def train_on_last(self) -> int | None:
-        """How many of the newest window samples the recompute should use (None: the whole window)."""
-        return None
-
-    def training_batch(self) -> tuple[FloatArray, FloatArray, int | None] | None:
-        """The data a recompute trains on when the monitor keeps its own (None: the loop's window).
-
-        Returns (X, y, reset_rows): ``reset_rows`` (when not None) is how many of the last rows form a
-        second candidate set, e.g. RebalanceStream's reset batch; the loop passes it to the trainer.
-        """
-        return None
-
-    def accept(self, model: BatchModel) -> bool:
-        """Whether the loop should install a model a recompute returned (False: keep the current one)."""
-        return True
-
-    def prediction_model(self) -> BatchModel | None:
-        """A model the loop should predict with instead of its own (None: its own)."""
-        return None
-
     @property
     def stats(self) -> dict[str, Any]:
         """Readable state for events, heartbeats and plots."""
@@ -127,7 +101,18 @@ class Monitor(ABC):
 
 
 class NeverMonitor(Monitor):
-    """Never asks for a recompute (incremental learning only, after the initial batch model)."""
+    """Never asks for a recompute (incremental learning only, after the initial batch model).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgedrift.window import CountWindow
+    >>> window, x = CountWindow(10, n_features=2), np.zeros(2)
+    >>> monitor = NeverMonitor()
+    >>> monitor.update(x, 1.0, error=1.0, window=window, n_evicted=window.push(x, 1.0))
+    >>> monitor.drift_detected, monitor.stats
+    (False, {'detections': 0, 'warning': False})
+    """
 
     name = "never"
 
@@ -139,7 +124,28 @@ class NeverMonitor(Monitor):
 
 
 class PeriodicMonitor(Monitor):
-    """The paper's periodic sliding window: recompute every ``period`` labeled samples."""
+    """The DRUiD paper's periodic sliding window (Section 5.1): recompute every ``period`` labels.
+
+    Parameters
+    ----------
+    period
+        Labeled samples between two recomputes, ≥ 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgedrift.window import CountWindow
+    >>> window, x = CountWindow(10, n_features=2), np.zeros(2)
+    >>> monitor = PeriodicMonitor(period=3)
+    >>> flags = []
+    >>> for _ in range(4):
+    ...     monitor.update(x, 1.0, error=0.0, window=window, n_evicted=window.push(x, 1.0))
+    ...     flags.append(monitor.drift_detected)
+    >>> flags
+    [False, False, True, True]
+
+    The loop calls :meth:`reset` after the recompute, which starts the count over.
+    """
 
     name = "periodic"
 

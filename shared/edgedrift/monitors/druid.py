@@ -17,16 +17,16 @@ Two variants share the Δg bookkeeping of :class:`~edgedrift.monitors.gradient.D
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, eviction_steps, require_linear
 from edgedrift.monitors.gradient import BoundMonitor
+from edgedrift.monitors.hooks import RestartHook, WarningHook
+from edgedrift.monitors.quantiles import chi2_ppf, chi_ppf
 
 
 def chi_scale_mle(values: FloatArray, df: int) -> float:
@@ -39,10 +39,9 @@ def chi_scale_mle(values: FloatArray, df: int) -> float:
     return math.sqrt(float(np.mean(v * v)) / df)
 
 
-@lru_cache(maxsize=256)
 def chi2_quantile(alpha: float, df: int) -> float:
-    """α-quantile of χ²_df (cached: scipy's ppf costs tens of microseconds)."""
-    return float(sps.chi2.ppf(alpha, df))
+    """α-quantile of χ²_df (:func:`~edgedrift.monitors.quantiles.chi2_ppf`, cached)."""
+    return chi2_ppf(alpha, df)
 
 
 def consecutive_counts(carry: int, exceed: np.ndarray) -> np.ndarray:
@@ -52,8 +51,43 @@ def consecutive_counts(carry: int, exceed: np.ndarray) -> np.ndarray:
     return np.where(exceed, idx - last_miss + np.where(last_miss < 0, carry, 0), 0)
 
 
-class DruidPaperMonitor(BoundMonitor):
-    """Algorithm 1 of the paper, literally (see the module docstring)."""
+class DruidPaperMonitor(BoundMonitor, WarningHook):
+    """Algorithm 1 of the DRUiD paper, literally (see the module docstring).
+
+    Parameters
+    ----------
+    alpha
+        The quantile α of the fitted χ_d that sets the threshold T_α, in (0, 1).
+    n_fit
+        N: the labels after a recompute whose ‖Δg‖ the χ_d is fitted on.
+    t_n
+        T_N: a recompute follows more than T_N consecutive exceedances (None: ``n_fit``).
+    df
+        Degrees of freedom d of the χ_d (None: the batch model's number of attributes).
+
+    Examples
+    --------
+    A concept that rotates at sample 600; the batch model was trained on the first 200 labels:
+
+    >>> import numpy as np
+    >>> from edgedrift.training.linear import train_linear
+    >>> from edgedrift.window import CountWindow
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(1400, 2))
+    >>> y = np.where(np.arange(1400) < 600, np.sign(X[:, 0] + X[:, 1]), np.sign(X[:, 0] - X[:, 1]))
+    >>> model = train_linear(X[:200], y[:200], C=10.0)
+    >>> window = CountWindow(200, n_features=2)
+    >>> monitor = DruidPaperMonitor(alpha=0.99, n_fit=100, t_n=50)
+    >>> monitor.reset(model, X[:200], y[:200])
+    >>> _ = window.push_many(X[:200], y[:200])
+    >>> for i in range(200, 1400):
+    ...     error = float(model.predict_one(X[i]) != y[i])
+    ...     monitor.update(X[i], y[i], error, window, window.push(X[i], y[i]))
+    ...     if monitor.drift_detected:
+    ...         break
+    >>> i, round(monitor.threshold, 2)
+    (653, 5.73)
+    """
 
     name = "druid-paper"
     incremental_during_warning = True
@@ -62,6 +96,8 @@ class DruidPaperMonitor(BoundMonitor):
         super().__init__()
         if not 0.0 < alpha < 1.0:
             raise ValueError("alpha must be in (0, 1)")
+        if df is not None and df < 1:
+            raise ValueError("df must be >= 1")
         self.alpha = alpha
         self.n_fit = n_fit
         self.t_n = n_fit if t_n is None else t_n
@@ -82,9 +118,9 @@ class DruidPaperMonitor(BoundMonitor):
             return
         if n_a == self.n_fit:
             assert self.delta_g.model is not None
-            df = self.df or self.delta_g.model.n_features
+            df = self.delta_g.model.n_features if self.df is None else self.df
             scale = chi_scale_mle(self._collected[: self.n_fit - 1], df)
-            self.threshold = scale * float(sps.chi.ppf(self.alpha, df))
+            self.threshold = scale * chi_ppf(self.alpha, df)
         self.num_warnings = self.num_warnings + 1 if norm > self.threshold else 0
         self.warning_detected = self.num_warnings > 0
         self.drift_detected = self.num_warnings > self.t_n
@@ -96,24 +132,65 @@ class DruidPaperMonitor(BoundMonitor):
         return {**super().stats, "threshold": self.threshold}
 
 
-class DruidMonitor(BoundMonitor):
+class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
     """EdgeDrift's DRUiD: a calibrated whitened test on Δg (see the module docstring).
 
-    Parameters: ``alpha`` is the per-label false-alarm quantile; ``t_n`` the number of consecutive
-    exceedances that triggers a recompute; ``min_labels`` the labels to wait after a recompute before
-    testing (the χ² approximation needs a few samples); ``shrinkage`` pulls the estimated gradient
-    covariance towards its diagonal (S ← (1 − s)S + s·diag(S)), which keeps the test calibrated when a
-    direction is barely excited in the training window; ``clip_quantile`` sets the Huber-style clip of
-    each sample's gradient (whitened norm ≤ the χ²_{d+1} quantile's root): the test runs on the clipped
-    Δg, whose covariance is estimated from the equally clipped gradients, so one outlier that sits in
-    the window for N labels cannot fake a drift; the covariance pools β₁'s training gradients (for the
-    removed part of Δg) with the gradients of the samples added since (the out-of-sample part), shrunk
-    towards the former with ``prior_labels`` pseudo-samples and refreshed after ``refresh`` labels, then
-    whenever the count of added labels has grown by a quarter (the estimate settles as evidence grows);
-    ``restart`` trains the recompute on the run of
-    exceedances only (the samples since the suspected change) and restarts the window there, instead
-    of training on a window that still holds the old concept; ``incremental_during_warning`` switches
-    prediction to the incremental model while exceedances run, as in Algorithm 1.
+    The test runs on the clipped Δg, whose covariance is estimated from the equally clipped gradients, so
+    one outlier that sits in the window for N labels cannot fake a drift; the covariance pools β₁'s
+    training gradients (for the removed part of Δg) with the gradients of the samples added since (the
+    out-of-sample part), and settles as evidence grows.
+
+    Parameters
+    ----------
+    alpha
+        The per-label false-alarm quantile of χ²_k, in (0, 1).
+    t_n
+        The number of consecutive exceedances that triggers a recompute.
+    min_labels
+        Labels to wait after a recompute before testing (the χ² approximation needs a few samples).
+    shrinkage
+        Pulls the estimated gradient covariance towards its diagonal, S ← (1 − s)S + s·diag(S), which
+        keeps the test calibrated when a direction is barely excited in the training window.
+    clip_quantile
+        Sets the Huber-style clip of each sample's gradient: whitened norm ≤ the root of this χ²_k
+        quantile.
+    prior_labels
+        Pseudo-samples that shrink the out-of-sample covariance towards β₁'s training covariance.
+    refresh
+        Labels before the first covariance refresh; later refreshes come when the count of added labels
+        has grown by a quarter.
+    rank_tol
+        Directions whose eigenvalue on the correlation scale is below ``rank_tol`` × the largest are left
+        out of the test (and k drops to the effective rank).
+    restart
+        Train the recompute on the run of exceedances only (the samples since the suspected change) and
+        restart the window there, instead of training on a window that still holds the old concept.
+    incremental_during_warning
+        Predict with the incremental model while exceedances run (``predict_with="monitor"``), as in
+        Algorithm 1.
+
+    Examples
+    --------
+    A concept that rotates at sample 600; the batch model was trained on the first 200 labels:
+
+    >>> import numpy as np
+    >>> from edgedrift.training.linear import train_linear
+    >>> from edgedrift.window import CountWindow
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(1400, 2))
+    >>> y = np.where(np.arange(1400) < 600, np.sign(X[:, 0] + X[:, 1]), np.sign(X[:, 0] - X[:, 1]))
+    >>> model = train_linear(X[:200], y[:200], C=10.0)
+    >>> window = CountWindow(200, n_features=2)
+    >>> monitor = DruidMonitor(alpha=0.999, t_n=200)
+    >>> monitor.reset(model, X[:200], y[:200])
+    >>> _ = window.push_many(X[:200], y[:200])
+    >>> for i in range(200, 1400):
+    ...     error = float(model.predict_one(X[i]) != y[i])
+    ...     monitor.update(X[i], y[i], error, window, window.push(X[i], y[i]))
+    ...     if monitor.drift_detected:
+    ...         break
+    >>> i, monitor.df, monitor.stats["warnings"]  # 200 exceedances in a row from sample 620 on
+    (819, 3, 200)
     """
 
     name = "druid"

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, Monitor
+from edgedrift.monitors.hooks import RestartHook
 from edgedrift.monitors.replayable import ReplayableDetector
 
 Detector = Literal["ddm", "eddm", "adwin"]
@@ -31,8 +32,39 @@ def paper_eddm_levels(alpha: float) -> tuple[float, float]:
     return alpha, (alpha - 0.05 if alpha > 0.05 else alpha)
 
 
-class ErrorDrivenMonitor(Monitor):
-    """river's DDM / EDDM / ADWIN on the error stream of the current predictor."""
+class ErrorDrivenMonitor(Monitor, RestartHook):
+    """river's DDM / EDDM / ADWIN on the error stream of the current predictor.
+
+    Parameters
+    ----------
+    detector
+        ``"ddm"``, ``"eddm"`` or ``"adwin"``.
+    level
+        The paper's level of the detector (Section 5.1): DDM's drift level α (warning α − 1), EDDM's
+        warning level α (drift α − 0.05), ADWIN's δ.
+    mode
+        ``"batch"``: a drift recomputes the batch model; ``"incremental"``: the edge loop swaps in a
+        learner trained since the warning (``swap_learner_on_drift``).
+    min_train
+        The fewest samples a batch-mode recompute after DDM or EDDM trains on.
+
+    Examples
+    --------
+    The error rate of the predictor jumps from 10 % to 50 % at sample 500:
+
+    >>> import numpy as np
+    >>> from edgedrift.window import CountWindow
+    >>> rng = np.random.default_rng(0)
+    >>> errors = np.concatenate([rng.random(500) < 0.1, rng.random(500) < 0.5]).astype(float)
+    >>> window, x = CountWindow(200, n_features=1), np.zeros(1)
+    >>> monitor = ErrorDrivenMonitor("ddm", level=3.0)
+    >>> for i, e in enumerate(errors):
+    ...     monitor.update(x, 1.0, e, window, window.push(x, 1.0))
+    ...     if monitor.drift_detected:
+    ...         break
+    >>> i, monitor.train_on_last()  # batch mode retrains on the samples since the warning
+    (535, 16)
+    """
 
     def __init__(
         self,
@@ -44,7 +76,7 @@ class ErrorDrivenMonitor(Monitor):
         super().__init__()
         if detector not in ("ddm", "eddm", "adwin"):
             raise ValueError(f"unknown detector {detector!r}")
-        self.detector_name = detector
+        self.detector = detector
         self.level = level
         self.mode = mode
         self.min_train = min_train
@@ -53,11 +85,11 @@ class ErrorDrivenMonitor(Monitor):
         self._since_warning = 0
 
     def _new_detector(self) -> ReplayableDetector:
-        """A fresh river detector for ``detector_name`` at ``level`` (replayable, so it can be saved)."""
-        if self.detector_name == "ddm":
+        """A fresh river detector for ``detector`` at ``level`` (replayable, so it can be saved)."""
+        if self.detector == "ddm":
             warn, drift_level = paper_ddm_levels(self.level)
             return ReplayableDetector("DDM", warning_threshold=warn, drift_threshold=drift_level)
-        if self.detector_name == "eddm":
+        if self.detector == "eddm":
             warn, drift_level = paper_eddm_levels(self.level)
             return ReplayableDetector("EDDM", alpha=warn, beta=drift_level)
         return ReplayableDetector("ADWIN", delta=self.level)
@@ -79,7 +111,7 @@ class ErrorDrivenMonitor(Monitor):
 
     def train_on_last(self) -> int | None:
         """DDM/EDDM batch mode trains on the samples since the warning; ADWIN on the window."""
-        if self.detector_name == "adwin":
+        if self.detector == "adwin":
             return None
         return max(self._since_warning, self.min_train)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.linalg.blas import daxpy, dger
 
 from edgedrift.bounds import radius_vector
 from edgedrift.models.document import BatchModel
@@ -101,12 +100,12 @@ class DeltaG:
         if not self._gradient(x, y):
             self.n_skipped += 1
             return
-        daxpy(self._tmp, self.vec)
+        self.vec += self._tmp
         if self._metric is not None:
             g = self._clipped(self._tmp)
-            daxpy(g, self.robust)
-            daxpy(g, self.added_sum)
-            dger(1.0, g, g, a=self.added_outer.T, overwrite_a=1)  # in place: added_outer += g gᵀ
+            self.robust += g
+            self.added_sum += g
+            self.added_outer += np.multiply.outer(g, g)
 
     def _gradient(self, x: FloatArray, y: float) -> bool:
         """∇ℓ(β₁) of one sample into ``self._tmp``; False (skip it) unless its squared norm ≤ G2_MAX."""
@@ -119,9 +118,9 @@ class DeltaG:
         for i in range(k):
             if not self._gradient(X[i], float(y[i])):
                 continue  # skipped when it was added
-            daxpy(self._tmp, self.vec, a=-1.0)
+            self.vec -= self._tmp
             if self._metric is not None:
-                daxpy(self._clipped(self._tmp), self.robust, a=-1.0)
+                self.robust -= self._clipped(self._tmp)
         self._evicted += k
 
     def gradients(self, X: FloatArray, y: FloatArray) -> FloatArray:

@@ -17,10 +17,43 @@ from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions
 from edgedrift.monitors.gradient import BoundMonitor
+from edgedrift.monitors.hooks import UnlabeledHook
 
 
-class PredSignMonitor(BoundMonitor):
-    """Counts sign disagreements of the prediction bounds on unlabeled samples; threshold ``t_d``."""
+class PredSignMonitor(BoundMonitor, UnlabeledHook):
+    """Counts sign disagreements of the prediction bounds on unlabeled samples; threshold ``t_d``.
+
+    Parameters
+    ----------
+    t_d
+        T_D: a recompute follows more than ``t_d`` disagreements since the last recompute.
+
+    Examples
+    --------
+    Every 10th sample is labeled; the concept rotates at sample 600:
+
+    >>> import numpy as np
+    >>> from edgedrift.training.linear import train_linear
+    >>> from edgedrift.window import CountWindow
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(3000, 2))
+    >>> y = np.where(np.arange(3000) < 600, np.sign(X[:, 0] + X[:, 1]), np.sign(X[:, 0] - X[:, 1]))
+    >>> model = train_linear(X[:200], y[:200], C=10.0)
+    >>> window = CountWindow(200, n_features=2)
+    >>> monitor = PredSignMonitor(t_d=300)
+    >>> monitor.reset(model, X[:200], y[:200])
+    >>> _ = window.push_many(X[:200], y[:200])
+    >>> for i in range(200, 3000):
+    ...     if i % 10:
+    ...         monitor.update_unlabeled(X[i])
+    ...     else:
+    ...         error = float(model.predict_one(X[i]) != y[i])
+    ...         monitor.update(X[i], y[i], error, window, window.push(X[i], y[i]))
+    ...     if monitor.drift_detected:
+    ...         break
+    >>> i, monitor.stats["disagreements"]
+    (711, 301)
+    """
 
     name = "predsign"
 

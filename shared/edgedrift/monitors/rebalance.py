@@ -1,6 +1,6 @@
 """RebalanceStream and RebalanceStream+ (Bernardo, Della Valle, Bifet, ICDMW 2020) as an edge monitor.
 
-Algorithm 1 per labeled sample, as the reference code does it (ALGORITHM-NOTES §2a): ADWIN(δ) watches
+Algorithm 1 per labeled sample, as the reference code does it: ADWIN(δ) watches
 the current model's 0/1 error, a second ADWIN(10δ) stands in for the reference ADWIN's warning level
 (river's ADWIN has none, §5); ``batch`` holds the labeled samples since the last change and the
 *reset batch* the samples since the first warning (a suffix of ``batch``, so only its start is kept).
@@ -38,6 +38,7 @@ from edgedrift.metrics import ConfusionMatrix
 from edgedrift.models.document import BatchModel, model_from_document
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, Monitor
+from edgedrift.monitors.hooks import SelectionHook
 from edgedrift.monitors.replayable import ReplayableDetector
 
 Mode = Literal["rs", "rs+", "base"]
@@ -59,8 +60,45 @@ def _matrix(counts: Any) -> ConfusionMatrix:
     return cm
 
 
-class RebalanceMonitor(Monitor):
-    """Algorithm 1 (RebalanceStream), RebalanceStream+ or BASE on the edge, with a cloud batch learner."""
+class RebalanceMonitor(Monitor, SelectionHook):
+    """Algorithm 1 (RebalanceStream), RebalanceStream+ or BASE on the edge, with a cloud batch learner.
+
+    Parameters
+    ----------
+    delta
+        ADWIN's δ for a change; the warning detector uses 10δ (at most 0.5).
+    mode
+        ``"rs"`` (RebalanceStream), ``"rs+"`` (RebalanceStream+) or ``"base"`` (the paper's BASE).
+    max_batch
+        The most samples the batch keeps; a full batch forces a recompute.
+    min_switch
+        RS+: samples since the last change before BASE may take over prediction.
+
+    Examples
+    --------
+    The concept rotates at sample 1000; on the change the monitor hands the loop its own batch:
+
+    >>> import numpy as np
+    >>> from edgedrift.training.linear import train_linear
+    >>> from edgedrift.window import CountWindow
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(3000, 2))
+    >>> y = np.where(np.arange(3000) < 1000, np.sign(X[:, 0] + X[:, 1]), np.sign(X[:, 0] - X[:, 1]))
+    >>> model = train_linear(X[:200], y[:200], C=10.0)
+    >>> window = CountWindow(200, n_features=2)
+    >>> monitor = RebalanceMonitor(delta=0.002, mode="rs")
+    >>> monitor.reset(model, X[:200], y[:200])
+    >>> for i in range(200, 3000):
+    ...     error = float(model.predict_one(X[i]) != y[i])
+    ...     monitor.update(X[i], y[i], error, window, window.push(X[i], y[i]))
+    ...     if monitor.drift_detected:
+    ...         break
+    >>> X_batch, y_batch, reset_rows = monitor.training_batch()
+    >>> i, monitor.stats["reason"], len(y_batch), reset_rows
+    (1031, 'change', 832, 0)
+    >>> monitor.accept(train_linear(X_batch, y_batch, C=10.0))  # no selection record: installed
+    True
+    """
 
     def __init__(
         self,
@@ -78,8 +116,8 @@ class RebalanceMonitor(Monitor):
             raise ValueError(f"max_batch must be >= 2, got {max_batch}")
         self.delta = delta
         self.mode = mode
-        self.max_batch = int(max_batch)
-        self.min_switch = int(min_switch)
+        self.max_batch = max_batch
+        self.min_switch = min_switch
         self.name = {"rs": "rebalance-stream", "rs+": "rebalance-stream-plus", "base": "rebalance-base"}[mode]
         self.warning_delta = min(WARNING_FACTOR * delta, 0.5)
         self._change = ReplayableDetector("ADWIN", delta=self.delta)

@@ -1,6 +1,6 @@
 """SMOTE rebalancing of a window and the prequential kappa used to choose between candidates.
 
-Follows RebalanceStream (Bernardo et al., ICDMW 2020; see ALGORITHM-NOTES §2a): SMOTE runs only when
+Follows RebalanceStream (Bernardo et al., ICDMW 2020): SMOTE runs only when
 the window has at least two classes and every minority class has more than one sample, with
 k = min(5, smallest minority count − 1) neighbours; it upsamples every minority class to the majority
 count, and the output holds the originals (in their order) followed by the synthetic samples. A
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from imblearn.over_sampling import SMOTE  # type: ignore[import-untyped]
-from sklearn.metrics import cohen_kappa_score  # type: ignore[import-untyped]
+from imblearn.over_sampling import SMOTE
+from sklearn.metrics import cohen_kappa_score
 
 from edgedrift.metrics import ConfusionMatrix
 from edgedrift.models.losses import FloatArray

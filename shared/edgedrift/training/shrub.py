@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor  # type: ignore[import-untyped]
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from edgedrift.models.linear import MODEL_FORMAT
 from edgedrift.models.losses import FloatArray, Task

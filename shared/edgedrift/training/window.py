@@ -24,7 +24,7 @@ from edgedrift.models.tree import predict_tree
 from edgedrift.training.linear import LinearTrainer, tune_C
 from edgedrift.training.rebalance import Fit, Predictor, prequential, smote
 from edgedrift.training.shrub import train_shrub
-from edgedrift.wire import LINEAR_LOSS, WindowHeader
+from edgedrift.wire import LINEAR_LOSS, WindowError, WindowHeader
 
 TrainDocument = Callable[[FloatArray, FloatArray], dict[str, Any]]
 
@@ -36,6 +36,8 @@ CANDIDATES: tuple[str, ...] = ("batch", "batch+smote", "reset", "reset+smote")
 UNBUILT = -1.0
 #: The smallest reset batch that is scored: blocked test-then-train needs a few rows per block.
 MIN_RESET_ROWS = 10
+#: ``C="auto"`` cross-validates over at least two blocks, each needing a row to train on.
+MIN_TUNE_ROWS = 2
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,27 @@ def train_window(header: WindowHeader, X: FloatArray, y: FloatArray) -> TrainOut
         raise ValueError("rebalance (SMOTE) applies to classification only")
     if header.reset_rows is not None and not 0 <= header.reset_rows <= y.shape[0]:
         raise ValueError(f"reset_rows={header.reset_rows} is outside [0, {y.shape[0]}]")
+    if header.params.C == "auto" and y.shape[0] < MIN_TUNE_ROWS:
+        raise WindowError("params.C", f"C='auto' needs at least {MIN_TUNE_ROWS} rows, got {y.shape[0]}")
+    outcome = _train(header, X, y, start)
+    check_finite_document(outcome.document)
+    return outcome
+
+
+def check_finite_document(document: Any, path: str = "model") -> None:
+    """Refuse a model with a non-finite number (it would predict NaN on the edge and cannot be stored
+    as JSON): a :class:`~edgedrift.wire.WindowError` naming the first offending entry."""
+    if isinstance(document, float) and not np.isfinite(document):
+        raise WindowError("X", f"training produced a non-finite {path}: rescale the features or the target")
+    if isinstance(document, dict):
+        for key, value in document.items():
+            check_finite_document(value, f"{path}.{key}")
+    elif isinstance(document, list):
+        for i, value in enumerate(document):
+            check_finite_document(value, f"{path}[{i}]")
+
+
+def _train(header: WindowHeader, X: FloatArray, y: FloatArray, start: float) -> TrainOutcome:
     to_document, to_predictor, C = _learner(header, X, y)
     if header.rebalance == "none":
         document = to_document(X, y)

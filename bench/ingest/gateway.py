@@ -1,0 +1,183 @@
+"""The gateway rows of the ingest benchmark: one gateway process serving N devices over one MQTT connection,
+provisioned through the cloud's gateway API (``/v1/gateways``), against the bare paho peer in the same run.
+
+Per row: single-sample messages spread round-robin over the N devices (messages/s), batches of 100
+spread the same way (samples/s), the peer's figures for the same messages right before, and the gateway's
+VmRSS at ``ready``, after ``rss_points`` samples (1M and 3M in a full run)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+from edgedrift_harness.agent import AgentProcess
+from edgedrift_harness.proc import rss_mb
+from ingest.data import Data
+from ingest.lab import OPERATOR, Config, IngestLab
+from ingest.phases import wait_count
+from ingest.publisher import Publisher
+from ingest.sink import Sink
+
+
+@dataclass
+class GatewayRow:
+    """One row of ``--json``: the acceptance fields, plus the peer's batched figure and the losses."""
+
+    devices: int
+    single_msgs_per_s: float
+    peer_msgs_per_s: float
+    batched_samples_per_s: float
+    peer_batched_samples_per_s: float
+    rss_ready_mb: float
+    rss_1m_mb: float
+    rss_3m_mb: float
+    rss_points: list[tuple[int, float]]
+    warmup_s: float
+    lost: int
+
+    def as_json(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["single_ratio"] = self.single_msgs_per_s / self.peer_msgs_per_s
+        row["batched_ratio"] = self.batched_samples_per_s / self.peer_batched_samples_per_s
+        return row
+
+
+def _timed(pub: Publisher, packets: list[bytes], sink: Sink, samples: int, window: int) -> tuple[float, int]:
+    """(samples/s from the first publish to the last count, samples counted) for one closed-loop phase."""
+    before = sink.read()
+    t0, _t1, _t2 = pub.run(packets, lambda: sink.read().msgs - before.msgs, window)
+    after = wait_count(sink, before.samples + samples, idle=30)
+    delivered = after.samples - before.samples
+    return delivered / (after.t_last - t0), delivered
+
+
+def _wait_models(lab: IngestLab, devices: set[str], timeout: float) -> int:
+    """Until every device has its first model at the cloud (or ``timeout``); how many have one."""
+    deadline = time.monotonic() + timeout
+    ready = 0
+    with lab.cloud.client(OPERATOR) as op:
+        while time.monotonic() < deadline:
+            ready, offset = 0, 0
+            while True:
+                page = (
+                    op.get("/v1/devices", params={"limit": 1000, "offset": offset}).raise_for_status().json()
+                )
+                ready += sum(1 for c in page if c["device_id"] in devices and c.get("latest_version"))
+                if len(page) < 1000:
+                    break
+                offset += 1000
+            if ready == len(devices):
+                return ready
+            time.sleep(1.0)
+    return ready
+
+
+def gateway_row(
+    cfg: Config, lab: IngestLab, peer: Sink, n_devices: int, rss_points: tuple[int, ...]
+) -> GatewayRow:
+    """One gateway with ``n_devices`` devices, measured as described in the module docstring."""
+    gateway = f"gw-{secrets.token_hex(3)}"
+    devices = [f"{gateway}-{i}" for i in range(n_devices)]
+    with httpx.Client(
+        base_url=lab.cloud.url, headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=120
+    ) as op:
+        secret = op.put(f"/v1/gateways/{gateway}").raise_for_status().json()["secret"]
+        for k in range(0, n_devices, 5000):
+            op.post(
+                f"/v1/gateways/{gateway}/devices", json={"devices": devices[k : k + 5000]}
+            ).raise_for_status()
+    warmup = 200
+    values = {
+        "gateway_id": gateway,
+        "gateway_secret": secret,
+        "broker_url": lab.broker.url,
+        "cloud_url": lab.cloud.url,
+        "strategy": "druid",
+        "warmup_samples": warmup,
+        "n_features": cfg.d,
+        "qos": 1,
+        "checkpoint_dir": lab.workdir / "state",
+        "heartbeat_every_s": 30,
+        "checkpoint_every_s": 600,
+        "gateway_sync_s": 60,
+        "log_level": "WARNING",
+    }
+    agent = AgentProcess(lab.workdir / f"{gateway}.log", values).spawn()
+    total = n_devices * (warmup + 100) + 4 * cfg.samples + rss_points[1]
+    data = Data(total, cfg.d, cfg.seed + n_devices)
+    pub = Publisher(lab.broker.port, 1)
+    preds: Sink | None = None
+    try:
+        agent.wait_ready(300)
+        time.sleep(1.0)
+        rss_ready = rss_mb(agent.pid)
+        preds = Sink(lab.workdir, lab.broker.url, "edgedrift/+/predictions", 1, "predictions")
+        topics = [f"edgedrift/{d}/samples" for d in devices]
+        t0 = time.monotonic()
+        fed = 0
+        for _ in range(2):  # the warm-up window, then as much again while the first models are trained
+            packets = pub.encode_spread(topics, data.take(n_devices * warmup, warmup))
+            _timed(pub, packets, preds, n_devices * warmup, cfg.batch_window)
+            fed += n_devices * warmup
+        ready = _wait_models(lab, set(devices), 600)
+        warmup_s = time.monotonic() - t0
+        if ready < n_devices:
+            print(f"  warning: {n_devices - ready} devices have no model after the warm-up", flush=True)
+        lost = 0
+        peer_single, got = _timed(
+            pub, pub.encode(peer.topic, data.take(cfg.samples, 1)), peer, cfg.samples, cfg.window
+        )
+        single, got = _timed(
+            pub, pub.encode_spread(topics, data.take(cfg.samples, 1)), preds, cfg.samples, cfg.window
+        )
+        lost += cfg.samples - got
+        peer_batch, _ = _timed(
+            pub, pub.encode(peer.topic, data.take(cfg.samples, 100)), peer, cfg.samples, cfg.batch_window
+        )
+        batch, got = _timed(
+            pub, pub.encode_spread(topics, data.take(cfg.samples, 100)), preds, cfg.samples, cfg.batch_window
+        )
+        lost += cfg.samples - got
+        fed += 2 * cfg.samples
+        points = [(fed, rss_mb(agent.pid))]
+        for target in rss_points:
+            while fed < target:
+                step = min(100_000, target - fed)
+                packets = pub.encode_spread(topics, data.take(step, 100))
+                _, got = _timed(pub, packets, preds, step, cfg.batch_window)
+                lost += step - got
+                fed += step
+            points.append((fed, rss_mb(agent.pid)))
+    finally:
+        if preds is not None:
+            preds.stop()
+        pub.close()
+        agent.stop(60)
+    return GatewayRow(
+        devices=n_devices,
+        single_msgs_per_s=single,
+        peer_msgs_per_s=peer_single,
+        batched_samples_per_s=batch,
+        peer_batched_samples_per_s=peer_batch,
+        rss_ready_mb=rss_ready,
+        rss_1m_mb=points[1][1],
+        rss_3m_mb=points[2][1],
+        rss_points=points,
+        warmup_s=warmup_s,
+        lost=lost,
+    )
+
+
+def describe_row(row: GatewayRow) -> str:
+    return (
+        f"  gateway, {row.devices:>5} devices: single {row.single_msgs_per_s:>9,.0f} msgs/s "
+        f"(peer {row.peer_msgs_per_s:,.0f}, {row.single_msgs_per_s / row.peer_msgs_per_s:.2f}x), "
+        f"batches of 100 {row.batched_samples_per_s:>9,.0f} samples/s "
+        f"(peer {row.peer_batched_samples_per_s:,.0f}); RSS ready {row.rss_ready_mb:.0f} MB, "
+        f"{row.rss_1m_mb:.0f} / {row.rss_3m_mb:.0f} MB after {row.rss_points[-2][0]:,} / "
+        f"{row.rss_points[-1][0]:,} samples; lost {row.lost}"
+    )

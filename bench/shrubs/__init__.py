@@ -1,0 +1,1 @@
+"""Parts of ``bench/shrub_ensembles.py``."""

@@ -1,0 +1,276 @@
+"""The simulated fleet of ``bench/fleet_storm.py``: registration, heartbeats every period, the
+recompute storm (every device asks once within the burst, retrying as the edge agent does), and the
+probes that watch the server meanwhile (/healthz, the fleet views, memory)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import numpy as np
+
+from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
+from edgedrift_harness.proc import process_tree, rss_mb
+
+#: Agent defaults (edgedrift_edge.cloud): backoff base and cap for timeouts and 5xx without Retry-After.
+RETRY_BASE_S = 0.5
+RETRY_MAX_S = 30.0
+
+
+def device_ids(n: int) -> list[str]:
+    return [f"storm-{i:05d}" for i in range(n)]
+
+
+def secret_of(device_id: str) -> str:
+    return f"secret-of-{device_id}-0123456789"
+
+
+def windows(count: int, n: int, d: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        X = rng.normal(size=(n, d))
+        y = np.where(X @ np.linspace(1.0, -1.0, d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+        out.append((X, y))
+    return out
+
+
+def retry_delay(response: httpx.Response | None, attempt: int, rng: random.Random) -> float:
+    """The agent's rule: the server's Retry-After plus jitter, else full-jitter exponential backoff."""
+    if response is not None and (value := response.headers.get("Retry-After")) is not None:
+        wait = float(value)
+        return wait + rng.uniform(0.0, max(RETRY_BASE_S, 0.1 * wait))
+    return rng.uniform(0.0, min(RETRY_MAX_S, RETRY_BASE_S * 2.0**attempt))
+
+
+async def register(client: httpx.AsyncClient, ids: list[str], operator: str) -> str:
+    """Bulk registration when the server has it (``/v1/bulk/devices``), else one PUT per device."""
+    auth = {"Authorization": f"Bearer {operator}"}
+    body = {"devices": [{"device_id": d, "secret": secret_of(d)} for d in ids[:1]]}
+    probe = await client.post("/v1/bulk/devices", json=body, headers=auth, timeout=120)
+    if probe.status_code == 200:
+        for start in range(0, len(ids), 5000):
+            chunk = ids[start : start + 5000]
+            body = {"devices": [{"device_id": d, "secret": secret_of(d)} for d in chunk]}
+            (await client.post("/v1/bulk/devices", json=body, headers=auth, timeout=300)).raise_for_status()
+        return "bulk"
+    gate = asyncio.Semaphore(32)
+
+    async def put(device_id: str) -> None:
+        async with gate:
+            r = await client.put(
+                f"/v1/devices/{device_id}", json={"secret": secret_of(device_id)}, headers=auth, timeout=120
+            )
+            r.raise_for_status()
+
+    await asyncio.gather(*(put(d) for d in ids))
+    return "per-device"
+
+
+@dataclass
+class Heartbeats:
+    """Every device's heartbeat each ``period_s``: in batches (a gateway's request) when the server
+    takes them, else one request per device; counts what was sent and refused."""
+
+    sent: int = 0
+    failed: int = 0
+    mode: str = "batch"
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self, client: httpx.AsyncClient, ids: list[str], operator: str, period_s: float) -> None:
+        auth = {"Authorization": f"Bearer {operator}"}
+        probe = await client.post(
+            "/v1/bulk/heartbeats",
+            json={"heartbeats": [{"device_id": ids[0], "heartbeat": {"samples": 0}}]},
+            headers=auth,
+        )
+        self.mode = "batch" if probe.status_code == 201 else "per-device"
+        batch = 1000 if self.mode == "batch" else 1
+        groups = [ids[i : i + batch] for i in range(0, len(ids), batch)]
+        gate = asyncio.Semaphore(64)
+        samples = 0
+        while not self.stopped.is_set():
+            start = time.monotonic()
+            samples += 100
+            tasks = []
+            for k, group in enumerate(groups):
+                due = start + period_s * k / len(groups)
+                tasks.append(asyncio.create_task(self._send(client, group, samples, due, auth, gate)))
+                if len(tasks) >= 256:
+                    await asyncio.gather(*tasks)
+                    tasks = []
+            await asyncio.gather(*tasks)
+            await _sleep_until(start + period_s, self.stopped)
+
+    async def _send(
+        self,
+        client: httpx.AsyncClient,
+        group: list[str],
+        samples: int,
+        due: float,
+        auth: dict[str, str],
+        gate: asyncio.Semaphore,
+    ) -> None:
+        await _sleep_until(due, self.stopped)
+        beat = {"samples": samples, "accuracy": 0.8, "warnings": 1}
+        async with gate:
+            try:
+                if self.mode == "batch":
+                    body = {"heartbeats": [{"device_id": d, "heartbeat": beat} for d in group]}
+                    r = await client.post("/v1/bulk/heartbeats", json=body, headers=auth, timeout=30)
+                else:
+                    headers = {"Authorization": f"Bearer {secret_of(group[0])}"}
+                    r = await client.post(
+                        f"/v1/devices/{group[0]}/stats", json=beat, headers=headers, timeout=30
+                    )
+                ok = r.status_code == 201
+            except httpx.TransportError:
+                ok = False
+        if ok:
+            self.sent += len(group)
+        else:
+            self.failed += len(group)
+
+
+async def _sleep_until(deadline: float, stop: asyncio.Event) -> None:
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+
+
+@dataclass
+class Storm:
+    """Outcome of the recompute storm: one request per device, retried until it is stored."""
+
+    completed: int = 0
+    rejected_429: int = 0
+    errors_5xx: int = 0
+    timeouts: int = 0
+    final_4xx: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    done_at: list[float] = field(default_factory=list)
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+async def storm(
+    client: httpx.AsyncClient,
+    ids: list[str],
+    bodies: list[bytes],
+    burst_s: float,
+    deadline_s: float,
+    timeout_s: float,
+    seed: int,
+) -> Storm:
+    """Every device posts its window at a uniform time within ``burst_s``; 429 waits Retry-After +
+    jitter, a timeout or 5xx backs off and retries with the same request_id, as the agent does."""
+    result = Storm()
+    t0 = time.monotonic()
+    rng = random.Random(seed)
+
+    async def device(i: int, device_id: str) -> None:
+        await asyncio.sleep(rng.uniform(0.0, burst_s))
+        headers = {"Authorization": f"Bearer {secret_of(device_id)}", "Content-Type": WINDOW_CONTENT_TYPE}
+        body = bodies[i % len(bodies)]
+        attempt = 0
+        while time.monotonic() - t0 < deadline_s:
+            start = time.perf_counter()
+            response: httpx.Response | None = None
+            try:
+                response = await client.post(
+                    f"/v1/devices/{device_id}/models", content=body, headers=headers, timeout=timeout_s
+                )
+            except httpx.TimeoutException:
+                result.timeouts += 1
+            except httpx.TransportError:
+                result.timeouts += 1
+            if response is not None:
+                code = response.status_code
+                if code in (200, 201):
+                    result.completed += 1
+                    result.latencies_ms.append((time.perf_counter() - start) * 1000.0)
+                    result.done_at.append(time.monotonic() - t0)
+                    return
+                if code == 429:
+                    result.rejected_429 += 1
+                    reason = str(response.json().get("reason", "429"))
+                    result.reasons[reason] = result.reasons.get(reason, 0) + 1
+                elif code >= 500:
+                    result.errors_5xx += 1
+                elif code != 408:
+                    result.final_4xx += 1
+                    return
+            attempt += 1
+            await asyncio.sleep(
+                retry_delay(response if response and response.status_code != 500 else None, attempt, rng)
+            )
+
+    await asyncio.gather(*(device(i, d) for i, d in enumerate(ids)))
+    return result
+
+
+def binary_bodies(count: int, n: int, d: int, seed: int, request_id: str) -> list[bytes]:
+    header = WindowHeader(
+        task="classification",
+        learner="logistic",
+        reason="drift",
+        monitor={"evidence": 1.5, "warning": True},
+        request_id=request_id,
+    )
+    return [encode_window(header, X, y) for X, y in windows(count, n, d, seed)]
+
+
+@dataclass
+class Probes:
+    """What the operator sees while the storm runs: /healthz latency, fleet views, server memory."""
+
+    healthz_ms: list[float] = field(default_factory=list)
+    healthz_failures: int = 0
+    summary_ms: list[float] = field(default_factory=list)
+    page_ms: list[float] = field(default_factory=list)
+    rss_mb: float = 0.0
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def healthz(self, url: str) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            while not self.stopped.is_set():
+                start = time.perf_counter()
+                try:
+                    ok = (await client.get("/healthz")).status_code == 200
+                except httpx.TransportError:
+                    ok = False
+                if ok:
+                    self.healthz_ms.append((time.perf_counter() - start) * 1000.0)
+                else:
+                    self.healthz_failures += 1
+                await _sleep_until(time.monotonic() + 0.1, self.stopped)
+
+    async def fleet_views(self, url: str, operator: str, every_s: float) -> None:
+        headers = {"Authorization": f"Bearer {operator}"}
+        async with httpx.AsyncClient(base_url=url, timeout=120, headers=headers) as client:
+            while not self.stopped.is_set():
+                for path, sink in (
+                    ("/v1/fleet/summary", self.summary_ms),
+                    ("/v1/fleet?limit=50", self.page_ms),
+                ):
+                    start = time.perf_counter()
+                    try:
+                        ok = (await client.get(path)).status_code == 200
+                    except httpx.TransportError:
+                        ok = False
+                    if ok:
+                        sink.append((time.perf_counter() - start) * 1000.0)
+                await _sleep_until(time.monotonic() + every_s, self.stopped)
+
+    async def memory(self, pid: int) -> None:
+        while not self.stopped.is_set():
+            total = 0.0
+            for p in process_tree(pid):
+                with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                    total += rss_mb(p)
+            self.rss_mb = max(self.rss_mb, total)
+            await _sleep_until(time.monotonic() + 1.0, self.stopped)

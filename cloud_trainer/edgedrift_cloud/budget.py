@@ -1,0 +1,131 @@
+"""The fleet recompute budget: recomputes per minute, fleet-wide and per device, set by the operator.
+
+Every admission is one atomic conditional ``UPDATE ... SET admitted = admitted + 1 WHERE admitted <
+limit`` per scope in the registry database, in one transaction, so replicas sharing the database
+honour one budget exactly. Priority goes to the strongest drift evidence: a request may fill the
+minute's budget only up to :func:`priority_share` of it, so weak or periodic requests leave room for
+the devices whose monitors see a drift.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from edgedrift.wire import StatValue
+from edgedrift_cloud.db.tables import RecomputeBudget
+
+Refusal = Literal["budget_fleet", "budget_device"]
+#: Share of a minute's budget a request without any drift evidence may use.
+FLOOR_SHARE = 0.5
+#: Evidence at which a request may use the whole budget (a drift at twice the monitor's threshold).
+FULL_EVIDENCE = 2.0
+#: Reasons that mean the edge monitor signalled a drift (evidence 1 when no statistic says more).
+DRIFT_REASONS = frozenset({"drift", "druid", "bound", "error"})
+
+
+@dataclass(frozen=True)
+class BudgetLimits:
+    """Recomputes per minute (None: unlimited)."""
+
+    fleet: int | None
+    per_device: int | None
+
+    @property
+    def enabled(self) -> bool:
+        return self.fleet is not None or self.per_device is not None
+
+
+def evidence(reason: str, monitor: dict[str, StatValue]) -> float:
+    """How strongly the device's monitor sees a drift: its ``evidence`` statistic if it sends one, else
+    its test statistic over its threshold (``norm``/``threshold``), else 1 for a drift reason, 0 otherwise."""
+    given = monitor.get("evidence")
+    if isinstance(given, int | float) and not isinstance(given, bool) and math.isfinite(given):
+        return max(0.0, float(given))
+    norm, threshold = monitor.get("norm"), monitor.get("threshold")
+    if (
+        isinstance(norm, int | float)
+        and isinstance(threshold, int | float)
+        and threshold > 0
+        and math.isfinite(norm / threshold)
+    ):
+        return max(0.0, float(norm) / float(threshold))
+    return 1.0 if reason in DRIFT_REASONS else 0.0
+
+
+def priority_share(strength: float) -> float:
+    """The share of a minute's budget a request of this evidence may fill: FLOOR_SHARE without
+    evidence, growing linearly to the whole budget at FULL_EVIDENCE."""
+    return FLOOR_SHARE + (1.0 - FLOOR_SHARE) * min(max(strength, 0.0), FULL_EVIDENCE) / FULL_EVIDENCE
+
+
+def allowed(limit: int, strength: float) -> int:
+    """The admission ceiling of one request within a minute: at least 1 when the limit is positive."""
+    if limit <= 0:
+        return 0
+    return max(1, math.floor(limit * priority_share(strength) + 1e-9))
+
+
+def current_minute(now: float | None = None) -> int:
+    return int((time.time() if now is None else now) // 60)
+
+
+def retry_after(now: float, spread: float) -> int:
+    """Seconds until the next minute's budget opens, plus ``spread`` (0..1) of a minute so that the
+    refused clients do not all come back in the same second."""
+    return max(1, math.ceil(60.0 - now % 60.0 + 59.0 * min(max(spread, 0.0), 1.0)))
+
+
+def admit(
+    session: Session, limits: BudgetLimits, device_id: str, strength: float, minute: int
+) -> Refusal | None:
+    """Take one recompute from this minute's budgets (fleet, then device) and commit; or roll back and
+    name the budget that is spent."""
+    scopes: list[tuple[str, int, Refusal]] = []
+    if limits.fleet is not None:
+        scopes.append(("fleet", allowed(limits.fleet, strength), "budget_fleet"))
+    if limits.per_device is not None:
+        scopes.append((f"device:{device_id}", allowed(limits.per_device, strength), "budget_device"))
+    for scope, ceiling, refusal in scopes:
+        _ensure_row(session, scope, minute)
+        taken = session.execute(
+            update(RecomputeBudget)
+            .where(
+                RecomputeBudget.scope == scope,
+                RecomputeBudget.minute == minute,
+                RecomputeBudget.admitted < ceiling,
+            )
+            .values(admitted=RecomputeBudget.admitted + 1)
+        )
+        if taken.rowcount != 1:  # type: ignore[attr-defined]
+            session.rollback()
+            return refusal
+    session.commit()
+    return None
+
+
+def _ensure_row(session: Session, scope: str, minute: int) -> None:
+    """Insert the (scope, minute) counter at 0 unless a concurrent request already did."""
+    values = {"scope": scope, "minute": minute, "admitted": 0}
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(insert(RecomputeBudget).values(**values).on_conflict_do_nothing())
+
+
+def prune(session: Session, before_minute: int) -> int:
+    """Drop per-device counters older than ``before_minute`` (the fleet's stay: they are the history)."""
+    from sqlalchemy import delete
+
+    result = session.execute(
+        delete(RecomputeBudget).where(
+            RecomputeBudget.minute < before_minute, RecomputeBudget.scope != "fleet"
+        )
+    )
+    session.commit()
+    return int(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,458 @@
+"""Fleet views in SQL: one page of devices (filtered, sorted, counted) and the fleet summary.
+
+Every figure is computed by the database in a bounded number of statements, never per device in
+Python: a page is one statement (plus a count when it falls past the end), the summary is one. Each
+device row joins its latest heartbeat (and the one before it, to see counters grow), its latest model
+version (``devices.model_count`` numbers versions, so the unique ``(device_id, version)`` index finds it)
+and its recomputes of the last hour; each of these is an index probe per device.
+
+Status, first match wins: ``unauthorized`` (credential revoked), ``offline`` (never seen, or silent for
+``offline_after`` seconds), ``stale`` (silent for ``stale_after`` seconds), ``degraded`` (seen, but its
+dropped or rejected samples grew since the previous heartbeat), ``online``. A device is *drifting now*
+when it is online or degraded and its latest heartbeat reports a monitor warning or a new drift event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    case,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+)
+from sqlalchemy.orm import Session, aliased
+
+from edgedrift.wire import DeviceCounters
+from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelRecord, UTCDateTime, utcnow
+
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "SORT_KEYS",
+    "STATUSES",
+    "FleetFilter",
+    "FleetPage",
+    "FleetRow",
+    "FleetSummary",
+    "SortKey",
+    "Status",
+    "Thresholds",
+    "counters_page",
+    "fleet_page",
+    "fleet_summary",
+]
+
+Status = Literal["online", "stale", "offline", "unauthorized", "degraded"]
+STATUSES: tuple[Status, ...] = ("online", "stale", "offline", "unauthorized", "degraded")
+SortKey = Literal[
+    "device_id", "status", "drifting", "last_seen", "accuracy", "rmse", "recomputes", "recent", "version"
+]
+SORT_KEYS: tuple[SortKey, ...] = (
+    "device_id", "status", "drifting", "last_seen", "accuracy", "rmse", "recomputes", "recent", "version"
+)  # fmt: skip
+#: Silent this long: stale (three missed heartbeats at the agent's default 10 s period).
+STALE_AFTER_S = 30.0
+#: Silent this long: offline.
+OFFLINE_AFTER_S = 120.0
+#: The window of a row's ``recomputes_last_hour``.
+RECENT = timedelta(hours=1)
+
+
+class FleetRow(BaseModel):
+    """One device in the fleet table."""
+
+    device_id: str
+    status: Status
+    drifting: bool
+    last_seen: datetime | None
+    task: str | None
+    accuracy: float | None
+    rmse: float | None
+    samples: int | None
+    dropped: int | None
+    rejected: int | None
+    #: The version the device reports running; ``latest_version`` is the newest the cloud issued.
+    running_version: int | None
+    latest_version: int | None
+    recomputes: int
+    recomputes_last_hour: int
+    last_reason: str | None
+    last_recompute_at: datetime | None
+    learner: str | None
+
+
+class FleetPage(BaseModel):
+    """A page of the fleet table and how many devices match the filters."""
+
+    generated_at: datetime
+    total: int
+    offset: int
+    limit: int
+    sort: SortKey
+    descending: bool
+    devices: list[FleetRow]
+
+
+class FleetSummary(BaseModel):
+    """Fleet-wide counts by status, drifting devices, recomputes in the last minute and budget use."""
+
+    generated_at: datetime
+    devices: int
+    online: int
+    stale: int
+    offline: int
+    unauthorized: int
+    degraded: int
+    drifting: int
+    recomputes_total: int
+    recomputes_last_minute: int
+    #: The operator's fleet budget (recomputes per minute) when one is set, and the share used.
+    budget_per_minute: float | None
+    budget_use: float | None
+
+
+@dataclass(frozen=True)
+class FleetFilter:
+    """What the table shows: statuses, drifting only, one task, an id substring."""
+
+    statuses: tuple[Status, ...] = ()
+    drifting: bool | None = None
+    task: str | None = None
+    search: str | None = None
+    #: One device exactly (its page's header row).
+    device_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    stale_after_s: float = STALE_AFTER_S
+    offline_after_s: float = OFFLINE_AFTER_S
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+def _beat(n: int, lateral: bool) -> tuple[Any, ColumnElement[bool]]:
+    """The device's n-th newest heartbeat as a joinable source and its join condition.
+
+    PostgreSQL: a LATERAL subquery (an index probe per device). Joining on a correlated ``id = (SELECT
+    ...)`` instead lets its planner hash or merge the whole heartbeats table. SQLite has no LATERAL but
+    runs that correlated join as a probe per device."""
+    inner = aliased(HeartbeatRecord)
+    name = ("beat", "prev")[n]
+    if lateral:
+        newest = (
+            select(*(c for c in HeartbeatRecord.__table__.c))
+            .where(HeartbeatRecord.device_id == Device.id)
+            .order_by(HeartbeatRecord.received_at.desc())
+            .limit(1)
+            .offset(n)
+            .lateral(name)
+        )
+        return newest, true()
+    table = aliased(HeartbeatRecord.__table__, name=name)
+    nth_id = (
+        select(inner.id)
+        .where(inner.device_id == Device.id)
+        .order_by(inner.received_at.desc())
+        .limit(1)
+        .offset(n)
+        .correlate(Device)
+        .scalar_subquery()
+    )
+    return table, table.c.id == nth_id
+
+
+def _rows(now: datetime, thresholds: Thresholds, lateral: bool) -> Select[Any]:
+    """One row per device with its computed status; the statement the page and the summary wrap."""
+    beat_source, beat_on = _beat(0, lateral)
+    prev_source, prev_on = _beat(1, lateral)
+    beat, prev = beat_source.c, prev_source.c
+    last = aliased(ModelRecord, name="last_model")
+    recent = aliased(ModelRecord)
+    recent_count = (
+        select(func.count(recent.id))
+        .where(recent.device_id == Device.id, recent.created_at >= _at(now - RECENT, "recent_since"))
+        .correlate(Device)
+        .scalar_subquery()
+    )
+    last_seen = case(
+        (or_(last.created_at.is_(None), beat.received_at >= last.created_at), beat.received_at),
+        else_=last.created_at,
+    )
+    fresh = _at(now - timedelta(seconds=thresholds.stale_after_s), "fresh_since")
+    alive = _at(now - timedelta(seconds=thresholds.offline_after_s), "alive_since")
+    troubled = and_(prev.id.is_not(None), beat.dropped + beat.rejected > prev.dropped + prev.rejected)
+    status = case(
+        (Device.revoked_at.is_not(None), literal("unauthorized")),
+        (or_(last_seen.is_(None), last_seen < alive), literal("offline")),
+        (last_seen < fresh, literal("stale")),
+        (troubled, literal("degraded")),
+        else_=literal("online"),
+    )
+    warned = or_(beat.warnings > 0, and_(prev.id.is_not(None), beat.drift_events > prev.drift_events))
+    drifting = case(
+        (and_(Device.revoked_at.is_(None), last_seen >= fresh, warned), literal(True)),
+        else_=literal(False),
+    )
+    rmse = beat.extra["rmse"].as_float()
+    task = func.coalesce(
+        last.task,
+        case((rmse.is_not(None), literal("regression")), (beat.accuracy.is_not(None), "classification")),
+    )
+    return (
+        select(
+            Device.id.label("device_id"),
+            status.label("status"),
+            drifting.label("drifting"),
+            last_seen.label("last_seen"),
+            task.label("task"),
+            beat.accuracy.label("accuracy"),
+            rmse.label("rmse"),
+            beat.samples.label("samples"),
+            beat.dropped.label("dropped"),
+            beat.rejected.label("rejected"),
+            beat.model_version.label("running_version"),
+            Device.model_count.label("recomputes"),
+            recent_count.label("recomputes_last_hour"),
+            last.reason.label("last_reason"),
+            last.created_at.label("last_recompute_at"),
+            last.learner.label("learner"),
+        )
+        .select_from(Device)
+        .outerjoin(beat_source, beat_on)
+        .outerjoin(prev_source, prev_on)
+        .outerjoin(last, and_(last.device_id == Device.id, last.version == Device.model_count))
+    )
+
+
+def _lateral(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def _at(when: datetime, name: str) -> Any:
+    """A timestamp parameter stored as the columns store theirs (SQLite compares text)."""
+    return bindparam(name, when, type_=UTCDateTime())
+
+
+_STATUS_RANK = {"unauthorized": 0, "offline": 1, "degraded": 2, "stale": 3, "online": 4}
+
+
+def _order(rows: Any, sort: SortKey, descending: bool) -> list[ColumnElement[Any]]:
+    c = rows.c
+    key: ColumnElement[Any] = {
+        "device_id": c.device_id,
+        "status": case(*((c.status == s, r) for s, r in _STATUS_RANK.items()), else_=9),
+        "drifting": case((c.drifting, 1), else_=0),
+        "last_seen": c.last_seen,
+        "accuracy": c.accuracy,
+        "rmse": c.rmse,
+        "recomputes": c.recomputes,
+        "recent": c.recomputes_last_hour,
+        "version": c.running_version,
+    }[sort]
+    ordered = key.desc() if descending else key.asc()
+    nullable = sort in ("last_seen", "accuracy", "rmse", "version")
+    keys: list[ColumnElement[Any]] = [ordered.nulls_last() if nullable else ordered]
+    return [*keys, c.device_id.asc()] if sort != "device_id" else keys
+
+
+def _where(rows: Any, chosen: FleetFilter) -> list[ColumnElement[bool]]:
+    c = rows.c
+    where: list[ColumnElement[bool]] = []
+    if chosen.statuses:
+        where.append(c.status.in_(chosen.statuses))
+    if chosen.drifting is not None:
+        where.append(c.drifting == literal(chosen.drifting, Boolean))
+    if chosen.task:
+        where.append(c.task == chosen.task)
+    if chosen.search:
+        where.append(c.device_id.icontains(chosen.search, autoescape=True))
+    if chosen.device_id:
+        where.append(c.device_id == chosen.device_id)
+    return where
+
+
+def fleet_page(
+    session: Session,
+    chosen: FleetFilter,
+    *,
+    sort: SortKey = "device_id",
+    descending: bool = False,
+    offset: int = 0,
+    limit: int = 50,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> FleetPage:
+    """One page of the fleet table: a single statement (a window count gives the total)."""
+    now = utcnow()
+    rows = _rows(now, thresholds, _lateral(session)).subquery("fleet")
+    where = _where(rows, chosen)
+    statement = (
+        select(rows, func.count().over().label("total"))
+        .where(*where)
+        .order_by(*_order(rows, sort, descending))
+        .offset(offset)
+        .limit(limit)
+    )
+    found = session.execute(statement).mappings().all()
+    if found:
+        total = int(found[0]["total"])
+    else:  # past the end (or nothing matches): the window count had no row to ride on
+        total = int(session.scalar(select(func.count()).select_from(rows).where(*where)) or 0)
+    devices = [_row(dict(r)) for r in found]
+    return FleetPage(
+        generated_at=now,
+        total=total,
+        offset=offset,
+        limit=limit,
+        sort=sort,
+        descending=descending,
+        devices=devices,
+    )
+
+
+def _row(r: dict[str, Any]) -> FleetRow:
+    recomputes = int(r["recomputes"] or 0)
+    return FleetRow(
+        device_id=r["device_id"],
+        status=r["status"],
+        drifting=bool(r["drifting"]),
+        last_seen=_utc(r["last_seen"]),
+        task=r["task"],
+        accuracy=r["accuracy"],
+        rmse=r["rmse"],
+        samples=r["samples"],
+        dropped=r["dropped"],
+        rejected=r["rejected"],
+        running_version=r["running_version"],
+        latest_version=recomputes or None,
+        recomputes=recomputes,
+        recomputes_last_hour=int(r["recomputes_last_hour"] or 0),
+        last_reason=r["last_reason"],
+        last_recompute_at=_utc(r["last_recompute_at"]),
+        learner=r["learner"],
+    )
+
+
+def _utc(value: Any) -> datetime | None:
+    """A CASE over timestamps loses the column type on SQLite (text comes back): parse it here."""
+    if value is None:
+        return None
+    t = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def fleet_summary(
+    session: Session, budget_per_minute: float | None, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> FleetSummary:
+    """Counts by status, drifting devices and recomputes in the last minute: one statement."""
+    now = utcnow()
+    rows = _rows(now, thresholds, _lateral(session)).subquery("fleet")
+
+    def count(condition: ColumnElement[bool]) -> Any:
+        return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
+
+    last_minute = (
+        select(func.count(ModelRecord.id))
+        .where(ModelRecord.created_at >= _at(now - timedelta(minutes=1), "minute_since"))
+        .scalar_subquery()
+    )
+    statement = select(
+        func.count().label("devices"),
+        *(count(rows.c.status == s).label(s) for s in STATUSES),
+        count(rows.c.drifting == literal(True, Boolean)).label("drifting"),
+        func.coalesce(func.sum(rows.c.recomputes), 0).label("recomputes_total"),
+        last_minute.label("recomputes_last_minute"),
+    ).select_from(rows)
+    r = session.execute(statement).mappings().one()
+    per_minute = int(r["recomputes_last_minute"] or 0)
+    return FleetSummary(
+        generated_at=now,
+        devices=int(r["devices"]),
+        **{s: int(r[s]) for s in STATUSES},
+        drifting=int(r["drifting"]),
+        recomputes_total=int(r["recomputes_total"]),
+        recomputes_last_minute=per_minute,
+        budget_per_minute=budget_per_minute,
+        budget_use=per_minute / budget_per_minute if budget_per_minute else None,
+    )
+
+
+def counters_page(session: Session, limit: int, offset: int) -> tuple[int, list[DeviceCounters]]:
+    """``GET /v1/devices``: the total and one page of devices (by id) with their counters.
+
+    Four grouped statements for the page, whatever its size: devices, version aggregates, reasons,
+    heartbeats."""
+    total = int(session.scalar(select(func.count(Device.id))) or 0)
+    ids = list(session.scalars(select(Device.id).order_by(Device.id).offset(offset).limit(limit)))
+    if not ids:
+        return total, []
+    m = ModelRecord
+    aggregates = {
+        row[0]: row[1:]
+        for row in session.execute(
+            select(
+                m.device_id,
+                func.count(m.id),
+                func.coalesce(func.sum(m.bytes_in), 0),
+                func.coalesce(func.sum(m.bytes_out), 0),
+                func.coalesce(func.sum(m.train_ms), 0.0),
+                func.max(m.version),
+                func.max(m.created_at),
+            )
+            .where(m.device_id.in_(ids))
+            .group_by(m.device_id)
+        ).all()
+    }
+    reasons: dict[str, dict[str, int]] = {}
+    last_reason: dict[str, str] = {}
+    for device_id, reason, n, newest in session.execute(
+        select(m.device_id, m.reason, func.count(m.id), func.max(m.version))
+        .where(m.device_id.in_(ids))
+        .group_by(m.device_id, m.reason)
+    ).all():
+        reasons.setdefault(device_id, {})[str(reason)] = int(n)
+        if newest == aggregates[device_id][4]:
+            last_reason[device_id] = str(reason)
+    h = HeartbeatRecord
+    beats = {
+        row[0]: row[1:]
+        for row in session.execute(
+            select(h.device_id, func.count(h.id), func.max(h.received_at))
+            .where(h.device_id.in_(ids))
+            .group_by(h.device_id)
+        ).all()
+    }
+    out = []
+    for device_id in ids:
+        count, b_in, b_out, train_ms, latest, last_at = aggregates.get(device_id, (0, 0, 0, 0.0, None, None))
+        n_beats, beat_at = beats.get(device_id, (0, None))
+        last_at, beat_at = _utc(last_at), _utc(beat_at)
+        seen = [t for t in (last_at, beat_at) if t is not None]
+        out.append(
+            DeviceCounters(
+                device_id=device_id,
+                recomputes=int(count),
+                bytes_in=int(b_in),
+                bytes_out=int(b_out),
+                train_ms_total=float(train_ms),
+                reasons=reasons.get(device_id, {}),
+                latest_version=None if latest is None else int(latest),
+                last_recompute_at=last_at,
+                last_reason=last_reason.get(device_id),
+                heartbeats=int(n_beats),
+                last_seen=max(seen) if seen else None,
+            )
+        )
+    return total, out

@@ -1,0 +1,98 @@
+"""Bulk endpoints for a fleet (operator): register many devices at once, store a gateway's batch of its
+devices' heartbeats in one request."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, status
+from pydantic import Field, model_validator
+
+from edgedrift.wire import DEVICE_ID_PATTERN, Heartbeat, WireModel
+from edgedrift_cloud import bulk
+from edgedrift_cloud.auth import new_secret
+from edgedrift_cloud.dependencies import OperatorDep, SessionDep, StateDep
+from edgedrift_cloud.errors import committed_or_409
+
+router = APIRouter(prefix="/v1/bulk", tags=["bulk"])
+
+#: Most entries in one bulk request.
+MAX_BATCH = 10_000
+DeviceId = Annotated[str, Field(pattern=DEVICE_ID_PATTERN)]
+
+
+class BulkDevice(WireModel):
+    device_id: DeviceId
+    #: Leave out to have the service generate a 256-bit secret (returned once).
+    secret: Annotated[str, Field(min_length=16, max_length=256)] | None = None
+
+
+class BulkRegistration(WireModel):
+    devices: Annotated[list[BulkDevice], Field(min_length=1, max_length=MAX_BATCH)]
+
+    @model_validator(mode="after")
+    def _unique(self) -> BulkRegistration:
+        ids = [d.device_id for d in self.devices]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a device id appears twice")
+        secrets = [d.secret for d in self.devices if d.secret is not None]
+        if len(set(secrets)) != len(secrets):
+            raise ValueError("two devices share a secret")
+        return self
+
+
+class BulkRegistered(WireModel):
+    created: int
+    rotated: int
+    #: The generated secrets (only for devices registered without one); not stored, not shown again.
+    secrets: dict[str, str]
+
+
+class DeviceHeartbeat(WireModel):
+    device_id: DeviceId
+    heartbeat: Heartbeat
+
+
+class HeartbeatBatch(WireModel):
+    heartbeats: Annotated[list[DeviceHeartbeat], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class HeartbeatsStored(WireModel):
+    stored: int
+
+
+@router.post(
+    "/devices",
+    response_model=BulkRegistered,
+    summary="Register or rotate up to 10,000 devices in one request (operator)",
+    responses={409: {"description": "A secret is already used by another device"}},
+)
+def register_devices(
+    registration: BulkRegistration, _: OperatorDep, session: SessionDep, state: StateDep
+) -> BulkRegistered:
+    generated = {d.device_id: new_secret() for d in registration.devices if d.secret is None}
+    secrets = {d.device_id: d.secret or generated[d.device_id] for d in registration.devices}
+    with committed_or_409(session, "secret: a given secret is already used by another device"):
+        done = bulk.register_devices(session, secrets)
+    state.tokens.forget_devices(set(secrets))
+    state.misses.clear()
+    return BulkRegistered(created=done.created, rotated=done.rotated, secrets=generated)
+
+
+@router.post(
+    "/heartbeats",
+    response_model=HeartbeatsStored,
+    status_code=status.HTTP_201_CREATED,
+    summary="Store a batch of devices' heartbeats, as a gateway sends them (operator)",
+    responses={422: {"description": "Invalid heartbeat or unknown device"}},
+)
+def post_heartbeats(batch: HeartbeatBatch, _: OperatorDep, session: SessionDep) -> HeartbeatsStored:
+    try:
+        stored = bulk.add_heartbeats(session, [(h.device_id, h.heartbeat) for h in batch.heartbeats])
+    except bulk.UnknownDevicesError as exc:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [{"loc": ["body", "heartbeats", "device_id"], "msg": str(exc), "type": "value_error"}],
+        ) from None
+    session.commit()
+    return HeartbeatsStored(stored=stored)

@@ -1,0 +1,165 @@
+"""Gateways: the operator registers a gateway and assigns devices to it; the gateway, with its own
+credential, fetches its device list and the secrets of devices new to it (``/sync``), so devices are
+provisioned through this API and picked up by a running gateway without a restart."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import Field
+from sqlalchemy.exc import IntegrityError
+
+from edgedrift.wire import DEVICE_ID_PATTERN, WireModel
+from edgedrift_cloud import gateway_registry
+from edgedrift_cloud.auth import new_secret, same_secret
+from edgedrift_cloud.dependencies import DevicePath, OperatorDep, SessionDep, StateDep
+
+router = APIRouter(prefix="/v1/gateways", tags=["gateways"])
+
+GatewayPath = Annotated[
+    str,
+    Path(pattern=DEVICE_ID_PATTERN, description="Gateway id: letters, digits, '_' and '-' (1-64)."),
+]
+DeviceId = Annotated[str, Field(pattern=DEVICE_ID_PATTERN)]
+_bearer = HTTPBearer(auto_error=False, description="The gateway's secret or the operator token.")
+
+
+class GatewayRegistration(WireModel):
+    """Leave ``secret`` out to have the service generate a 256-bit one."""
+
+    secret: Annotated[str, Field(min_length=16, max_length=256)] | None = None
+
+
+class GatewayCredential(WireModel):
+    gateway_id: str
+    created: bool
+    #: Present only when the service generated the secret; it is not stored and cannot be read again.
+    secret: str | None = None
+
+
+class Assignment(WireModel):
+    devices: Annotated[list[DeviceId], Field(min_length=1, max_length=10_000)]
+
+
+class Assigned(WireModel):
+    gateway_id: str
+    devices: int
+    created: int
+    moved: int
+
+
+class SyncRequest(WireModel):
+    #: Devices whose secret the gateway holds already (the others get a fresh one).
+    known: Annotated[list[DeviceId], Field(max_length=100_000, default_factory=list)]
+
+
+class GatewayDevice(WireModel):
+    device_id: str
+    secret: str | None = None
+
+
+class GatewayDevices(WireModel):
+    gateway_id: str
+    devices: list[GatewayDevice]
+
+
+async def gateway_or_operator(
+    gateway_id: GatewayPath,
+    state: StateDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    """``operator`` or ``gateway``; 401 for a missing or wrong credential, 404 for an unknown gateway."""
+    if credentials is None or not credentials.credentials:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer credential")
+    token = credentials.credentials
+    if same_secret(token, state.settings.operator_token.get_secret_value()):
+        return "operator"
+
+    def check() -> bool:
+        with state.sessions() as session:
+            return gateway_registry.gateway_accepts(session, gateway_id, token)
+
+    if not await anyio.to_thread.run_sync(check):
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown credential for this gateway")
+    return "gateway"
+
+
+CallerDep = Annotated[str, Depends(gateway_or_operator)]
+
+
+def _known_gateway(session: SessionDep, gateway_id: str) -> None:
+    if not gateway_registry.gateway_exists(session, gateway_id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown gateway {gateway_id!r}")
+
+
+@router.put(
+    "/{gateway_id}", response_model=GatewayCredential, summary="Register a gateway or rotate its secret"
+)
+def register_gateway(
+    gateway_id: GatewayPath,
+    _: OperatorDep,
+    session: SessionDep,
+    registration: Annotated[GatewayRegistration | None, Body()] = None,
+) -> GatewayCredential:
+    given = registration.secret if registration is not None else None
+    secret = given or new_secret()
+    created = gateway_registry.upsert_gateway(session, gateway_id, secret)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise HTTPException(status.HTTP_409_CONFLICT, "secret: another gateway already uses it") from None
+    return GatewayCredential(gateway_id=gateway_id, created=created, secret=None if given else secret)
+
+
+@router.post(
+    "/{gateway_id}/devices", response_model=Assigned, summary="Assign devices to a gateway (operator)"
+)
+def assign_devices(
+    gateway_id: GatewayPath, _: OperatorDep, session: SessionDep, body: Assignment
+) -> Assigned:
+    _known_gateway(session, gateway_id)
+    devices = list(dict.fromkeys(body.devices))
+    created, moved = gateway_registry.assign(session, gateway_id, devices)
+    session.commit()
+    return Assigned(gateway_id=gateway_id, devices=len(devices), created=created, moved=moved)
+
+
+@router.delete(
+    "/{gateway_id}/devices/{device_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Stop a gateway serving a device (operator)",
+)
+def unassign_device(
+    gateway_id: GatewayPath, device_id: DevicePath, _: OperatorDep, session: SessionDep
+) -> None:
+    if not gateway_registry.unassign(session, gateway_id, device_id):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"gateway {gateway_id!r} does not serve {device_id!r}")
+    session.commit()
+
+
+@router.get("/{gateway_id}/devices", response_model=list[str], summary="The devices a gateway serves")
+def list_gateway_devices(gateway_id: GatewayPath, _: CallerDep, session: SessionDep) -> list[str]:
+    _known_gateway(session, gateway_id)
+    return gateway_registry.devices_of(session, gateway_id)
+
+
+@router.post(
+    "/{gateway_id}/sync",
+    response_model=GatewayDevices,
+    summary="The gateway's devices, with a fresh secret for each one it does not hold yet (the gateway)",
+)
+def sync_gateway(
+    gateway_id: GatewayPath, caller: CallerDep, session: SessionDep, state: StateDep, body: SyncRequest
+) -> GatewayDevices:
+    if caller != "gateway":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "only the gateway receives its devices' secrets")
+    rows = gateway_registry.sync(session, gateway_id, set(body.known))
+    session.commit()
+    state.tokens.forget_devices({device_id for device_id, secret in rows if secret is not None})
+    return GatewayDevices(
+        gateway_id=gateway_id, devices=[GatewayDevice(device_id=d, secret=s) for d, s in rows]
+    )

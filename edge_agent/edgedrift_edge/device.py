@@ -1,0 +1,225 @@
+"""One device inside an agent or a gateway: its session, checkpoint, topics, secret and schedule.
+
+A gateway holds one :class:`DeviceRuntime` per device and shares only the MQTT connection, the cloud
+client's thread and the worker between them: a device's bad input, outlier, failed recompute, failed
+checkpoint or systematic crash is counted and reported on that device's topics and touches no other
+device's state. Everything here runs on the gateway's worker thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
+from edgedrift_edge.cloud import CloudError
+from edgedrift_edge.ledger import Event, SessionConfig
+from edgedrift_edge.recompute import Trainer
+from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.settings import AgentSettings, SettingsError, device_list, device_topics
+from edgedrift_edge.transport import Inbound, MqttTransport
+
+log = logging.getLogger("edgedrift_edge")
+
+#: Transport counters a device reports (the gateway's connection is shared, so these are the gateway's,
+#: except ``dropped``, which the transport counts per device).
+SHARED_COUNTERS = ("backpressure_waits", "publish_failures", "reconnects")
+
+
+def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
+    """The session's part of the agent's settings, for one device."""
+    return SessionConfig(
+        device_id=device_id,
+        task=settings.task,
+        strategy=settings.strategy,
+        strategy_param=settings.strategy_param,
+        n_features=settings.n_features,
+        warmup_samples=settings.warmup_samples,
+        window_labels=settings.window_labels,
+        C=settings.C,
+        batch_mode=settings.batch_mode,
+        join_buffer=settings.join_buffer,
+        dedup_window=settings.dedup_window,
+        accuracy_window=settings.accuracy_window,
+        max_items=settings.max_items_per_message,
+        outlier_threshold=settings.outlier_threshold,
+        retry_cooldown_s=settings.retry_cooldown_s,
+    )
+
+
+def configured_devices(settings: AgentSettings) -> dict[str, str | None]:
+    """The devices named by the settings, with their cloud secrets (None: none known yet)."""
+    if settings.device_id is not None:
+        secret = settings.device_secret.get_secret_value() if settings.device_secret else None
+        return {settings.device_id: secret}
+    devices: dict[str, str | None] = {}
+    if settings.devices_file:
+        try:
+            table = json.loads(Path(settings.devices_file).read_text())
+        except (OSError, ValueError) as exc:
+            raise SettingsError(f"--devices-file: cannot read it: {type(exc).__name__}") from None
+        if not isinstance(table, dict) or not all(
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in table.items()
+        ):
+            raise SettingsError('--devices-file: expected a JSON object {"device-id": "secret", ...}')
+        devices.update(table)
+    for device in device_list(settings.devices or ""):
+        devices.setdefault(device, None)
+    return devices
+
+
+class DeviceRuntime:
+    """One device's session with its checkpoint store and its share of the MQTT connection."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        device_id: str,
+        secret: str | None,
+        transport: MqttTransport,
+        trainer_for: Callable[[DeviceRuntime], Trainer],
+    ) -> None:
+        self.settings = settings
+        self.device_id = device_id
+        self.secret = secret
+        self.transport = transport
+        self.topics = device_topics(settings.topic_prefix, device_id)
+        self.store = CheckpointStore(settings.checkpoint_dir, device_id)
+        self._trainer_for = trainer_for
+        self.session = DeviceSession(session_config(settings, device_id), trainer_for(self), time.monotonic)
+        #: Why this device stopped being served (a systematic error), or None.
+        self.failed: str | None = None
+        self.errors = 0
+        self.startup_events: list[Event] = []
+        self._base = {"dropped": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
+        self._dropped_reported = 0
+        now = time.monotonic()
+        self.next_heartbeat = now
+        self.next_checkpoint = now + settings.checkpoint_every_s
+        self._checkpoint_streak = 0
+
+    # --- publishing -------------------------------------------------------------------------------------
+
+    def event(self, kind: str, owner: Inbound | None = None, **values: Any) -> None:
+        self.transport.publish(
+            self.topics["events"], {"type": kind, "ts": time.time(), **values}, owner=owner
+        )
+
+    def publish_status(self, status: dict[str, Any]) -> None:
+        body = json.dumps(status, separators=(",", ":"), allow_nan=False).encode()
+        self.transport.publish_raw(self.topics["status"], body, retain=True, qos=1)
+
+    def sync_transport_counters(self) -> None:
+        """Copy the transport's counters into the session's (plus what a resumed checkpoint had)."""
+        c, t = self.session.counters, self.transport.counters
+        c.dropped = self._base["dropped"] + self.transport.dropped_for(self.topics["samples"])
+        c.dropped += self.transport.dropped_for(self.topics["labels"])
+        for name in SHARED_COUNTERS:
+            setattr(c, name, self._base[name] + getattr(t, name))
+        if c.dropped > self._dropped_reported:
+            self.event(
+                "dropped",
+                count=c.dropped - self._dropped_reported,
+                total=c.dropped,
+                reason="inbox full (QoS 0 messages are not delivered again)",
+            )
+            self._dropped_reported = c.dropped
+
+    def heartbeat_done(self, future: concurrent.futures.Future[None]) -> None:
+        """Count a heartbeat's outcome; a refused credential makes the device ``unauthorized``."""
+        c = self.session.counters
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is None:
+            c.heartbeats += 1
+            return
+        c.heartbeat_failures += 1
+        if isinstance(error, CloudError) and error.unauthorized and not self.session.unauthorized:
+            self.session.unauthorized = True
+            self.event("unauthorized", reason=str(error)[:300])
+        log.warning("%s: heartbeat failed: %s", self.device_id, error)
+
+    # --- checkpoints ------------------------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the session; a failure is reported and retried with backoff, never fatal."""
+        try:
+            self.sync_transport_counters()
+            self.store.save(self.snapshot())
+        except CheckpointError as exc:
+            self.session.counters.checkpoint_failures += 1
+            self._checkpoint_streak += 1
+            delay = min(self.settings.checkpoint_every_s, 2.0**self._checkpoint_streak)
+            self.next_checkpoint = time.monotonic() + delay
+            self.event("checkpoint_failed", reason=str(exc)[:300], retry_in_s=delay)
+            log.error("%s: checkpoint failed (retrying in %.0f s): %s", self.device_id, delay, exc)
+            return
+        if self._checkpoint_streak:
+            self.event("checkpoint_recovered", failures=self._checkpoint_streak)
+        self._checkpoint_streak = 0
+        self.session.counters.checkpoints += 1
+        self.next_checkpoint = time.monotonic() + self.settings.checkpoint_every_s
+
+    def _identity(self) -> dict[str, Any]:
+        s = self.settings
+        return {"strategy": s.strategy, "task": s.task, "strategy_param": s.strategy_param}
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"identity": self._identity(), "session": self.session.snapshot()}
+
+    def resume(self) -> None:
+        """Continue from the checkpoint when there is a usable one of this configuration; what happened
+        is kept in :attr:`startup_events` (published once connected)."""
+        try:
+            tree = self.store.load()
+        except CorruptCheckpointError as exc:
+            log.error(
+                "%s: checkpoint unusable (%s); moved to %s", self.device_id, exc.reason, exc.quarantined
+            )
+            self.startup_events.append(
+                {"type": "checkpoint_corrupt", "reason": exc.reason[:300], "moved_to": str(exc.quarantined)}
+            )
+            return
+        if tree is None:
+            return
+        identity = self._identity()
+        session_tree = tree["session"] if isinstance(tree, dict) and "session" in tree else None
+        width = session_tree.get("n_features") if session_tree else None
+        n_features = self.settings.n_features
+        reason = None
+        if tree.get("identity") != identity:
+            reason = f"the configuration changed from {tree.get('identity')} to {identity}"
+        elif n_features is not None and width is not None and width != n_features:
+            reason = f"n_features changed from {width} to {n_features}"
+        if reason is not None or session_tree is None:
+            moved = self.store.quarantine()
+            self.startup_events.append({"type": "state_reset", "reason": reason, "moved_to": str(moved)})
+            log.warning("%s: not resuming: %s (checkpoint moved to %s)", self.device_id, reason, moved)
+            return
+        try:
+            self.session.restore(session_tree)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            moved = self.store.quarantine()
+            config = session_config(self.settings, self.device_id)
+            self.session = DeviceSession(config, self._trainer_for(self), time.monotonic)
+            self.startup_events.append(
+                {
+                    "type": "checkpoint_corrupt",
+                    "reason": f"{type(exc).__name__}: {exc}"[:300],
+                    "moved_to": str(moved),
+                }
+            )
+            return
+        c = self.session.counters
+        self._base = {name: getattr(c, name) for name in self._base}
+        self._dropped_reported = c.dropped
+        self.startup_events.append(
+            {"type": "resumed", "samples": c.samples, "model_version": self.session.model_version}
+        )
+        log.info("%s: resumed from %s: %d samples", self.device_id, self.store.path, c.samples)

@@ -1,0 +1,74 @@
+"""What a device's session is configured with and what it counts and returns: its ledger.
+
+Every sample of every message ends up in exactly one of ``predictions``, ``rejected`` or ``duplicates``
+(a redelivery, predicted again); the transport adds ``dropped``. A gateway keeps one of each per device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from edgedrift.models.losses import Task
+
+Event = dict[str, Any]
+Prediction = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """What one device's session needs to know (a subset of the agent's settings)."""
+
+    device_id: str
+    task: Task = "classification"
+    strategy: str = "druid"
+    strategy_param: float | None = None
+    n_features: int | None = None
+    warmup_samples: int = 2000
+    window_labels: int = 200
+    C: float | Literal["auto"] = "auto"
+    batch_mode: Literal["exact", "vectorised"] = "vectorised"
+    join_buffer: int = 50_000
+    dedup_window: int = 100_000
+    accuracy_window: int = 1000
+    max_items: int = 10_000
+    outlier_threshold: float = 100.0
+    retry_cooldown_s: float = 30.0
+
+
+@dataclass
+class Counters:
+    """Everything a device counts; published in its status and heartbeats."""
+
+    messages: int = 0
+    samples: int = 0
+    labeled: int = 0
+    predictions: int = 0
+    rejected: int = 0
+    dropped: int = 0
+    duplicates: int = 0
+    id_reused: int = 0
+    outliers: int = 0
+    label_misses: int = 0
+    join_evictions: int = 0
+    recomputes_requested: int = 0
+    recomputes_completed: int = 0
+    recompute_failures: int = 0
+    http_bytes_up: int = 0
+    http_bytes_down: int = 0
+    heartbeats: int = 0
+    heartbeat_failures: int = 0
+    checkpoints: int = 0
+    checkpoint_failures: int = 0
+    reconnects: int = 0
+    publish_failures: int = 0
+    backpressure_waits: int = 0
+
+
+@dataclass
+class Output:
+    """What handling one message produced: predictions (one payload, or a batch) and events."""
+
+    predictions: list[Prediction] = field(default_factory=list)
+    batch: bool = False
+    events: list[Event] = field(default_factory=list)

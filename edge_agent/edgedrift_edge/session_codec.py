@@ -1,0 +1,68 @@
+"""The session's checkpoint codec: large buffers as a few arrays, a pending request as plain data, and
+the monitor statistics the cloud stores."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from edgedrift.models.losses import FloatArray
+from edgedrift.strategies import TrainSpec
+from edgedrift_edge.recompute import RecomputeRequest
+
+
+def pack_rows(rows: list[FloatArray]) -> FloatArray | list[FloatArray]:
+    """Rows of one width as one matrix; rows of several widths (before the width is known) as a list."""
+    if not rows:
+        return np.zeros((0, 0))
+    width = len(rows[0])
+    if all(len(r) == width for r in rows):
+        return np.array(rows, dtype=np.float64).reshape(len(rows), width)
+    return list(rows)
+
+
+def unpack_rows(packed: FloatArray | list[FloatArray]) -> list[FloatArray]:
+    return list(packed) if isinstance(packed, list) else [row.copy() for row in packed]
+
+
+def request_fields(request: RecomputeRequest) -> dict[str, Any]:
+    spec = request.spec
+    return {
+        "request_id": request.request_id,
+        "X": request.X,
+        "y": request.y,
+        "task": request.task,
+        "loss": request.loss,
+        "C": request.C,
+        "reason": request.reason,
+        "spec": [spec.learner, dict(spec.params), spec.rebalance, spec.return_base],
+        "stats": dict(request.stats),
+        "reset_rows": request.reset_rows,
+        "initial": request.initial,
+    }
+
+
+def request_from_fields(values: dict[str, Any]) -> RecomputeRequest:
+    learner, params, rebalance, return_base = values["spec"]
+    spec = TrainSpec(learner, dict(params), rebalance, bool(return_base))
+    return RecomputeRequest(**{**values, "spec": spec})
+
+
+def scalar_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """Monitor stats the API stores: up to 32 finite scalars with short names (numpy scalars converted)."""
+    out: dict[str, Any] = {}
+    for key, value in stats.items():
+        if len(out) == 32:
+            break
+        name = "".join(c if c.isalnum() or c in "_.:-" else "_" for c in str(key))[:64] or "_"
+        if isinstance(value, bool | np.bool_):
+            out[name] = bool(value)
+        elif isinstance(value, int | np.integer):
+            out[name] = int(value)
+        elif isinstance(value, float | np.floating) and math.isfinite(float(value)):
+            out[name] = float(value)
+        elif isinstance(value, str):
+            out[name] = value[:256]
+    return out

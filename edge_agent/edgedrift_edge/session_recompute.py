@@ -1,0 +1,164 @@
+"""The recompute half of a device's session: requests to the injected trainer, models that arrive
+later, refusals and the cool-down after them. A mixin of :class:`~edgedrift_edge.session.DeviceSession`,
+split off so each module holds one concept; it owns no state of its own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from edgedrift.loop import EdgeLoop
+from edgedrift.models.document import BatchModel
+from edgedrift.models.losses import FloatArray
+from edgedrift.strategies import Strategy, TrainSpec
+from edgedrift_edge.ledger import Counters, Event, SessionConfig
+from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel, Trainer
+from edgedrift_edge.session_codec import scalar_stats
+
+
+class RecomputesMixin:
+    """Recompute requests and their answers (see the module docstring)."""
+
+    config: SessionConfig
+    trainer: Trainer
+    clock: Callable[[], float]
+    strategy: Strategy
+    counters: Counters
+    phase: str
+    loop: EdgeLoop | None
+    C: float | str | None
+    loss: str
+    model_version: int | None
+    epoch: str
+    request_seq: int
+    pending: RecomputeRequest | None
+    cooldown_until: float
+    unauthorized: bool
+    warm_rows: list[FloatArray]
+    warm_y: list[float]
+    warm_ids: list[Any]
+    _events: list[Event]
+
+    if TYPE_CHECKING:
+
+        def _emit(self, kind: str, **values: Any) -> None: ...
+
+        def _install_initial(self, trained: TrainedModel) -> None: ...
+
+    def _request(
+        self,
+        X: FloatArray,
+        y: FloatArray,
+        reason: str,
+        stats: dict[str, Any],
+        initial: bool = False,
+        reset_rows: int | None = None,
+    ) -> RecomputeRequest:
+        self.request_seq += 1
+        spec = self.strategy.train
+        if initial:  # the first model: the strategy's learner, never rebalanced
+            spec = TrainSpec(spec.learner, spec.params)
+        return RecomputeRequest(
+            request_id=f"{self.config.device_id}-{self.epoch}-{self.request_seq}",
+            X=X,
+            y=y,
+            task=self.config.task,
+            loss=self.loss,
+            C=self.config.C if initial or self.C is None else self.C,
+            reason=reason,
+            spec=spec,
+            stats=scalar_stats(stats),
+            reset_rows=reset_rows,
+            initial=initial,
+        )
+
+    def _submit(self, request: RecomputeRequest) -> TrainedModel | None:
+        self.pending = request
+        self.counters.recomputes_requested += 1
+        self._emit(
+            "recompute_requested", request_id=request.request_id, n=len(request.y), stats=request.stats
+        )
+        return self.trainer(request)
+
+    def _recompute(self, X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel | None:
+        """The loop's trainer: the model when the trainer answers at once (sync), else None."""
+        loop = self.loop
+        assert loop is not None
+        request = self._request(
+            X.copy(), y.copy(), self.config.strategy, loop.monitor.stats, reset_rows=reset_rows
+        )
+        trained = self._submit(request)
+        if trained is None:
+            return None
+        self.pending = None
+        self._count_trained(trained)
+        self.model_version = trained.version
+        self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
+        return trained.model
+
+    def install(self, trained: TrainedModel) -> list[Event]:
+        """A model that arrived for a pending request (async mode): swap it in between two samples."""
+        self._events = []
+        if self.pending is None or trained.request_id != self.pending.request_id:
+            self._emit("stale_model", version=trained.version, reason="no pending request with this id")
+        elif self.pending.initial:
+            self._install_initial(trained)
+        else:
+            loop = self.loop
+            assert loop is not None
+            self.pending = None
+            loop.install(trained.model)
+            loop.counters.bytes_down += len(json.dumps(trained.document))
+            self._count_trained(trained)
+            self.model_version = trained.version
+            self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
+        events, self._events = self._events, []
+        return events
+
+    def _count_trained(self, trained: TrainedModel) -> None:
+        c = self.counters
+        c.recomputes_completed += 1
+        c.http_bytes_up += trained.bytes_up
+        c.http_bytes_down += trained.bytes_down
+        if self.unauthorized:
+            self.unauthorized = False
+            self._emit("authorized", reason="the cloud accepted the device's credential again")
+
+    def recompute_failed(self, failure: RecomputeFailure) -> list[Event]:
+        """A failed attempt; a final one releases the request after a cool-down."""
+        self._events = []
+        if self.pending is None or failure.request_id != self.pending.request_id:
+            return []
+        self.counters.recompute_failures += 1
+        self._emit(
+            "recompute_failed",
+            request_id=failure.request_id,
+            attempt=failure.attempt,
+            reason=failure.reason[:300],
+            retrying=not failure.final,
+            retry_in_s=failure.retry_in_s,
+        )
+        if failure.unauthorized and not self.unauthorized:
+            self.unauthorized = True
+            self._emit("unauthorized", reason=failure.reason[:300])
+        if failure.final:
+            request, self.pending = self.pending, None
+            self.cooldown_until = self.clock() + self.config.retry_cooldown_s
+            if request.initial:  # collect again, starting from the refused window
+                self.phase = "warmup"
+                self.warm_rows = [*request.X, *self.warm_rows]
+                self.warm_y = [*request.y.tolist(), *self.warm_y]
+                self.warm_ids = [*([None] * len(request.y)), *self.warm_ids]
+        events, self._events = self._events, []
+        return events
+
+    def _release_cooldown(self) -> None:
+        """After a refused recompute, let the loop ask again once the cool-down has passed."""
+        loop = self.loop
+        if loop is not None and loop.pending_recompute and self.pending is None:
+            loop.pending_recompute = self.clock() < self.cooldown_until
+
+    def resubmit(self) -> RecomputeRequest | None:
+        """The pending request after a restart (same request id: the cloud answers it at most once)."""
+        return self.pending

@@ -1,0 +1,128 @@
+"""The cloud trainer as a child process: ``python -m edgedrift_cloud.cli serve`` on a free port, ready
+once ``/readyz`` answers 200. The demo, the benchmarks and the integration tests all start it this way."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Self
+
+import httpx
+
+from edgedrift_harness.ports import HOST, free_port
+from edgedrift_harness.processes import log_tail, stop_process
+
+__all__ = ["CloudProcess", "CloudProcessError"]
+
+
+class CloudProcessError(RuntimeError):
+    """The cloud trainer exited or did not become ready; the message ends with its log's tail."""
+
+
+class CloudProcess:
+    """One ``edgedrift-cloud serve`` process; ``restart()`` keeps port and database."""
+
+    def __init__(
+        self,
+        database_url: str,
+        workdir: Path,
+        *,
+        operator_token: str,
+        devices: dict[str, str] | None = None,
+        workers: int = 1,
+        log_path: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.database_url = database_url
+        self.workdir = workdir
+        self.operator_token = operator_token
+        self.workers = workers
+        self.port = free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        self.log_path = log_path or workdir / f"cloud-{self.port}.log"
+        self.env = {
+            **os.environ,
+            "EDGEDRIFT_CLOUD_MODE": "production",
+            "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": operator_token,
+            "EDGEDRIFT_CLOUD_DEVICES": ",".join(f"{d}={s}" for d, s in (devices or {}).items()),
+            **(env or {}),
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        """The process id (of the uvicorn supervisor when workers > 1)."""
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
+    def spawn(self, **popen: Any) -> None:
+        """Start the process (extra ``subprocess.Popen`` arguments pass through); see :meth:`wait_ready`."""
+        cmd = [
+            sys.executable, "-m", "edgedrift_cloud.cli", "serve", "--host", HOST, "--port", str(self.port),
+            "--database-url", self.database_url, "--workers", str(self.workers),
+        ]  # fmt: skip
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(
+                cmd, cwd=self.workdir, env=self.env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, **popen,
+            )  # fmt: skip
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Return once ``/readyz`` answers 200; :class:`CloudProcessError` if it exits or times out."""
+        assert self.proc is not None, "spawn() first"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise CloudProcessError(
+                    f"the cloud trainer exited with code {self.proc.returncode}:\n{self.tail()}"
+                )
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return
+            time.sleep(0.1)
+        self.stop()
+        raise CloudProcessError(f"the cloud trainer was not ready within {timeout:.0f} s:\n{self.tail()}")
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Spawn and wait until ready."""
+        self.spawn()
+        self.wait_ready(timeout)
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM (uvicorn shuts down gracefully), SIGKILL after ``timeout``; idempotent."""
+        proc, self.proc = self.proc, None
+        stop_process(proc, timeout)
+
+    def restart(self) -> None:
+        """Stop and start again on the same port and database."""
+        self.stop()
+        self.start()
+
+    def logs(self) -> str:
+        """The whole log (empty before the first start)."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def tail(self, lines: int = 20) -> str:
+        return log_tail(self.log_path, lines, "(no log)")
+
+    def client(self, token: str | None) -> httpx.Client:
+        """An HTTP client with ``token`` as bearer credential (None: anonymous)."""
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def register(self, device: str, secret: str) -> None:
+        """``PUT /v1/devices/{device}`` as the operator."""
+        with self.client(self.operator_token) as op:
+            op.put(f"/v1/devices/{device}", json={"secret": secret}).raise_for_status()
+
+    def counters(self, device: str) -> dict[str, Any]:
+        """``GET /v1/devices/{device}/counters`` as the operator."""
+        with self.client(self.operator_token) as op:
+            reply = op.get(f"/v1/devices/{device}/counters")
+            reply.raise_for_status()
+            return dict(reply.json())

@@ -1,0 +1,137 @@
+"""The incremental learners a strategy can name, and their honest tuning on the first window.
+
+Each learner has a factory (its documented defaults, sized for the stream of a :class:`Context`) and at
+most one hyper-parameter that is tuned, by prequential score on the first window's labels only: the
+scored part of the stream is never looked at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, Perceptron
+from edgedrift.learners.base import OnlineLearner
+from edgedrift.models.losses import FloatArray
+from edgedrift.strategies.context import Context
+
+__all__ = ["LEARNERS", "LearnerFactory", "make_learner", "prequential_score", "tune_learner"]
+
+LearnerFactory = Callable[..., OnlineLearner]
+
+
+def _sgd(ctx: Context, lr: float = 0.01) -> OnlineLearner:
+    """The DRUiD paper's incremental SGD (raw features; λ = 1/(C·N) as in the batch objective)."""
+    l2 = 1.0 / (ctx.C * max(len(ctx.y0), 1))
+    return SGD(ctx.n_features, ctx.loss, lr=lr, schedule="inverse", l2=l2, task=ctx.task)
+
+
+def _rmsprop(ctx: Context, lr: float = 0.3) -> OnlineLearner:
+    return AdaptiveSGD(ctx.n_features, ctx.loss, lr=lr, method="rmsprop", task=ctx.task)
+
+
+def _newton(ctx: Context, forgetting: float = 0.9) -> OnlineLearner:
+    return ForgettingNewton(ctx.n_features, ctx.loss, forgetting=forgetting, prior=0.1, task=ctx.task)
+
+
+def _perceptron(ctx: Context) -> OnlineLearner:
+    return Perceptron(ctx.n_features)
+
+
+def _bls(ctx: Context, forgetting: float | None = 0.99) -> OnlineLearner:
+    """Online-BLS (Lei et al., arXiv 2501.16932) with the paper's sizes; inputs scaled by a map frozen on
+    the first window. ``forgetting`` None selects Algorithm 1, else Algorithm 2 with μ = ``forgetting``."""
+    from edgedrift.learners.online_bls import OnlineBLS
+
+    bls = OnlineBLS(ctx.n_features, forgetting=forgetting, seed=0)
+    bls.fit_scaler(ctx.X0)
+    return bls
+
+
+def _bls_static(ctx: Context) -> OnlineLearner:
+    """Online-BLS without forgetting (Algorithm 1)."""
+    return _bls(ctx, None)
+
+
+def _shrubs(ctx: Context, max_trees: float = 8) -> OnlineLearner:
+    """Shrub Ensemble (Buschjäger et al., AAAI 2022) over the shrubs the cloud trains; at most
+    ``max_trees`` kept, weights fitted on a window as long as the strategy's."""
+    from edgedrift.learners.shrub_ensemble import ShrubEnsemble
+
+    return ShrubEnsemble(max_trees=int(max_trees), window=ctx.window_labels)
+
+
+#: name -> (factory, grid of the hyper-parameter tuned on the first window)
+LEARNERS: dict[str, tuple[LearnerFactory, dict[str, tuple[float, ...]]]] = {
+    "sgd": (_sgd, {"lr": (0.001, 0.01, 0.1, 1.0)}),
+    "rmsprop": (_rmsprop, {"lr": (0.03, 0.1, 0.3, 1.0)}),
+    "newton": (_newton, {"forgetting": (0.8, 0.9, 0.95, 0.98, 0.995)}),
+    "perceptron": (_perceptron, {}),
+    "bls": (_bls, {}),
+    "bls-static": (_bls_static, {}),
+    "shrubs": (_shrubs, {}),
+}
+
+
+def prequential_score(learner: OnlineLearner, X: FloatArray, y: FloatArray) -> float:
+    """Test-then-train accuracy (or −MSE for regression) of a fresh learner over (X, y).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgedrift.learners import Perceptron
+    >>> X = np.array([[1.0, 0.0], [-1.0, 0.0], [2.0, 1.0], [-2.0, 1.0]])
+    >>> prequential_score(Perceptron(2, scale=False), X, np.array([1.0, -1.0, 1.0, -1.0]))
+    0.75
+    """
+    total = 0.0
+    for xi, yi in zip(X, y, strict=True):
+        p = learner.predict_one(xi)
+        total += float(p == yi) if learner.task == "classification" else -((p - yi) ** 2)
+        learner.learn_one(xi, float(yi))
+    return total / max(len(y), 1)
+
+
+def tune_learner(name: str, ctx: Context) -> dict[str, float]:
+    """Pick the learner's hyper-parameter by prequential score on the first window's labels.
+
+    Ties go to the first value of the grid; a learner without a grid gets ``{}``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgedrift.training.linear import LinearTrainer
+    >>> rng = np.random.default_rng(0)
+    >>> X0 = rng.normal(size=(200, 2))
+    >>> y0 = np.sign(X0[:, 0] - X0[:, 1])
+    >>> ctx = Context(2, "classification", "logistic", 200, 10.0, LinearTrainer("logistic", 10.0), X0, y0)
+    >>> tune_learner("rmsprop", ctx), tune_learner("perceptron", ctx)
+    ({'lr': 0.03}, {})
+    """
+    factory, grid = LEARNERS[name]
+    if not grid:
+        return {}
+    ((param, values),) = grid.items()
+    scores = {v: prequential_score(factory(ctx, **{param: v}), ctx.X0, ctx.y0) for v in values}
+    return {param: max(values, key=lambda v: scores[v])}
+
+
+def make_learner(name: str, ctx: Context) -> OnlineLearner:
+    """The named learner for the context's stream, tuned on its first window once (remembered in
+    ``ctx.learner_params``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgedrift.training.linear import LinearTrainer
+    >>> rng = np.random.default_rng(0)
+    >>> X0 = rng.normal(size=(200, 2))
+    >>> y0 = np.sign(X0[:, 0] - X0[:, 1])
+    >>> ctx = Context(2, "classification", "logistic", 200, 10.0, LinearTrainer("logistic", 10.0), X0, y0)
+    >>> newton = make_learner("newton", ctx)
+    >>> type(newton).__name__, ctx.learner_params
+    ('ForgettingNewton', {'newton': {'forgetting': 0.95}})
+    """
+    factory, _ = LEARNERS[name]
+    if name not in ctx.learner_params:
+        ctx.learner_params[name] = tune_learner(name, ctx)
+    return factory(ctx, **ctx.learner_params[name])

@@ -1,0 +1,58 @@
+"""Every benchmark entry point (``bench/*.py``) runs its ``--quick`` smoke run as a subprocess and exits 0:
+the benchmarks stay runnable while the code under them changes. Their figures are not checked here (they
+go to docs/benchmarks.md from full runs). Marked ``bench`` (``pytest -m "not bench"`` leaves them out);
+outputs go to a temporary directory, never to ``out/`` or ``docs/img``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+#: Entry point -> its smoke-run arguments ({tmp} is the test's temporary directory).
+QUICK: dict[str, list[str]] = {
+    "acceptance.py": ["--quick", "--out", "{tmp}"],
+    "bls_accuracy.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
+    "broker_durability.py": ["--quick", "--json", "{tmp}/durability.json"],
+    "edge_loop.py": ["--quick", "--json", "{tmp}/edge_loop.json"],
+    "faults.py": ["--quick", "--json", "{tmp}/faults.json"],
+    "fleet_views.py": ["--quick", "--json", "{tmp}/fleet_views.json"],
+    "fleet_sim.py": ["--quick", "--json", "{tmp}/fleet_sim.json"],
+    "fleet_storm.py": ["--quick", "--json", "{tmp}/storm.json"],
+    "footprint.py": ["--quick", "--json", "{tmp}/footprint.json"],
+    "liblinear_speed.py": ["--quick"],
+    "mqtt_ingest.py": ["--quick", "--json", "{tmp}/ingest.json"],
+    "online_bls.py": ["--quick", "--json", "{tmp}/speed.json"],
+    "rebalance_stream.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
+    "retune_cost.py": ["--quick", "--json", "{tmp}/retune_cost.json"],
+    "shrub_ensembles.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
+    "trainer_load.py": ["--quick"],
+}
+#: Entry points that read ELEC2 (from EDGEDRIFT_DATA_DIR; without it they would download it).
+NEEDS_ELEC2 = {"acceptance.py", "edge_loop.py", "footprint.py", "liblinear_speed.py"}
+TIMEOUT_S = 180
+
+
+def test_every_entry_point_has_a_smoke_run() -> None:
+    assert sorted(p.name for p in BENCH.glob("*.py")) == sorted(QUICK)
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_quick_run(script: str, tmp_path: Path) -> None:
+    if script in NEEDS_ELEC2 and not os.environ.get("EDGEDRIFT_DATA_DIR"):
+        pytest.skip("EDGEDRIFT_DATA_DIR not set")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in QUICK[script]]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, f"{script} {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"

@@ -1,0 +1,172 @@
+"""Admission control and the fleet recompute budget on real servers (issue 12, items 1, 2 and 4): a full
+training queue answers 429 + Retry-After while /healthz stays up, a client that leaves is no error and
+its queued training never runs, the per-minute budget is honoured with priority to drift evidence, and
+two ``serve`` processes sharing one PostgreSQL behave as one service."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from support.cloud import DEVICES, OPERATOR, CloudServer
+
+from edgedrift_harness.postgres import fresh_database
+
+A, B = DEVICES["dev-a"], DEVICES["dev-b"]
+
+
+def window(n: int, d: int, seed: int, **extra: Any) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return {"task": "classification", "learner": "logistic", "X": X.tolist(), "y": y.tolist(), **extra}
+
+
+#: A window that keeps a training slot busy for a while (C tuned by 5-fold cross-validation).
+SLOW = window(3000, 60, 0, params={"C": "auto"}, rebalance="select")
+
+
+def metric(server: CloudServer, name: str) -> float:
+    text = httpx.get(server.url + "/metrics", timeout=30).text
+    values = [float(v) for v in re.findall(rf"^{re.escape(name)} (\S+)$", text, re.M)]
+    return sum(values)
+
+
+@pytest.fixture
+def one_slot(tmp_path: Path) -> Iterator[CloudServer]:
+    """A server with one training process and no queue."""
+    server = CloudServer(
+        f"sqlite:///{tmp_path / 'registry.db'}",
+        tmp_path,
+        EDGEDRIFT_CLOUD_TRAINING_SLOTS="1",
+        EDGEDRIFT_CLOUD_TRAINING_QUEUE="1",
+    ).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_full_queue_answers_429_with_retry_after_and_health_stays_up(one_slot: CloudServer) -> None:
+    def post(i: int) -> httpx.Response:
+        with one_slot.client(A) as c:
+            return c.post("/v1/devices/dev-a/models", json=SLOW | {"request_id": f"slow-{i}"})
+
+    with ThreadPoolExecutor(6) as pool:
+        replies = list(pool.map(post, range(6)))
+        health = httpx.get(one_slot.url + "/healthz", timeout=10)
+    codes = sorted(r.status_code for r in replies)
+    assert health.status_code == 200
+    assert codes.count(201) >= 1 and codes.count(429) >= 1 and set(codes) <= {201, 429}, codes
+    refused = next(r for r in replies if r.status_code == 429)
+    assert int(refused.headers["Retry-After"]) >= 1 and refused.json()["reason"] == "queue_full"
+    assert metric(one_slot, 'edgedrift_recompute_rejected_total{reason="queue_full"}') == codes.count(429)
+    assert one_slot.counters("dev-a")["recomputes"] == codes.count(201)
+
+
+def test_a_client_that_leaves_is_no_error_and_its_queued_training_never_runs(one_slot: CloudServer) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(
+            lambda: one_slot.client(A).post("/v1/devices/dev-a/models", json=SLOW | {"request_id": "stays"})
+        )
+        time.sleep(0.2)  # the first holds the one slot; the second queues behind it and leaves after 0.5 s
+        with pytest.raises(httpx.TimeoutException), httpx.Client(base_url=one_slot.url, timeout=0.5) as c:
+            c.post(
+                "/v1/devices/dev-a/models",
+                json=SLOW | {"request_id": "leaves"},
+                headers={"Authorization": f"Bearer {A}"},
+            )
+        assert first.result().status_code == 201
+    time.sleep(1.0)
+    with one_slot.client(A) as c:
+        stored = [m["version"] for m in c.get("/v1/devices/dev-a/models").json()]
+    assert stored == [1], "the abandoned request was trained and stored"
+    logs = one_slot.logs()
+    assert "Traceback" not in logs and "ClientDisconnect" not in logs
+    assert '"status": 499' in logs
+
+
+def budget_server(url: str, workdir: Path, fleet: int, per_device: int | None = None) -> CloudServer:
+    env = {"EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_MINUTE": str(fleet)}
+    if per_device is not None:
+        env["EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_DEVICE_PER_MINUTE"] = str(per_device)
+    return CloudServer(url, workdir, EDGEDRIFT_CLOUD_TRAINING_PROCESSES="false", **env)
+
+
+def wait_for_a_fresh_minute(needed_s: float = 25.0) -> None:
+    """Start a budget test early in a minute, so it does not straddle two budgets."""
+    if 60.0 - time.time() % 60.0 < needed_s:
+        time.sleep(60.0 - time.time() % 60.0 + 0.2)
+
+
+def drift(seed: int, evidence: float) -> dict[str, Any]:
+    return window(100, 4, seed, reason="drift", monitor={"evidence": evidence})
+
+
+def test_the_budget_per_minute_with_priority_to_drift_evidence(tmp_path: Path) -> None:
+    server = budget_server(f"sqlite:///{tmp_path / 'r.db'}", tmp_path, fleet=4, per_device=3).start()
+    try:
+        wait_for_a_fresh_minute()
+        with server.client(A) as a, server.client(B) as b:
+
+            def codes(client: httpx.Client, device: str, *bodies: dict[str, Any]) -> list[str]:
+                replies = [client.post(f"/v1/devices/{device}/models", json=body) for body in bodies]
+                return [str(r.status_code) if r.is_success else r.json()["reason"] for r in replies]
+
+            def periodic(seed: int) -> dict[str, Any]:
+                return window(100, 4, seed, reason="periodic")
+
+            # Without drift evidence a request may fill half of each budget: 2 of 4, 1 of 3 per device.
+            assert codes(a, "dev-a", periodic(0), periodic(1)) == ["201", "budget_device"]
+            assert codes(b, "dev-b", periodic(2), periodic(3)) == ["201", "budget_fleet"]
+            # A strong drift may use all of it.
+            assert codes(a, "dev-a", drift(4, 3.0), drift(5, 3.0), drift(6, 3.0)) == [
+                "201",
+                "201",
+                "budget_fleet",
+            ]
+            over = a.post("/v1/devices/dev-a/models", json=drift(7, 3.0))
+            assert over.status_code == 429 and 1 <= int(over.headers["Retry-After"]) <= 120
+        assert metric(server, "edgedrift_recompute_budget_per_minute") == 4
+        assert metric(server, 'edgedrift_recompute_rejected_total{reason="budget_fleet"}') == 3
+        assert metric(server, 'edgedrift_recompute_rejected_total{reason="budget_device"}') == 1
+        assert metric(server, "edgedrift_recompute_admitted_total") == 4
+    finally:
+        server.stop()
+
+
+def test_two_serve_processes_on_one_postgres_behave_as_one(postgres_admin_url: str, tmp_path: Path) -> None:
+    """Item 4: versions contiguous, counters exact and the fleet budget honoured across both."""
+    budget = 12
+    with fresh_database(postgres_admin_url) as url:
+        first = budget_server(url, tmp_path, fleet=budget).start()
+        second = budget_server(url, tmp_path, fleet=budget).start()
+        try:
+            wait_for_a_fresh_minute(40.0)
+
+            def post(i: int) -> httpx.Response:
+                server = (first, second)[i % 2]
+                with server.client(A) as c:
+                    return c.post("/v1/devices/dev-a/models", json=drift(i, 5.0) | {"request_id": f"r{i}"})
+
+            with ThreadPoolExecutor(8) as pool:
+                replies = list(pool.map(post, range(30)))
+            codes = [r.status_code for r in replies]
+            assert codes.count(201) == budget and codes.count(429) == 30 - budget, codes
+            versions = sorted(r.json()["version"] for r in replies if r.status_code == 201)
+            assert versions == list(range(1, budget + 1))
+            for server in (first, second):
+                counters = server.counters("dev-a")
+                assert counters["recomputes"] == budget and counters["latest_version"] == budget
+            with httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {OPERATOR}"}) as op:
+                assert op.get("/v1/devices/dev-a/counters").json()["recomputes"] == budget
+        finally:
+            first.stop()
+            second.stop()

@@ -1,0 +1,55 @@
+"""The re-tuning recomputes' claims of docs/benchmarks.md ("Re-tuning recomputes"), on label offset 0.
+
+They run the evaluator's own code path (``run_one``) on real ELEC2 and the seeded synthetic streams; the
+figures in the docs come from the same runs.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+import pytest
+
+from edgedrift.data import Stream, load_elec2, ridge_stream
+from edgedrift_eval.protocol import get_protocol
+from edgedrift_eval.results import RunResult
+from edgedrift_eval.runner import RunSpec, run_one
+
+pytestmark = pytest.mark.slow
+
+
+@cache
+def _elec2() -> Stream:
+    return load_elec2()
+
+
+def elec2() -> Stream:
+    """ELEC2 from EDGEDRIFT_DATA_DIR (the test is skipped without it rather than downloading)."""
+    if not os.environ.get("EDGEDRIFT_DATA_DIR"):
+        pytest.skip("EDGEDRIFT_DATA_DIR not set")
+    return _elec2()
+
+
+def run(stream: Stream, strategy: str) -> RunResult:
+    return run_one(stream, get_protocol("druid"), RunSpec(strategy, None, 0))
+
+
+def test_druid_tune_on_elec2_beats_85_percent_with_at_most_10_recomputes() -> None:
+    tune, base = run(elec2(), "druid-tune"), run(elec2(), "newton-tuned")
+    assert tune.metric("accuracy") >= 0.85 and tune.recomputes <= 10
+    # Above the strong baseline of the same learner, but not by the issue's 1.5 points (docs say so).
+    assert 0.0 < tune.metric("accuracy") - base.metric("accuracy") < 0.015
+    assert tune.metric("accuracy_labeled") > base.metric("accuracy_labeled")
+
+
+def test_drift_free_control_no_more_recomputes_than_druid_and_nothing_lost() -> None:
+    shuffled = elec2().shuffled(0)
+    tune, druid, base = (run(shuffled, s) for s in ("druid-tune", "druid", "newton-tuned"))
+    assert tune.recomputes <= druid.recomputes
+    assert tune.metric("accuracy") >= base.metric("accuracy") - 1e-12
+
+
+def test_ridge_druid_tune_has_a_lower_rmse_than_druid() -> None:
+    stream = ridge_stream(sigma=10.0)
+    assert run(stream, "druid-tune").metric("rmse") < 0.8 * run(stream, "druid").metric("rmse")

@@ -1,0 +1,78 @@
+"""The layering of docs/architecture.md, checked on the import statements of every package: the core
+imports neither side, the edge stays light, the evaluator needs no web service, only the demo (a
+composition root) and the benchmarks sit above everything."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {
+    "edgedrift": ROOT / "shared" / "edgedrift",
+    "edgedrift_edge": ROOT / "edge_agent" / "edgedrift_edge",
+    "edgedrift_cloud": ROOT / "cloud_trainer" / "edgedrift_cloud",
+    "edgedrift_eval": ROOT / "evaluator" / "edgedrift_eval",
+    "edgedrift_harness": ROOT / "harness" / "edgedrift_harness",
+    "edgedrift_demo": ROOT / "demo" / "edgedrift_demo",
+}
+OURS = set(PACKAGES)
+TRAINING_LIBS = {"sklearn", "liblinear", "imblearn"}
+WEB_LIBS = {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "psycopg", "pydantic_settings"}
+#: package -> (our packages it may import, third-party top-level names it must not import)
+ALLOWED: dict[str, tuple[set[str], set[str]]] = {
+    "edgedrift": ({"edgedrift"}, WEB_LIBS | {"paho", "httpx"}),
+    "edgedrift_edge": ({"edgedrift", "edgedrift_edge"}, TRAINING_LIBS | WEB_LIBS | {"river"}),
+    "edgedrift_cloud": ({"edgedrift", "edgedrift_cloud"}, {"paho"}),
+    "edgedrift_eval": ({"edgedrift", "edgedrift_eval"}, WEB_LIBS | {"paho"}),
+    "edgedrift_harness": ({"edgedrift", "edgedrift_edge", "edgedrift_harness"}, set()),
+    "edgedrift_demo": (OURS, set()),
+}
+
+
+def imports(path: Path) -> set[str]:
+    """Top-level module names a file imports (module level and inside functions alike)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_each_package_imports_only_what_its_layer_allows(package: str) -> None:
+    ours, forbidden = ALLOWED[package]
+    for path in sorted(PACKAGES[package].rglob("*.py")):
+        found = imports(path)
+        wrong = (found & OURS) - ours
+        heavy = found & forbidden
+        if package == "edgedrift" and "training" not in path.parts and "adapters" not in path.parts:
+            # batch training and the adapters (to scikit-learn, ONNX) are the core's optional parts
+            heavy |= found & TRAINING_LIBS
+        where = path.relative_to(ROOT)
+        assert not wrong, f"{where} imports {sorted(wrong)}: against the layering of docs/architecture.md"
+        assert not heavy, f"{where} imports {sorted(heavy)}"
+
+
+def test_the_core_tests_import_nothing_from_the_cloud() -> None:
+    tests = [*ROOT.joinpath("tests", "unit").glob("*.py"), *ROOT.joinpath("tests", "property").glob("*.py")]
+    cloud_tests = {"test_cloud_settings", "test_registry_schema", "test_wire", "test_secrets"}
+    for path in tests:
+        if path.stem in cloud_tests or path.stem.startswith(("test_compose", "test_deploy", "test_cloud_")):
+            continue
+        assert "edgedrift_cloud" not in imports(path), f"{path.name} imports the cloud service"
+
+
+def test_no_source_file_is_over_500_lines_unless_its_docstring_says_why() -> None:
+    """A long module mixes concepts; one that must stay long says so in its docstring ("over 500 lines")."""
+    folders = [*PACKAGES.values(), ROOT / "bench", ROOT / "tests"]
+    long = []
+    for path in sorted(p for folder in folders for p in folder.rglob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 500 and "over 500 lines" not in (ast.get_docstring(ast.parse(text)) or ""):
+            long.append(f"{path.relative_to(ROOT)} ({text.count(chr(10))} lines)")
+    assert not long, f"split these by concept or say why in the module docstring: {long}"

@@ -1,0 +1,73 @@
+"""Admission control's pieces in-process: the bounded pool of trainings, cancellation of a queued job
+whose client left, the failed-auth limiter and the miss cache."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from edgedrift_cloud.admission import ClientGoneError, TrainingPool
+from edgedrift_cloud.gate import FailureLimiter, MissCache
+
+
+def test_the_pool_admits_slots_plus_queue_then_refuses() -> None:
+    pool = TrainingPool(2, 3, processes=False)
+    assert [pool.try_enter() for _ in range(6)] == [True] * 5 + [False]
+    pool.leave()
+    assert pool.try_enter() and pool.in_flight == 2 and pool.retry_after() >= 1
+
+
+def test_a_queued_job_of_a_client_that_left_never_runs() -> None:
+    pool = TrainingPool(1, 1, processes=False)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def busy() -> str:
+        release.wait(5)
+        return "done"
+
+    async def gone() -> bool:
+        return True
+
+    async def here() -> bool:
+        return False
+
+    async def scenario() -> str:
+        first = asyncio.create_task(pool.run(here, busy))
+        await asyncio.sleep(0.05)
+        with pytest.raises(ClientGoneError):
+            await pool.run(gone, ran.append, "queued")
+        release.set()
+        return await first
+
+    try:
+        assert asyncio.run(scenario()) == "done"
+        time.sleep(0.1)
+        assert ran == []
+    finally:
+        pool.shutdown()
+
+
+def test_failed_authentications_are_limited_per_address_and_window() -> None:
+    limiter = FailureLimiter(limit=3, window_s=0.2)
+    for _ in range(3):
+        assert limiter.blocked_for("10.0.0.1") == 0.0
+        limiter.fail("10.0.0.1")
+    assert 0 < limiter.blocked_for("10.0.0.1") <= 0.2
+    assert limiter.blocked_for("10.0.0.2") == 0.0
+    time.sleep(0.25)
+    assert limiter.blocked_for("10.0.0.1") == 0.0
+
+
+def test_the_miss_cache_remembers_for_its_ttl_and_forgets_on_registration() -> None:
+    misses = MissCache(ttl=60.0)
+    misses.add("h1")
+    assert misses.known_miss("h1") and not misses.known_miss("h2")
+    misses.clear()
+    assert not misses.known_miss("h1")
+    off = MissCache(ttl=0.0)
+    off.add("h1")
+    assert not off.known_miss("h1")

@@ -1,0 +1,55 @@
+"""The fleet recompute budget: priority by drift evidence, Retry-After spread, and atomic admission in
+a real SQLite registry (the integration tests run it on PostgreSQL across two servers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgedrift_cloud import budget, registry
+from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
+
+
+def test_evidence_reads_the_monitor_statistics() -> None:
+    assert budget.evidence("periodic", {}) == 0.0
+    assert budget.evidence("drift", {}) == 1.0
+    assert budget.evidence("drift", {"evidence": 3.5}) == 3.5
+    assert budget.evidence("manual", {"norm": 6.0, "threshold": 2.0}) == 3.0
+    assert budget.evidence("drift", {"evidence": True}) == 1.0
+    assert budget.evidence("periodic", {"norm": 1.0, "threshold": 0.0}) == 0.0
+
+
+def test_stronger_evidence_may_fill_more_of_the_budget() -> None:
+    shares = [budget.priority_share(e) for e in (0.0, 0.5, 1.0, 2.0, 10.0)]
+    assert shares == sorted(shares) and shares[0] == budget.FLOOR_SHARE and shares[-1] == 1.0
+    assert budget.allowed(100, 0.0) == 50 and budget.allowed(100, 5.0) == 100
+    assert budget.allowed(1, 0.0) == 1 and budget.allowed(0, 5.0) == 0
+
+
+@pytest.mark.parametrize("now", [0.0, 12.5, 59.9, 3600.0])
+def test_retry_after_points_into_the_next_minute(now: float) -> None:
+    to_next = 60.0 - now % 60.0
+    assert to_next <= budget.retry_after(now, 0.0) <= to_next + 1
+    assert budget.retry_after(now, 1.0) <= to_next + 60
+
+
+def test_admission_counts_per_minute_and_rolls_back_a_refusal(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    upgrade(engine)
+    sessions = make_sessionmaker(engine)
+    with sessions() as session:
+        for device in ("a", "b"):
+            registry.upsert_device(session, device, f"secret-of-device-{device}-0123456789")
+        session.commit()
+    limits = budget.BudgetLimits(fleet=3, per_device=2)
+    outcomes = []
+    with sessions() as session:
+        for device in ("a", "a", "a", "b", "b"):
+            outcomes.append(budget.admit(session, limits, device, 2.0, minute=100))
+        assert budget.admit(session, limits, "b", 2.0, minute=101) is None
+    assert outcomes == [None, None, "budget_device", None, "budget_fleet"]
+    with engine.connect() as conn:
+        query = "SELECT scope, admitted FROM recompute_budget WHERE minute = 100"
+        rows = {str(scope): int(n) for scope, n in conn.exec_driver_sql(query).all()}
+    assert rows == {"fleet": 3, "device:a": 2, "device:b": 1}
