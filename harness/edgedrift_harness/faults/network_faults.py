@@ -108,8 +108,8 @@ def cloud_down(lab: FaultLab) -> Ledger:
         pub.send(samples_topic(device), *single_payloads(s, range(800, 3000), label_every=2))
         watch.wait_ids(range(3000), 120)
         watch.wait_event("recompute_failed")
-        lab.cloud.start()
         finished_before = len(watch.events("recompute_finished"))
+        lab.cloud.start()
         watch.wait(
             lambda: len(watch.events("recompute_finished")) > finished_before,
             60,
