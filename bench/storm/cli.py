@@ -81,13 +81,12 @@ async def run_fleet(args: argparse.Namespace, server: CloudProcess, database_url
             asyncio.create_task(probes.memory(server.pid)),
         ]
         await asyncio.sleep(args.settle)
-        watchers = [
-            asyncio.create_task(probes.healthz(server.url)),
-            asyncio.create_task(probes.fleet_views(server.url, OPERATOR, 5.0)),
-        ]
+        watchers = [asyncio.create_task(probes.watch(server.url, OPERATOR, 5.0))]
         bodies = binary_bodies(32, 200, 5, seed=0, request_id="storm-1")
         t0 = time.monotonic()
-        result = await storm(client, ids, bodies, args.burst, args.deadline, args.timeout, seed=1)
+        result = await storm(
+            client, ids, bodies, args.burst, args.deadline, args.timeout, seed=1, connections=args.connections
+        )
         storm_s = time.monotonic() - t0
         probes.stopped.set()
         beats.stopped.set()
@@ -107,6 +106,8 @@ async def run_fleet(args: argparse.Namespace, server: CloudProcess, database_url
         "lost": requested - result.completed,
         "p50_ms": pct(result.latencies_ms, 50),
         "p99_ms": pct(result.latencies_ms, 99),
+        "time_to_model_p50_s": pct(result.time_to_model_s, 50),
+        "time_to_model_p99_s": pct(result.time_to_model_s, 99),
         "drain_s": round(max(0.0, last - args.burst), 1),
         "storm_s": round(storm_s, 1),
         "goodput_per_s": round(result.completed / last, 1) if last else None,

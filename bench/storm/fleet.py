@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import httpx
 import numpy as np
@@ -19,6 +21,12 @@ from edgedrift_harness.proc import process_tree, rss_mb
 #: Agent defaults (edgedrift_edge.cloud): backoff base and cap for timeouts and 5xx without Retry-After.
 RETRY_BASE_S = 0.5
 RETRY_MAX_S = 30.0
+
+
+class EventLike(Protocol):
+    """A multiprocessing event as the probe process sees it."""
+
+    def is_set(self) -> bool: ...
 
 
 def device_ids(n: int) -> list[str]:
@@ -154,6 +162,7 @@ class Storm:
     final_4xx: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     done_at: list[float] = field(default_factory=list)
+    time_to_model_s: list[float] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)
 
 
@@ -165,35 +174,44 @@ async def storm(
     deadline_s: float,
     timeout_s: float,
     seed: int,
+    connections: int,
 ) -> Storm:
     """Every device posts its window at a uniform time within ``burst_s``; 429 waits Retry-After +
-    jitter, a timeout or 5xx backs off and retries with the same request_id, as the agent does."""
+    jitter, a timeout or 5xx backs off and retries with the same request_id, as the agent does.
+
+    At most ``connections`` requests are in flight (each device is its own client in a real fleet):
+    the rest wait on a semaphore, not in httpx's connection pool, whose queue costs O(waiters) per
+    request and would make the client, not the server, the bottleneck at N = 10,000. An attempt's
+    latency is timed from when it gets a connection; ``time_to_model_s`` from the device's first try."""
     result = Storm()
     t0 = time.monotonic()
     rng = random.Random(seed)
+    gate = asyncio.Semaphore(connections)
 
     async def device(i: int, device_id: str) -> None:
         await asyncio.sleep(rng.uniform(0.0, burst_s))
         headers = {"Authorization": f"Bearer {secret_of(device_id)}", "Content-Type": WINDOW_CONTENT_TYPE}
         body = bodies[i % len(bodies)]
         attempt = 0
+        first = time.monotonic()
         while time.monotonic() - t0 < deadline_s:
-            start = time.perf_counter()
             response: httpx.Response | None = None
-            try:
-                response = await client.post(
-                    f"/v1/devices/{device_id}/models", content=body, headers=headers, timeout=timeout_s
-                )
-            except httpx.TimeoutException:
-                result.timeouts += 1
-            except httpx.TransportError:
-                result.timeouts += 1
+            async with gate:
+                start = time.perf_counter()
+                try:
+                    response = await client.post(
+                        f"/v1/devices/{device_id}/models", content=body, headers=headers, timeout=timeout_s
+                    )
+                except httpx.TransportError:
+                    result.timeouts += 1
+                elapsed_ms = (time.perf_counter() - start) * 1000.0
             if response is not None:
                 code = response.status_code
                 if code in (200, 201):
                     result.completed += 1
-                    result.latencies_ms.append((time.perf_counter() - start) * 1000.0)
+                    result.latencies_ms.append(elapsed_ms)
                     result.done_at.append(time.monotonic() - t0)
+                    result.time_to_model_s.append(time.monotonic() - first)
                     return
                 if code == 429:
                     result.rejected_429 += 1
@@ -226,7 +244,8 @@ def binary_bodies(count: int, n: int, d: int, seed: int, request_id: str) -> lis
 
 @dataclass
 class Probes:
-    """What the operator sees while the storm runs: /healthz latency, fleet views, server memory."""
+    """What the operator sees while the storm runs: /healthz latency and the fleet views, probed from a
+    process of their own (so the client's 10,000 coroutines do not inflate them), and server memory."""
 
     healthz_ms: list[float] = field(default_factory=list)
     healthz_failures: int = 0
@@ -235,36 +254,23 @@ class Probes:
     rss_mb: float = 0.0
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def healthz(self, url: str) -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-            while not self.stopped.is_set():
-                start = time.perf_counter()
-                try:
-                    ok = (await client.get("/healthz")).status_code == 200
-                except httpx.TransportError:
-                    ok = False
-                if ok:
-                    self.healthz_ms.append((time.perf_counter() - start) * 1000.0)
-                else:
-                    self.healthz_failures += 1
-                await _sleep_until(time.monotonic() + 0.1, self.stopped)
-
-    async def fleet_views(self, url: str, operator: str, every_s: float) -> None:
-        headers = {"Authorization": f"Bearer {operator}"}
-        async with httpx.AsyncClient(base_url=url, timeout=120, headers=headers) as client:
-            while not self.stopped.is_set():
-                for path, sink in (
-                    ("/v1/fleet/summary", self.summary_ms),
-                    ("/v1/fleet?limit=50", self.page_ms),
-                ):
-                    start = time.perf_counter()
-                    try:
-                        ok = (await client.get(path)).status_code == 200
-                    except httpx.TransportError:
-                        ok = False
-                    if ok:
-                        sink.append((time.perf_counter() - start) * 1000.0)
-                await _sleep_until(time.monotonic() + every_s, self.stopped)
+    async def watch(self, url: str, operator: str, every_s: float) -> None:
+        """Run :func:`probe_process` until :attr:`stopped`, then take its figures."""
+        context = multiprocessing.get_context("spawn")
+        stop = context.Event()
+        figures: multiprocessing.Queue[dict[str, Any]] = context.Queue()
+        child = context.Process(
+            target=probe_process, args=(url, operator, every_s, stop, figures), daemon=True
+        )
+        child.start()
+        await self.stopped.wait()
+        stop.set()
+        got: dict[str, Any] = await asyncio.to_thread(figures.get, True, 60)
+        await asyncio.to_thread(child.join, 10)
+        self.healthz_ms = got["healthz_ms"]
+        self.healthz_failures = got["healthz_failures"]
+        self.summary_ms = got["summary_ms"]
+        self.page_ms = got["page_ms"]
 
     async def memory(self, pid: int) -> None:
         while not self.stopped.is_set():
@@ -274,3 +280,47 @@ class Probes:
                     total += rss_mb(p)
             self.rss_mb = max(self.rss_mb, total)
             await _sleep_until(time.monotonic() + 1.0, self.stopped)
+
+
+def probe_process(
+    url: str, operator: str, every_s: float, stop: EventLike, out: multiprocessing.Queue[dict[str, Any]]
+) -> None:
+    """In a child process: /healthz every 100 ms and the fleet summary and one fleet page every
+    ``every_s`` until ``stop`` is set; the latencies go to ``out``."""
+    figures: dict[str, Any] = {"healthz_ms": [], "healthz_failures": 0, "summary_ms": [], "page_ms": []}
+
+    async def healthz() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            while not stop.is_set():
+                start = time.perf_counter()
+                try:
+                    ok = (await client.get("/healthz")).status_code == 200
+                except httpx.TransportError:
+                    ok = False
+                if ok:
+                    figures["healthz_ms"].append((time.perf_counter() - start) * 1000.0)
+                else:
+                    figures["healthz_failures"] += 1
+                await asyncio.sleep(0.1)
+
+    async def fleet_views() -> None:
+        headers = {"Authorization": f"Bearer {operator}"}
+        async with httpx.AsyncClient(base_url=url, timeout=120, headers=headers) as client:
+            while not stop.is_set():
+                for path, sink in (("/v1/fleet/summary", "summary_ms"), ("/v1/fleet?limit=50", "page_ms")):
+                    start = time.perf_counter()
+                    try:
+                        ok = (await client.get(path)).status_code == 200
+                    except httpx.TransportError:
+                        ok = False
+                    if ok:
+                        figures[sink].append((time.perf_counter() - start) * 1000.0)
+                deadline = time.monotonic() + every_s
+                while not stop.is_set() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.1)
+
+    async def both() -> None:
+        await asyncio.gather(healthz(), fleet_views())
+
+    asyncio.run(both())
+    out.put(figures)

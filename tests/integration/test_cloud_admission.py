@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from support.cloud import DEVICES, OPERATOR, CloudServer
 
+from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
 from edgedrift_harness.postgres import fresh_database
 
 A, B = DEVICES["dev-a"], DEVICES["dev-b"]
@@ -41,12 +42,13 @@ def metric(server: CloudServer, name: str) -> float:
 
 @pytest.fixture
 def one_slot(tmp_path: Path) -> Iterator[CloudServer]:
-    """A server with one training process and no queue."""
+    """A server with one training process and a queue of one."""
     server = CloudServer(
         f"sqlite:///{tmp_path / 'registry.db'}",
         tmp_path,
         EDGEDRIFT_CLOUD_TRAINING_SLOTS="1",
         EDGEDRIFT_CLOUD_TRAINING_QUEUE="1",
+        EDGEDRIFT_CLOUD_MAX_TRAIN_COST=str(10**12),  # the long training below is above the default cap
     ).start()
     try:
         yield server
@@ -71,16 +73,42 @@ def test_a_full_queue_answers_429_with_retry_after_and_health_stays_up(one_slot:
     assert one_slot.counters("dev-a")["recomputes"] == codes.count(201)
 
 
+def long_training() -> bytes:
+    """A binary window whose training holds a slot for seconds even on an idle machine (C tuned by
+    cross-validation with the rebalancing selection on 20,000 x 60), far longer than the leaving
+    client's wait plus the server's disconnect poll."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20_000, 60))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=len(X)) > 0, 1.0, -1.0)
+    header = WindowHeader(
+        task="classification",
+        learner="logistic",
+        params={"C": "auto"},
+        rebalance="select",
+        request_id="stays",
+    )
+    return encode_window(header, X, y)
+
+
 def test_a_client_that_leaves_is_no_error_and_its_queued_training_never_runs(one_slot: CloudServer) -> None:
+    body = long_training()
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(
-            lambda: one_slot.client(A).post("/v1/devices/dev-a/models", json=SLOW | {"request_id": "stays"})
+            lambda: one_slot.client(A).post(
+                "/v1/devices/dev-a/models", content=body, headers={"Content-Type": WINDOW_CONTENT_TYPE}
+            )
         )
-        time.sleep(0.2)  # the first holds the one slot; the second queues behind it and leaves after 0.5 s
+        # the first holds the one slot (admitted: it is handed to the pool next); the second queues
+        # behind it and leaves after 0.5 s
+        deadline = time.monotonic() + 60
+        while metric(one_slot, "edgedrift_recompute_admitted_total") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert metric(one_slot, "edgedrift_recompute_admitted_total") >= 1, first.result().text
+        time.sleep(0.1)
         with pytest.raises(httpx.TimeoutException), httpx.Client(base_url=one_slot.url, timeout=0.5) as c:
             c.post(
                 "/v1/devices/dev-a/models",
-                json=SLOW | {"request_id": "leaves"},
+                json=window(200, 5, 2, request_id="leaves"),
                 headers={"Authorization": f"Bearer {A}"},
             )
         assert first.result().status_code == 201
