@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -28,9 +29,32 @@ class ClientGoneError(Exception):
     """The client disconnected before its training finished (not an error: nothing to answer)."""
 
 
+#: How often a pool process checks that the service process that owns it is still alive.
+OWNER_POLL_S = 1.0
+
+
 def _warm() -> None:
     """Import the trainers in a pool process before the first request needs them."""
     import edgedrift.training.window  # noqa: F401
+
+
+def _adopt(owner: int) -> None:
+    """Pool-process initializer: import the trainers and exit when ``owner`` (the service process)
+    is gone. A pool process waits on its call queue forever otherwise, and keeps the fork server
+    alive with it, when its service is killed (SIGKILL, OOM) without a shutdown."""
+    _warm()
+    threading.Thread(target=_exit_without, args=(owner,), name="owner-watch", daemon=True).start()
+
+
+def _exit_without(owner: int) -> None:
+    while True:
+        time.sleep(OWNER_POLL_S)
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            continue
 
 
 class TrainingPool:
@@ -69,7 +93,9 @@ class TrainingPool:
             if self.processes:
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(["edgedrift.training.window"])
-                pool = ProcessPoolExecutor(self.slots, mp_context=context, initializer=_warm)
+                pool = ProcessPoolExecutor(
+                    self.slots, mp_context=context, initializer=_adopt, initargs=(os.getpid(),)
+                )
                 for _ in range(self.slots):
                     pool.submit(_warm).result()
                 self._executor = pool

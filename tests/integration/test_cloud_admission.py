@@ -5,7 +5,9 @@ two ``serve`` processes sharing one PostgreSQL behave as one service."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +21,7 @@ from support.cloud import DEVICES, OPERATOR, CloudServer
 
 from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
 from edgedrift_harness.postgres import fresh_database
+from edgedrift_harness.proc import process_tree
 
 A, B = DEVICES["dev-a"], DEVICES["dev-b"]
 
@@ -198,3 +201,31 @@ def test_two_serve_processes_on_one_postgres_behave_as_one(postgres_admin_url: s
         finally:
             first.stop()
             second.stop()
+
+
+def test_the_training_pool_goes_when_its_server_is_killed(tmp_path: Path) -> None:
+    """A server killed without a shutdown (SIGKILL, the OOM killer) leaves no training process behind:
+    each exits once it sees its owner gone, and the fork server with them."""
+    server = CloudServer(f"sqlite:///{tmp_path / 'r.db'}", tmp_path).start()
+    try:
+        with server.client(A) as c:
+            assert c.post("/v1/devices/dev-a/models", json=window(100, 4, 0)).status_code == 201
+        pool = [p for p in process_tree(server.pid) if p != server.pid]
+        assert len(pool) >= 2, "no training processes under the server"  # the fork server and its workers
+        os.kill(server.pid, signal.SIGKILL)
+        assert server.proc is not None
+        server.proc.wait(10)  # reaped, as an init system would
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pool):
+            time.sleep(0.1)
+        alive = [p for p in pool if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
+        assert not alive, f"training processes outlived their server: {alive}"
+    finally:
+        server.stop()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return "Z"
