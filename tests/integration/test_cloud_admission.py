@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from support.cloud import DEVICES, OPERATOR, CloudServer
 
-from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
+from edgedrift.wire import WINDOW_CONTENT_TYPE, LearnerParams, WindowHeader, encode_window
 from edgedrift_harness.postgres import fresh_database
 from edgedrift_harness.proc import process_tree
 
@@ -86,7 +86,7 @@ def long_training() -> bytes:
     header = WindowHeader(
         task="classification",
         learner="logistic",
-        params={"C": "auto"},
+        params=LearnerParams(C="auto"),
         rebalance="select",
         request_id="stays",
     )
