@@ -7,6 +7,12 @@ and the agent's modules, no training stack) and reports VmRSS:
 * ``rss_<N>_mb``: with ``--devices`` such loops (d = 5, ELEC2 read from a different offset per device, every
   10th sample labeled, the DRUiD protocol) after N samples in total, fed one sample at a time round-robin.
 
+``--sessions`` measures a gateway's per-device sessions instead (``DeviceSession``, as the gateway's
+worker holds them: loop, warm-up, join buffer of unlabeled samples, duplicate window of recent ids,
+counters), fed the same samples as single JSON messages, once with the former fixed buffers (50,000 /
+100,000 entries per device) and once sized from the label delay (the gateway's defaults,
+``edgedrift.window.delay_buffer_size``; ``--label-delay-s`` / ``--device-rate`` change them).
+
 The first model is trained once in this process and handed to the children as a model document; a
 recompute answers with it (the cloud's work is not the edge's footprint). ``--baseline DIR`` points at
 another checkout (e.g. a git worktree of an older commit); its ``shared/`` and ``edge_agent/`` go first
@@ -19,6 +25,7 @@ prints ``ready``, against our own Mosquitto and cloud trainer (SQLite) on this m
     python bench/footprint.py [--devices 1000] [--samples 3000000] [--baseline DIR] [--json PATH]
     python bench/footprint.py --image edgedrift-edge:local [--image OTHER] [--json PATH]
     python bench/footprint.py --quick    # smoke run: 20 devices, 60,000 samples
+    python bench/footprint.py --sessions [--devices 1000] [--samples 3000000] [--json PATH]
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from edgedrift_harness.proc import rss_mb
 
 LABEL_EVERY = 10
 FIRST = 2000
+#: Samples of a gateway session's first window (--sessions): 20 labels train its first model.
+WARMUP = 200
 
 
 def child(data_dir: Path, devices: int, checkpoints: list[int]) -> dict[str, Any]:
@@ -87,13 +96,79 @@ def child(data_dir: Path, devices: int, checkpoints: list[int]) -> dict[str, Any
     return out
 
 
-def run_child(data_dir: Path, devices: int, checkpoints: list[int], baseline: Path | None) -> dict[str, Any]:
+def child_sessions(
+    data_dir: Path, devices: int, checkpoints: list[int], sizing: str, delay: str
+) -> dict[str, Any]:
+    """A gateway's sessions in the child: ``sizing`` "fixed" (the former 50k / 100k entries per device)
+    or "sized" (the gateway's buffers from ``delay`` = "label_delay_s,device_rate_per_s")."""
+    from edgedrift.models.document import model_from_document
+    from edgedrift_edge.agent import EdgeAgent  # noqa: F401  (the agent's modules, as a gateway has them)
+    from edgedrift_edge.device import session_config
+    from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
+    from edgedrift_edge.session import DeviceSession
+    from edgedrift_edge.settings import AgentSettings
+
+    X = np.load(data_dir / "X.npy")
+    y = np.load(data_dir / "y.npy")
+    doc = json.loads((data_dir / "model.json").read_text())
+    model = model_from_document(doc)
+
+    def trainer(request: RecomputeRequest) -> TrainedModel:  # the cloud's work is not the edge's footprint
+        return TrainedModel(request.request_id, 1, model, doc, 1.0, 0, 0)
+
+    label_delay_s, rate = (float(v) for v in delay.split(","))
+    values: dict[str, Any] = {"gateway_id": "gw-footprint", "n_features": X.shape[1], "strategy": "druid"}
+    values["warmup_samples"] = WARMUP
+    if sizing == "fixed":  # the former sizes (settings a checkout from before the sizing knows too)
+        values |= {"join_buffer": 50_000, "dedup_window": 100_000}
+    else:
+        values |= {"label_delay_s": label_delay_s, "device_rate_per_s": rate}
+    settings = AgentSettings.model_validate(values)
+    sessions = [
+        DeviceSession(session_config(settings, f"dev-{i}"), trainer, lambda: 0.0) for i in range(devices)
+    ]
+    gc.collect()
+    out: dict[str, Any] = {"sizing": sizing, "join_buffer": sessions[0].config.join_buffer}
+    out["code"] = str(Path(sys.modules["edgedrift_edge"].__file__ or "").parent.parent)
+    out["dedup_window"] = sessions[0].config.dedup_window
+    out["rss_ready_mb"] = rss_mb(os.getpid())
+    n_stream = len(y) - FIRST
+    offsets = [FIRST + (i * 7919) % n_stream for i in range(devices)]
+    seen = [0] * devices
+    done = 0
+    chunk = 10
+    for target in checkpoints:
+        while done < target:
+            for i, session in enumerate(sessions):
+                for _ in range(chunk):
+                    j = FIRST + (offsets[i] + seen[i] - FIRST) % n_stream
+                    body: dict[str, Any] = {"id": seen[i], "x": X[j].tolist()}
+                    if seen[i] % LABEL_EVERY == 0:
+                        body["y"] = float(y[j])
+                    session.handle("samples", json.dumps(body).encode())
+                    seen[i] += 1
+                done += chunk
+                if done >= target:
+                    break
+        gc.collect()
+        out[f"rss_{target}_mb"] = rss_mb(os.getpid())
+        out[f"recomputes_{target}"] = sum(s.counters.recomputes_requested for s in sessions)
+        out[f"join_entries_{target}"] = sum(len(s.joins) for s in sessions)
+        out[f"dedup_entries_{target}"] = sum(len(s.recent_ids) for s in sessions)
+    return out
+
+
+def run_child(
+    data_dir: Path, devices: int, checkpoints: list[int], baseline: Path | None, sessions: str | None = None
+) -> dict[str, Any]:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     if baseline is not None:
         paths = [str(baseline / "shared"), str(baseline / "edge_agent")]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
     cmd = [sys.executable, __file__, "--child", str(data_dir), "--devices", str(devices)]
     cmd += ["--checkpoints", ",".join(map(str, checkpoints))]
+    if sessions is not None:
+        cmd += ["--child-sessions", sessions]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"child failed:\n{done.stderr[-3000:]}")
@@ -168,6 +243,38 @@ def prepare(data_dir: Path) -> None:
     (data_dir / "model.json").write_text(json.dumps(model.to_document()))
 
 
+def sessions_table(
+    devices: int, checkpoints: list[int], delay: str, json_path: Path | None, baseline: Path | None
+) -> None:
+    """--sessions: the same gateway sessions with the former fixed buffers and with sized ones (and the
+    fixed ones of ``baseline``, another checkout, first)."""
+    rows: list[dict[str, Any]] = []
+    runs: list[tuple[str, Path | None, str]] = [("this tree", None, "fixed"), ("this tree", None, "sized")]
+    if baseline is not None:
+        runs.insert(0, ("baseline", baseline, "fixed"))
+    with tempfile.TemporaryDirectory() as tmp:
+        prepare(Path(tmp))
+        for version, code, sizing in runs:
+            row = run_child(Path(tmp), devices, checkpoints, code, f"{sizing}:{delay}")
+            rows.append({"version": version, "devices": devices, **row})
+    first, last = checkpoints
+    print(
+        f"| code | buffers per device | devices | RSS ready MB | RSS {first:,} MB | RSS {last:,} MB | growth "
+        f"| join + dedup entries at {last:,} |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        growth = r[f"rss_{last}_mb"] / r[f"rss_{first}_mb"] - 1.0
+        entries = r[f"join_entries_{last}"] + r[f"dedup_entries_{last}"]
+        print(
+            f"| {r['version']} | {r['sizing']} ({r['join_buffer']:,} / {r['dedup_window']:,}) "
+            f"| {r['devices']} | {r['rss_ready_mb']:.1f} | {r[f'rss_{first}_mb']:.1f} "
+            f"| {r[f'rss_{last}_mb']:.1f} | {growth:+.1%} | {entries:,} |"
+        )
+    if json_path is not None:
+        json_path.write_text(json.dumps({"sessions": rows}, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -178,13 +285,25 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--quick", action="store_true", help="smoke run: 20 devices, 60,000 samples")
     parser.add_argument("--image", action="append", default=[], help="measure this built edge image")
+    parser.add_argument(
+        "--sessions", action="store_true", help="measure a gateway's sessions: fixed buffers, then sized ones"
+    )
+    parser.add_argument(
+        "--label-delay-s", type=float, default=60.0, help="--sessions: the longest label delay"
+    )
+    parser.add_argument("--device-rate", type=float, default=10.0, help="--sessions: samples/s per device")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--checkpoints", help=argparse.SUPPRESS)
+    parser.add_argument("--child-sessions", help=argparse.SUPPRESS)
     args = parser.parse_args()
     devices = args.devices or (20 if args.quick else 1000)
     if args.child is not None:
         checkpoints = [int(c) for c in args.checkpoints.split(",")]
-        print(json.dumps(child(args.child, devices, checkpoints)))
+        if args.child_sessions is not None:
+            sizing, delay = args.child_sessions.split(":")
+            print(json.dumps(child_sessions(args.child, devices, checkpoints, sizing, delay)))
+        else:
+            print(json.dumps(child(args.child, devices, checkpoints)))
         return
     if args.image:
         with tempfile.TemporaryDirectory() as tmp:
@@ -201,6 +320,10 @@ def main() -> None:
         return
     total = args.samples or (60_000 if args.quick else 3_000_000)
     checkpoints = [total // 3, total]
+    if args.sessions:
+        delay = f"{args.label_delay_s},{args.device_rate}"
+        sessions_table(devices, checkpoints, delay, args.json, args.baseline)
+        return
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         prepare(Path(tmp))

@@ -6,7 +6,8 @@ The same commands are ``edgedrift agent`` and ``edgedrift replay``.
     edgedrift-edge replay --dataset elec2 --devices gw-1,gw-2 --rate 500 --label-every 10
 
 Every ``agent`` flag is also an environment variable ``EDGEDRIFT_EDGE_<FLAG>`` (flags win); ``run`` is
-an alias of ``agent``.
+an alias of ``agent``. The commands run BLAS and OpenMP on one thread unless OPENBLAS_NUM_THREADS,
+OMP_NUM_THREADS or MKL_NUM_THREADS says otherwise (``edgedrift-edge threads`` shows what holds).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, get_args
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -27,6 +28,23 @@ from pydantic_core import PydanticUndefined
 from edgedrift.cli import Formatter, Parser, add_version, run_command
 from edgedrift.secrets import secrets_from_files
 from edgedrift_edge.settings import ENV_PREFIX, SECRET_FIELDS, AgentSettings, SettingsError
+
+#: The thread-count variables of the BLAS and OpenMP runtimes numpy may load.
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def default_one_blas_thread(environ: MutableMapping[str, str] | None = None) -> list[str]:
+    """Set each BLAS/OpenMP thread variable the user left unset (or empty) to 1; returns those set.
+
+    Must run before numpy is imported (the runtimes read them once, when loaded): the edge loop makes
+    small sequential dot products (d = 5), and one BLAS thread per core on a weak, shared CPU only adds
+    threads and contention. A value the user set is kept.
+    """
+    environ = os.environ if environ is None else environ
+    unset = [name for name in BLAS_THREAD_VARS if not environ.get(name)]
+    for name in unset:
+        environ[name] = "1"
+    return unset
 
 
 def _flag(name: str) -> str:
@@ -59,6 +77,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the agent until SIGTERM/SIGINT (exit 0) or until it cannot work any more (exit 1)."""
+    default_one_blas_thread()
     from edgedrift_edge.agent import EdgeAgent
 
     overrides = {name: getattr(args, name) for name in AgentSettings.model_fields}
@@ -143,6 +162,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def replay_command(args: argparse.Namespace) -> int:
+    default_one_blas_thread()
     from edgedrift.data import load_dataset
     from edgedrift.protocol import Protocol
     from edgedrift_edge.replay import ReplayPlan, replay
@@ -175,6 +195,29 @@ def replay_command(args: argparse.Namespace) -> int:
         plan, replay_broker_url(args.broker_url, args.broker_password_file), progress=not args.no_progress
     )
     print(f"replayed {n} samples of {stream.name} to {len(devices)} device(s)")
+    return 0
+
+
+def threads_command(args: argparse.Namespace) -> int:
+    """Print, as JSON, the thread variables the edge commands run with and, when threadpoolctl is
+    installed, the thread count of each BLAS/OpenMP runtime numpy loaded (a check for operators)."""
+    default_one_blas_thread()
+    import importlib
+    import json
+
+    import numpy  # noqa: F401  (loads the BLAS runtime, which reads the variables now)
+
+    report: dict[str, Any] = {"env": {name: os.environ.get(name) for name in BLAS_THREAD_VARS}}
+    try:
+        threadpoolctl = importlib.import_module("threadpoolctl")  # optional: not an edge dependency
+    except ImportError:
+        report["threadpools"] = None
+    else:
+        report["threadpools"] = [
+            {"api": p.get("user_api"), "library": p.get("internal_api"), "num_threads": p.get("num_threads")}
+            for p in threadpoolctl.threadpool_info()
+        ]
+    print(json.dumps(report))
     return 0
 
 
@@ -226,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="publish a data set to devices over MQTT", formatter_class=Formatter)
     add_replay_arguments(p)
     p.set_defaults(func=replay_command)
+    p = sub.add_parser(
+        "threads",
+        help="print the BLAS/OpenMP thread settings the commands run with (JSON) and exit",
+        formatter_class=Formatter,
+    )
+    p.set_defaults(func=threads_command)
     return parser
 
 

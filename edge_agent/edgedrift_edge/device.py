@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edgedrift.window import delay_buffer_size
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
 from edgedrift_edge.cloud import CloudError
 from edgedrift_edge.ledger import Event, SessionConfig
@@ -31,8 +32,28 @@ log = logging.getLogger("edgedrift_edge")
 SHARED_COUNTERS = ("backpressure_waits", "publish_failures", "reconnects")
 
 
+#: A single-device agent's join buffer and duplicate window when unset (one device can afford them).
+SINGLE_DEVICE_JOIN_BUFFER = 50_000
+SINGLE_DEVICE_DEDUP_WINDOW = 100_000
+
+
+def buffer_sizes(settings: AgentSettings) -> tuple[int, int]:
+    """(join buffer, duplicate window) of each device: the configured sizes, else entries for the
+    samples of one longest label delay (``delay_buffer_size``); a single-device agent keeps at least its
+    fixed sizes, while a gateway of 1,000 devices does not hold 100k ids per device."""
+    need = delay_buffer_size(settings.device_rate_per_s, settings.label_delay_s)
+    join, dedup = need, need
+    if settings.gateway_id is None:
+        join, dedup = max(SINGLE_DEVICE_JOIN_BUFFER, need), max(SINGLE_DEVICE_DEDUP_WINDOW, need)
+    return (
+        join if settings.join_buffer is None else settings.join_buffer,
+        dedup if settings.dedup_window is None else settings.dedup_window,
+    )
+
+
 def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
     """The session's part of the agent's settings, for one device."""
+    join_buffer, dedup_window = buffer_sizes(settings)
     return SessionConfig(
         device_id=device_id,
         task=settings.task,
@@ -43,8 +64,8 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
         window_labels=settings.window_labels,
         C=settings.C,
         batch_mode=settings.batch_mode,
-        join_buffer=settings.join_buffer,
-        dedup_window=settings.dedup_window,
+        join_buffer=join_buffer,
+        dedup_window=dedup_window,
         accuracy_window=settings.accuracy_window,
         max_items=settings.max_items_per_message,
         outlier_threshold=settings.outlier_threshold,

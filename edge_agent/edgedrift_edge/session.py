@@ -39,6 +39,7 @@ from edgedrift.guard import RangeGuard, screen_first_window
 from edgedrift.loop import EdgeLoop
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import Context, get_strategy
+from edgedrift_edge import session_codec as codec
 from edgedrift_edge.ledger import Counters, Event, Output, Prediction, SessionConfig
 from edgedrift_edge.messages import (
     MessageError,
@@ -50,7 +51,6 @@ from edgedrift_edge.messages import (
     parse_samples,
 )
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
-from edgedrift_edge.session_codec import pack_rows, request_fields, request_from_fields, unpack_rows
 from edgedrift_edge.session_recompute import RecomputesMixin
 from edgedrift_edge.session_reports import ReportsMixin
 
@@ -87,8 +87,8 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         self.loss = "logistic" if config.task == "classification" else "squared"
         self.learner_params: dict[str, dict[str, float]] = {}
         self.model_version: int | None = None
-        #: id -> (x, y_hat) of unlabeled samples waiting for a late label (bounded, oldest evicted).
-        self.joins: OrderedDict[SampleId, tuple[FloatArray, float]] = OrderedDict()
+        #: id -> x and y_hat (packed) of unlabeled samples awaiting a late label (bounded, oldest evicted).
+        self.joins: OrderedDict[SampleId, bytes] = OrderedDict()
         #: id -> content digest of recent samples, to tell redeliveries from reused ids (bounded).
         self.recent_ids: OrderedDict[SampleId, int] = OrderedDict()
         #: 1.0/0.0 per recent labeled prediction (classification) or squared error (regression).
@@ -415,8 +415,8 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
 
     def _remember(self, sid: SampleId, x: FloatArray, y_hat: float) -> None:
         joins = self.joins
-        joins[sid] = (x, y_hat)
-        if len(joins) > self.config.join_buffer:
+        joins[sid] = codec.pack_join(x, y_hat)
+        while len(joins) > self.config.join_buffer:
             joins.popitem(last=False)
             self.counters.join_evictions += 1
 
@@ -426,7 +426,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
             self.counters.label_misses += 1
             self._emit("label_miss", id=sid, reason="no unlabeled sample with this id in the join buffer")
             return
-        x, y_hat = entry
+        x, y_hat = codec.unpack_join(entry)
         self.counters.labeled += 1
         if self.phase != "running":
             for i in range(len(self.warm_ids) - 1, -1, -1):  # still in the first window: label it there
@@ -460,36 +460,32 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         :mod:`edgedrift.state`). The large buffers travel as a few arrays (the join buffer as one
         matrix, the recent ids as one array of digests), so a checkpoint costs milliseconds, not seconds."""
         tree: dict[str, Any] = {name: getattr(self, name) for name in self._SAVED}
-        tree["warm_rows"] = pack_rows(self.warm_rows)
-        tree["joins"] = {
-            "ids": list(self.joins),
-            "X": pack_rows([x for x, _ in self.joins.values()]),
-            "y_hat": np.fromiter((p for _, p in self.joins.values()), np.float64, len(self.joins)),
-        }
+        tree["warm_rows"] = codec.pack_rows(self.warm_rows)
+        X, y_hat = codec.unpack_joins(list(self.joins.values()))
+        tree["joins"] = {"ids": list(self.joins), "X": X, "y_hat": y_hat}
         tree["recent_ids"] = {
             "ids": list(self.recent_ids),
             "keys": np.fromiter(self.recent_ids.values(), np.int64, len(self.recent_ids)),
         }
         tree["recent"] = np.fromiter(self.recent, np.float64, len(self.recent))
         tree["counters"] = asdict(self.counters)
-        tree["pending"] = None if self.pending is None else request_fields(self.pending)
+        tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
         return tree
 
     def restore(self, tree: dict[str, Any]) -> None:
         """Continue from :meth:`snapshot` (the loop's trainer is re-bound to this session)."""
         for name in self._SAVED:
             setattr(self, name, tree[name])
-        self.warm_rows = unpack_rows(tree["warm_rows"])
-        joins = tree["joins"]
-        rows = unpack_rows(joins["X"])
-        self.joins = OrderedDict(
-            zip(joins["ids"], zip(rows, joins["y_hat"].tolist(), strict=True), strict=True)
-        )
-        recent_ids = tree["recent_ids"]
-        self.recent_ids = OrderedDict(zip(recent_ids["ids"], recent_ids["keys"].tolist(), strict=True))
+        self.warm_rows = codec.unpack_rows(tree["warm_rows"])
+        joins, cap = tree["joins"], self.config.join_buffer  # the newest entries that fit this config
+        rows, y_hat = codec.unpack_rows(joins["X"])[-cap:], joins["y_hat"][-cap:].tolist()
+        self.joins = OrderedDict(zip(joins["ids"][-cap:], map(codec.pack_join, rows, y_hat), strict=True))
+        ids, keys, window = tree["recent_ids"]["ids"], tree["recent_ids"]["keys"], self.config.dedup_window
+        self.recent_ids = OrderedDict(zip(ids[-window:], keys[-window:].tolist(), strict=True))
         self.recent = deque(tree["recent"].tolist(), maxlen=self.config.accuracy_window)
         self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})
+        self.counters.join_evictions += len(joins["ids"]) - len(self.joins)
         pending = tree.get("pending")
-        self.pending = None if pending is None else request_from_fields(pending)
+        self.pending = None if pending is None else codec.request_from_fields(pending)
         if self.loop is not None:
             self.loop.recompute_fn = self._recompute

@@ -148,12 +148,24 @@ class AgentSettings(BaseModel):
         "samples (or labels) one message may carry; a bigger batch is rejected whole, with its count",
         default=10_000,
     )
-    join_buffer: Annotated[int, Field(ge=1)] = _described(
-        "unlabeled samples kept for late labels; a label for an evicted or unknown id is a counted miss",
-        default=50_000,
+    join_buffer: Annotated[int, Field(ge=1)] | None = _described(
+        "unlabeled samples kept per device for late labels; a label for an evicted or unknown id is a "
+        "counted miss; unset = 50,000 for one device, for a gateway sized from label_delay_s and "
+        "device_rate_per_s",
+        default=None,
     )
-    dedup_window: Annotated[int, Field(ge=1)] = _described(
-        "recent sample ids remembered to recognise QoS-1 redeliveries", default=100_000
+    dedup_window: Annotated[int, Field(ge=1)] | None = _described(
+        "recent sample ids remembered per device to recognise QoS-1 redeliveries; unset = 100,000 for "
+        "one device, for a gateway sized from label_delay_s and device_rate_per_s",
+        default=None,
+    )
+    label_delay_s: Annotated[float, Field(ge=0)] = _described(
+        "the longest a label arrives after its sample, in seconds: with device_rate_per_s it sizes a "
+        "gateway's per-device join buffer and duplicate window (edgedrift.window.delay_buffer_size)",
+        default=60.0,
+    )
+    device_rate_per_s: Annotated[float, Field(gt=0)] = _described(
+        "samples per second one device sends at most (sizes the buffers with label_delay_s)", default=10.0
     )
     outlier_threshold: Annotated[float, Field(gt=0)] = _described(
         "robust z-score above which a sample is an outlier (predicted, not learned)", default=100.0

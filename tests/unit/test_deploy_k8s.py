@@ -1,16 +1,19 @@
 """deploy/k8s/ validated offline: ``kubectl kustomize`` renders each overlay, every rendered object validates
 against the Kubernetes schemas (``kubernetes-validate``, strict: unknown fields fail), images carry a pinned
 tag, every container has requests, limits, probes and a non-root security context, the references between
-objects resolve, and the network policies let only gateways reach the broker."""
+objects resolve, the network policies let only gateways reach the broker, and the gateway pods run the
+agent in gateway mode with settings that match the broker's and the cloud's."""
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -20,6 +23,7 @@ from support.dockerfiles import ROOT
 from edgedrift_cloud.settings import ENV_PREFIX as CLOUD_PREFIX
 from edgedrift_cloud.settings import SECRET_FIELDS as CLOUD_SECRET_FIELDS
 from edgedrift_cloud.settings import CloudSettings
+from edgedrift_edge.device import buffer_sizes, configured_devices
 from edgedrift_edge.settings import AgentSettings
 
 K8S = ROOT / "deploy" / "k8s"
@@ -259,3 +263,80 @@ def test_broker_config_is_the_compose_stacks(name: str) -> None:
     (after a change in deploy/mosquitto/, copy the file over)."""
     copy: Path = K8S / "base" / "mosquitto" / name
     assert copy.read_bytes() == (ROOT / "deploy" / "mosquitto" / name).read_bytes()
+
+
+def secret_data(overlay: str, name: str) -> dict[str, str]:
+    """The decoded data of the rendered Secret ``name`` (the generated name a pod refers to)."""
+    data: dict[str, str] = find(overlay, "Secret", name)["data"]
+    return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_gateways_run_the_agent_in_gateway_mode(overlay: str) -> None:
+    """A gateway pod serves its devices as one gateway (--gateway-id, the devices file from its Secret),
+    not as the agent of one device."""
+    gateways = [o for o in rendered(overlay) if o["kind"] == "Deployment" and "gateway" in label(o)]
+    assert gateways
+    for gateway in gateways:
+        spec = pod_spec(gateway)
+        (container,) = spec["containers"]
+        assert container["args"] == ["agent"], label(gateway)
+        env = {e["name"]: e for e in container["env"]}
+        assert "EDGEDRIFT_EDGE_GATEWAY_ID" in env and "EDGEDRIFT_EDGE_DEVICE_ID" not in env, label(gateway)
+        assert "EDGEDRIFT_EDGE_DEVICE_SECRET_FILE" not in env, "a gateway holds its devices' secrets"
+        files = {
+            f"{m['mountPath']}/{item['path']}"
+            for m in container["volumeMounts"]
+            for v in spec["volumes"]
+            if v["name"] == m["name"] and "secret" in v
+            for item in v["secret"]["items"]
+        }
+        for name in ("EDGEDRIFT_EDGE_DEVICES_FILE", "EDGEDRIFT_EDGE_BROKER_PASSWORD_FILE"):
+            assert env[name]["value"] in files, f"{label(gateway)}: {name} is not a mounted Secret key"
+
+
+def test_the_dev_gateway_settings_load_and_match_the_broker_and_the_cloud(tmp_path: Path) -> None:
+    """The dev gateway's environment and Secret files, as the pod gets them, load as agent settings; its
+    broker user is a gateway whose password and ACL cover exactly its devices, and each device's cloud
+    secret is the one the cloud provisions."""
+    gateway = find("dev", "Deployment", "gateway-1")
+    spec = pod_spec(gateway)
+    (container,) = spec["containers"]
+    root = tmp_path / "pod"
+    moved: dict[str, str] = {}
+    for mount in container["volumeMounts"]:
+        for volume in spec["volumes"]:
+            if volume["name"] == mount["name"] and "secret" in volume:
+                data = secret_data("dev", volume["secret"]["secretName"])
+                for item in volume["secret"]["items"]:
+                    path = root / mount["mountPath"].lstrip("/") / item["path"]
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(data[item["key"]])
+                    moved[f"{mount['mountPath']}/{item['path']}"] = str(path)
+    environ = {}
+    for env in container["env"]:
+        if "value" in env:
+            environ[env["name"]] = moved.get(env["value"], env["value"])
+        else:
+            ref = env["valueFrom"]["secretKeyRef"]
+            environ[env["name"]] = secret_data("dev", ref["name"])[ref["key"]]
+    settings = AgentSettings.load(environ=environ)
+    assert settings.gateway_id == "gw-1" and settings.device_id is None
+    devices = configured_devices(settings)
+    assert devices == {"dev-1": "dev-1-insecure"}
+    assert buffer_sizes(settings) == (900, 900), "per-device buffers sized from the label delay"
+
+    broker = pod_spec(find("dev", "StatefulSet", "mosquitto"))["containers"][0]
+    (mqtt_ref,) = [s["secretRef"]["name"] for s in broker["envFrom"] if "secretRef" in s]
+    mqtt = secret_data("dev", mqtt_ref)
+    user = urlsplit(settings.broker_url).username
+    assert user == settings.gateway_id and user in mqtt["MQTT_GATEWAYS"].replace(",", " ").split()
+    var = "MQTT_" + user.upper().replace("-", "_")
+    assert settings.broker_password is not None
+    assert settings.broker_password.get_secret_value() == mqtt[f"{var}_PASSWORD"]
+    assert set(mqtt[f"{var}_DEVICES"].replace(",", " ").split()) == set(devices)
+
+    cloud = pod_spec(find("dev", "Deployment", "cloud"))
+    (cloud_ref,) = [v["secret"]["secretName"] for v in cloud["volumes"] if "secret" in v]
+    provisioned = dict(pair.split("=", 1) for pair in secret_data("dev", cloud_ref)["devices"].split(","))
+    assert {d: provisioned.get(d) for d in devices} == devices

@@ -1,13 +1,17 @@
-"""``edgedrift-edge run --help`` documents every flag: help text, default and choices."""
+"""``edgedrift-edge run --help`` documents every flag: help text, default and choices; the edge commands
+run BLAS on one thread unless the user says otherwise."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import subprocess
 import sys
-from typing import get_args
+from pathlib import Path
+from typing import Any, get_args
 
-from edgedrift_edge.cli import add_run_arguments, replay_broker_url
+from edgedrift_edge.cli import BLAS_THREAD_VARS, add_run_arguments, default_one_blas_thread, replay_broker_url
 from edgedrift_edge.settings import AgentSettings
 
 
@@ -52,3 +56,36 @@ def test_the_replay_password_comes_from_the_environment_or_a_file(tmp_path: obje
         == "mqtt://replay:abc@broker:1883"
     )
     assert replay_broker_url(url, str(secret), {}) == "mqtt://replay:s3cret%2Fpw@broker:1883"
+
+
+def _threads(**env: str) -> dict[str, Any]:
+    """``edgedrift-edge threads`` (the console script) in a child whose environment has no thread
+    variables except ``env``: what the agent's process runs numpy's BLAS with."""
+    base = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARS}
+    script = Path(sys.executable).parent / "edgedrift-edge"
+    done = subprocess.run(
+        [str(script), "threads"], env={**base, **env}, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_the_edge_commands_default_blas_and_openmp_to_one_thread() -> None:
+    report = _threads()
+    assert report["env"] == dict.fromkeys(BLAS_THREAD_VARS, "1")
+    if report["threadpools"] is not None:  # threadpoolctl installed: the runtime numpy loaded obeys
+        assert report["threadpools"] and all(p["num_threads"] == 1 for p in report["threadpools"])
+
+
+def test_thread_variables_the_user_set_are_respected() -> None:
+    report = _threads(OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="3")
+    assert report["env"] == {"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "1"}
+    blas = [p for p in report["threadpools"] or [] if p["library"] == "openblas"]
+    assert all(p["num_threads"] == 2 for p in blas)
+
+
+def test_default_one_blas_thread_sets_only_what_is_unset() -> None:
+    environ = {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": ""}
+    assert default_one_blas_thread(environ) == ["OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"]
+    assert environ == {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}

@@ -1,0 +1,157 @@
+"""A gateway's per-device join buffer and duplicate window are sized from the label delay and the
+device's rate (``edgedrift.window.delay_buffer_size``), not fixed at 50k / 100k entries per device; a
+single-device agent keeps its fixed sizes. Within the sized window a redelivery is still recognised and a
+label that arrives within the configured delay still joins its sample."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgedrift import state
+from edgedrift.training.linear import train_linear
+from edgedrift.window import delay_buffer_size
+from edgedrift_edge import session_codec as codec
+from edgedrift_edge.agent import EdgeAgent
+from edgedrift_edge.device import session_config
+from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
+from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.settings import AgentSettings
+
+D = 3
+RATE, DELAY = 2.0, 50.0  # samples per second per device, longest label delay in seconds
+SIZE = delay_buffer_size(RATE, DELAY)  # ceil(2 * 50 * 1.5) = 150
+
+
+def gateway(tmp_path: Path, **kw: Any) -> AgentSettings:
+    values = {"gateway_id": "gw-t", "checkpoint_dir": str(tmp_path / "state"), "n_features": D}
+    values |= {"label_delay_s": DELAY, "device_rate_per_s": RATE, "warmup_samples": 100, "window_labels": 20}
+    return AgentSettings.model_validate(values | kw)
+
+
+def train(request: RecomputeRequest) -> TrainedModel:
+    """The cloud, in process and at once (sync)."""
+    model = train_linear(request.X, request.y, request.loss, 1.0).with_meta(
+        created="2024-01-01T00:00:00+00:00", version=1
+    )
+    return TrainedModel(request.request_id, 1, model, model.to_document(), 1.0, 10, 20)
+
+
+def running(settings: AgentSettings) -> tuple[DeviceSession, np.ndarray]:
+    """A gateway device's session past its warm-up (every other warm-up sample labeled), and a stream."""
+    s = DeviceSession(session_config(settings, "dev-1"), train, lambda: 0.0)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, D))
+    for i in range(100):
+        y = 1.0 if X[i] @ np.array([1.0, -1.0, 0.5]) > 0 else -1.0
+        s.handle("samples", sample(i, X[i], y if i % 2 == 0 else None))
+    assert s.phase == "running" and s.loop is not None
+    return s, X
+
+
+def sample(i: int, x: np.ndarray, y: float | None = None) -> bytes:
+    body: dict[str, Any] = {"id": i, "x": x.tolist()}
+    if y is not None:
+        body["y"] = y
+    return json.dumps(body).encode()
+
+
+def test_a_gateway_of_1000_devices_sizes_every_devices_buffers_from_the_label_delay(tmp_path: Path) -> None:
+    assert SIZE == 150
+    devices = {f"dev-{i}": None for i in range(1000)}
+    agent = EdgeAgent(gateway(tmp_path), devices=devices)
+    try:
+        assert len(agent.devices) == 1000
+        sizes = {
+            (d.session.config.join_buffer, d.session.config.dedup_window) for d in agent.devices.values()
+        }
+        assert sizes == {(SIZE, SIZE)}
+    finally:
+        agent.cloud.close()
+
+
+def test_a_single_device_agent_keeps_its_fixed_sizes_and_explicit_sizes_win(tmp_path: Path) -> None:
+    one = AgentSettings.model_validate({"device_id": "dev-1", "checkpoint_dir": str(tmp_path)})
+    config = session_config(one, "dev-1")
+    assert (config.join_buffer, config.dedup_window) == (50_000, 100_000)
+    slow = one.model_copy(update={"label_delay_s": 3600.0, "device_rate_per_s": 100.0})
+    config = session_config(slow, "dev-1")  # a delay longer than the fixed sizes cover: sized up
+    assert (config.join_buffer, config.dedup_window) == (540_000, 540_000)
+    explicit = session_config(gateway(tmp_path, join_buffer=70, dedup_window=80), "dev-1")
+    assert (explicit.join_buffer, explicit.dedup_window) == (70, 80)
+
+
+def test_the_buffers_stay_at_their_size_and_evictions_are_counted(tmp_path: Path) -> None:
+    s, X = running(gateway(tmp_path))
+    for i in range(100, 100 + 3 * SIZE):
+        s.handle("samples", sample(i, X[i]))
+    assert len(s.joins) == SIZE and len(s.recent_ids) == SIZE
+    assert s.counters.join_evictions > 0
+    assert next(iter(s.joins)) == 100 + 2 * SIZE, "the oldest entries go first"
+
+
+def test_a_redelivery_within_the_window_is_recognised_and_older_ones_are_not(tmp_path: Path) -> None:
+    s, X = running(gateway(tmp_path))
+    for i in range(100, 100 + 2 * SIZE):
+        s.handle("samples", sample(i, X[i], 1.0 if i % 10 == 0 else None))
+    assert s.loop is not None
+    labeled = s.loop.counters.labeled
+    oldest_kept = 100 + SIZE  # the window holds the newest SIZE ids
+    assert oldest_kept % 10 == 0, "a labeled sample: learning its redelivery would show"
+    again = s.handle("samples", sample(oldest_kept, X[oldest_kept], 1.0))
+    assert again.predictions[0].get("repeat") is True and s.counters.duplicates == 1
+    assert s.loop.counters.labeled == labeled, "a redelivery inside the window is not learned twice"
+    gone = 100  # SIZE samples later its id left the window: processed as a new sample
+    s.handle("samples", sample(gone, X[gone], 1.0))
+    assert s.counters.duplicates == 1 and s.loop.counters.labeled == labeled + 1
+
+
+def test_a_label_within_the_configured_delay_joins_and_a_later_one_is_a_counted_miss(tmp_path: Path) -> None:
+    s, X = running(gateway(tmp_path))
+    assert s.loop is not None
+    within = int(RATE * DELAY)  # the samples that arrive at the configured rate within the longest delay
+    s.handle("samples", sample(1000, X[1000]))
+    s.handle("samples", sample(1001, X[1001]))
+    for i in range(1002, 1002 + within):
+        s.handle("samples", sample(i, X[i]))
+    labeled = s.loop.counters.labeled
+    out = s.handle("labels", json.dumps({"id": 1000, "y": 1.0}).encode())
+    assert not [e for e in out.events if e["type"] == "label_miss"]
+    assert s.loop.counters.labeled == labeled + 1 and s.counters.label_misses == 0
+    for i in range(1002 + within, 1002 + within + SIZE):
+        s.handle("samples", sample(i, X[i]))
+    out = s.handle("labels", json.dumps({"id": 1001, "y": 1.0}).encode())
+    assert [e["id"] for e in out.events if e["type"] == "label_miss"] == [1001]
+    assert s.counters.label_misses == 1
+
+
+def test_a_checkpoint_of_larger_buffers_resumes_into_the_gateways_sizes(tmp_path: Path) -> None:
+    big, X = running(gateway(tmp_path, join_buffer=1000, dedup_window=1000))
+    for i in range(100, 700):
+        big.handle("samples", sample(i, X[i]))
+    tree, _ = state.loads(state.dumps(big.snapshot()))
+    assert isinstance(tree, dict)
+    small = DeviceSession(session_config(gateway(tmp_path), "dev-1"), train, lambda: 0.0)
+    small.restore(tree)
+    assert list(small.joins.items()) == list(big.joins.items())[-SIZE:]
+    assert list(small.recent_ids) == list(big.recent_ids)[-SIZE:]
+    assert small.counters.join_evictions == big.counters.join_evictions + len(big.joins) - SIZE
+
+
+def test_join_entries_pack_exactly_and_a_checkpoint_unpacks_them_in_one_step() -> None:
+    mixed = [codec.pack_join(np.array([1.0, 2.0]), 0.5), codec.pack_join(np.array([0.1, 0.2, 0.3]), np.nan)]
+    X, y_hat = codec.unpack_joins(mixed)  # warm-up rows of several widths stay a list
+    assert isinstance(X, list) and [r.tolist() for r in X] == [[1.0, 2.0], [0.1, 0.2, 0.3]]
+    assert y_hat[0] == 0.5 and np.isnan(y_hat[1])
+    same = [codec.pack_join(np.array([i, i + 1 / 3]), i / 7) for i in range(3)]
+    X, y_hat = codec.unpack_joins(same)
+    assert isinstance(X, np.ndarray) and X.tolist() == [[i, i + 1 / 3] for i in range(3)]
+    assert y_hat.tolist() == [i / 7 for i in range(3)]
+    X, y_hat = codec.unpack_joins([])
+    assert np.shape(X) == (0, 0) and y_hat.size == 0
+    x, _ = codec.unpack_join(same[1])
+    x[0] = 9.0  # a writable copy: the learner may use it freely
+    assert codec.unpack_join(same[1])[0].tolist() == [1.0, 1 + 1 / 3]
