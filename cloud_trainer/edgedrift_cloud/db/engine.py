@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any, TypeVar
 
+import psycopg
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from psycopg.abc import PQGen
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+RV = TypeVar("RV")
 
 
 def make_engine(url: str, *, connect_timeout_s: float = 5.0, statement_timeout_s: float = 15.0) -> Engine:
@@ -32,7 +37,7 @@ def make_engine(url: str, *, connect_timeout_s: float = 5.0, statement_timeout_s
         return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    return create_engine(
+    engine = create_engine(
         url,
         pool_pre_ping=True,
         pool_size=10,
@@ -43,6 +48,44 @@ def make_engine(url: str, *, connect_timeout_s: float = 5.0, statement_timeout_s
             "options": f"-c statement_timeout={round(statement_timeout_s * 1000)}",
         },
     )
+    if engine.dialect.driver == "psycopg":
+        answer_timeout_s = statement_timeout_s + ANSWER_MARGIN_S
+
+        @event.listens_for(engine, "do_connect")
+        def _bounded(_dialect: object, _record: object, cargs: Any, cparams: Any) -> BoundedConnection:
+            conn = BoundedConnection.connect(*cargs, **cparams)
+            conn.answer_timeout_s = answer_timeout_s
+            return conn
+
+    return engine
+
+
+#: How much longer than the server's statement timeout the client waits for any answer.
+ANSWER_MARGIN_S = 2.0
+
+
+class BoundedConnection(psycopg.Connection[Any]):
+    """A psycopg connection that waits at most ``answer_timeout_s`` for the server's answer to anything
+    (a statement, a ping, a commit). PostgreSQL's ``statement_timeout`` bounds a slow statement, but
+    not a server or proxy that stops answering (the statement never arrives); without this a request
+    thread would wait for ever. Past the deadline the connection is closed (its reply is half read)
+    and an OperationalError is raised, which the API answers with 503 + Retry-After."""
+
+    answer_timeout_s: float = 17.0
+
+    def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
+        if timeout is not None:
+            return super().wait(gen, interval, timeout)
+        start = time.monotonic()
+        try:
+            return super().wait(gen, interval, self.answer_timeout_s)
+        except psycopg.OperationalError as exc:
+            if time.monotonic() - start < self.answer_timeout_s:
+                raise
+            self.close()
+            raise psycopg.OperationalError(
+                f"the database did not answer within {self.answer_timeout_s:g} s"
+            ) from exc
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

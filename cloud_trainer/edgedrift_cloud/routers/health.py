@@ -26,7 +26,9 @@ class Health(WireModel):
 
 
 @router.get("/healthz", response_model=Health, summary="The process is up")
-def healthz() -> Health:
+async def healthz() -> Health:
+    """Answered on the event loop, never in the thread pool: a hung database that holds every worker
+    thread cannot delay it."""
     return Health(status="ok")
 
 
