@@ -131,7 +131,11 @@ def main(description: str) -> None:
                 operator_token=operator,
                 devices=devices,
                 workers=workers,
-                env={"EDGEDRIFT_CLOUD_LOG_LEVEL": args.log_level},
+                # Each simulated device retrains back to back: lift the default per-device rate.
+                env={
+                    "EDGEDRIFT_CLOUD_LOG_LEVEL": args.log_level,
+                    "EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_DEVICE_PER_MINUTE": "unlimited",
+                },
             ).start()
             try:
                 for k in args.clients:

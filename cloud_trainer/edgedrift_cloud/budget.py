@@ -1,24 +1,29 @@
 """The fleet recompute budget: recomputes per minute, fleet-wide and per device, set by the operator.
 
-Every admission is one atomic conditional ``UPDATE ... SET admitted = admitted + 1 WHERE admitted <
-limit`` per scope in the registry database, in one transaction, so replicas sharing the database
-honour one budget exactly. Priority goes to the strongest drift evidence: a request may fill the
-minute's budget only up to :func:`priority_share` of it, so weak or periodic requests leave room for
-the devices whose monitors see a drift.
+Every admission is one atomic conditional upsert (``INSERT ... ON CONFLICT DO UPDATE SET admitted =
+admitted + 1 WHERE admitted < limit``) per scope in the registry database, in one transaction, so
+replicas sharing the database honour one budget exactly. Priority goes to the strongest drift
+evidence: a request may fill the minute's budget only up to :func:`priority_share` of it, so weak or
+periodic requests leave room for the devices whose monitors see a drift.
+
+A request is also priced before it is admitted: :func:`train_cost` (rows x features x the fits of a
+``C="auto"`` search) above the operator's cap is refused without training.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import update
+from sqlalchemy import Table, delete
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from edgedrift.wire import StatValue
+from edgedrift.training.linear import DEFAULT_C_GRID, tune_C
+from edgedrift.wire import StatValue, WindowHeader
 from edgedrift_cloud.db.tables import RecomputeBudget
 
 Refusal = Literal["budget_fleet", "budget_device"]
@@ -28,6 +33,30 @@ FLOOR_SHARE = 0.5
 FULL_EVIDENCE = 2.0
 #: Reasons that mean the edge monitor signalled a drift (evidence 1 when no statistic says more).
 DRIFT_REASONS = frozenset({"drift", "druid", "bound", "error"})
+#: Folds of the ``C="auto"`` search (``tune_C``'s default, which the training uses).
+TUNE_FOLDS: int = inspect.signature(tune_C).parameters["folds"].default
+
+
+@dataclass(frozen=True)
+class TrainCost:
+    """What a window costs to train: rows x features x grid, where grid is the number of fits of the
+    ``C="auto"`` search (every C of the grid on every fold) and 1 otherwise."""
+
+    rows: int
+    features: int
+    grid: int
+
+    @property
+    def cost(self) -> int:
+        return self.rows * self.features * self.grid
+
+
+def train_cost(header: WindowHeader, rows: int, features: int) -> TrainCost:
+    """The cost of training ``header``'s learner on a rows x features window (see :class:`TrainCost`)."""
+    grid = 1
+    if header.learner != "shrub" and header.params.C == "auto":
+        grid = len(DEFAULT_C_GRID) * max(2, min(TUNE_FOLDS, rows // 2))
+    return TrainCost(rows, features, grid)
 
 
 @dataclass(frozen=True)
@@ -93,35 +122,49 @@ def admit(
     if limits.per_device is not None:
         scopes.append((f"device:{device_id}", allowed(limits.per_device, strength), "budget_device"))
     for scope, ceiling, refusal in scopes:
-        _ensure_row(session, scope, minute)
-        taken = session.execute(
-            update(RecomputeBudget)
-            .where(
-                RecomputeBudget.scope == scope,
-                RecomputeBudget.minute == minute,
-                RecomputeBudget.admitted < ceiling,
-            )
-            .values(admitted=RecomputeBudget.admitted + 1)
-        )
-        if taken.rowcount != 1:  # type: ignore[attr-defined]
+        if not _take(session, scope, minute, ceiling):
             session.rollback()
             return refusal
     session.commit()
     return None
 
 
-def _ensure_row(session: Session, scope: str, minute: int) -> None:
-    """Insert the (scope, minute) counter at 0 unless a concurrent request already did."""
-    values = {"scope": scope, "minute": minute, "admitted": 0}
+def _take(session: Session, scope: str, minute: int, ceiling: int) -> bool:
+    """One statement: insert the (scope, minute) counter at 1, or add 1 to it while it is below
+    ``ceiling`` (a concurrent first insert is the conflict, so no request is lost or counted twice)."""
+    if ceiling <= 0:
+        return False
+    table = RecomputeBudget.__table__
+    assert isinstance(table, Table)
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    session.execute(insert(RecomputeBudget).values(**values).on_conflict_do_nothing())
+    statement = (
+        insert(table)
+        .values(scope=scope, minute=minute, admitted=1)
+        .on_conflict_do_update(
+            index_elements=["scope", "minute"],
+            set_={"admitted": table.c.admitted + 1},
+            where=table.c.admitted < ceiling,
+        )
+        .returning(table.c.admitted)
+    )
+    return session.execute(statement).first() is not None
+
+
+_pruned_before = 0
+
+
+def prune_if_due(session: Session, minute: int) -> None:
+    """Drop the per-device counters of past minutes, once per minute and process (the per-device limit
+    is on by default, so they would otherwise grow by one row per device and minute)."""
+    global _pruned_before
+    if minute - 1 > _pruned_before:
+        _pruned_before = minute - 1
+        prune(session, minute - 1)
 
 
 def prune(session: Session, before_minute: int) -> int:
     """Drop per-device counters older than ``before_minute`` (the fleet's stay: they are the history)."""
-    from sqlalchemy import delete
-
     result = session.execute(
         delete(RecomputeBudget).where(
             RecomputeBudget.minute < before_minute, RecomputeBudget.scope != "fleet"

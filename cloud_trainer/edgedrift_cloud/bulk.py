@@ -10,6 +10,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from edgedrift.wire import Heartbeat
+from edgedrift_cloud import registry
 from edgedrift_cloud.auth import hash_secret
 from edgedrift_cloud.db.tables import Device, HeartbeatRecord, utcnow
 
@@ -72,4 +73,5 @@ def add_heartbeats(session: Session, beats: Sequence[tuple[str, Heartbeat]]) -> 
     rows = [{"device_id": d, "received_at": now, **beat.model_dump()} for d, beat in beats]
     for start in range(0, len(rows), CHUNK):
         session.execute(insert(HeartbeatRecord), rows[start : start + CHUNK])
+    registry.count_heartbeats(session, [d for d, _ in beats], now)
     return len(rows)

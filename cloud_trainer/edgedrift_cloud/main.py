@@ -10,17 +10,14 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift import __version__
-from edgedrift.wire import TrainRequest
-from edgedrift_cloud import registry
+from edgedrift_cloud import openapi, registry
 from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.auth import TokenCache
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
@@ -92,7 +89,7 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
     for module in (training, models, devices, bulk, gateways, stats, fleet, health, dashboard):
         app.include_router(module.router)
     app.mount("/dashboard/static", StaticFiles(directory=dashboard.STATIC), name="dashboard-static")
-    _document_train_request(app)
+    openapi.install(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(
         AuthGate,
@@ -122,25 +119,6 @@ def _provision(sessions: sessionmaker[Session], settings: CloudSettings) -> None
 async def credential_is_known(state: AppState, token: str) -> bool:
     """The gate's check: the operator token or a registered device's secret."""
     return await known_credential(state, token) is not None
-
-
-def _document_train_request(app: FastAPI) -> None:
-    """Put the JSON window schema into the OpenAPI components: the training route parses its body
-    itself (JSON or binary), so FastAPI cannot see the model."""
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes
-            )
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
-            model_schema = TrainRequest.model_json_schema(ref_template="#/components/schemas/{model}")
-            components.update(model_schema.pop("$defs", {}))
-            components["TrainRequest"] = model_schema
-            app.openapi_schema = schema
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def __getattr__(name: str) -> FastAPI:

@@ -166,7 +166,7 @@ class Metrics:
         )
         self.recompute_rejected = Counter(
             "edgedrift_recompute_rejected",
-            "Recomputes refused with 429 by reason: queue_full, budget_fleet, budget_device.",
+            "Recomputes refused by reason: queue_full, budget_fleet, budget_device (429), cost_cap (422).",
             ["reason"],
             registry=self.registry,
         )

@@ -2,20 +2,26 @@
 
 Versions are numbered by an atomic ``UPDATE devices SET model_count = model_count + 1 ... RETURNING``
 in the same transaction as the insert, so concurrent retrains of one device never share a version and
-a failed insert leaves no gap. Counters are aggregates over the stored versions, so they survive
-restarts and agree across workers.
+a failed insert leaves no gap. Counters are maintained on write, in that same transaction (and in the
+one that stores heartbeats), by atomic ``x = x + n`` upserts: reading them is one row per device, and
+the fleet's totals are at most ``FLEET_SHARDS`` x learners x reasons rows, whatever the history's size;
+they survive restarts and agree across workers and replicas. They count every recompute and heartbeat
+ever stored: retention (which drops documents) does not lower them; purging a device drops its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import zlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, literal, select, update
+from sqlalchemy import ColumnElement, Table, case, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from edgedrift.wire import (
@@ -27,7 +33,20 @@ from edgedrift.wire import (
 )
 from edgedrift.wire import HeartbeatRecord as HeartbeatOut
 from edgedrift_cloud.auth import hash_secret
-from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelRecord, utcnow
+from edgedrift_cloud.db.tables import (
+    Device,
+    DeviceCounter,
+    DeviceRecomputeCounter,
+    FleetRecomputeCounter,
+    HeartbeatRecord,
+    ModelRecord,
+    utcnow,
+)
+
+#: Shards of the fleet counters (by device): concurrent stores of different devices rarely share a row.
+FLEET_SHARDS = 16
+#: Rows per counter upsert (well below PostgreSQL's 65,535 bind parameters).
+CHUNK = 1000
 
 
 def canonical_json(doc: dict[str, Any]) -> str:
@@ -105,7 +124,91 @@ def store_model(session: Session, new: NewModel) -> ModelRecord:
     )
     session.add(record)
     session.flush()
+    _count_recompute(session, record)
     return record
+
+
+def fleet_shard(device_id: str) -> int:
+    """The fleet counter shard of a device (stable across processes, unlike ``hash``)."""
+    return zlib.crc32(device_id.encode()) % FLEET_SHARDS
+
+
+def _upsert(
+    session: Session,
+    model: type[DeviceCounter] | type[DeviceRecomputeCounter] | type[FleetRecomputeCounter],
+    rows: Sequence[Mapping[str, object]],
+    add: Sequence[str],
+    replace: Sequence[str] = (),
+) -> None:
+    """Insert ``rows``, or on a key that exists add the ``add`` columns to it, overwrite ``replace``
+    and keep the newer ``last_seen``: one atomic statement, safe against concurrent writers."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    dialect = session.get_bind().dialect.name
+    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table).values(list(rows))
+    new = statement.excluded
+    update_set: dict[str, ColumnElement[object]] = {c: table.c[c] + new[c] for c in add}
+    update_set.update({c: new[c] for c in replace})
+    if "last_seen" in rows[0]:
+        old = table.c.last_seen
+        update_set["last_seen"] = case((or_(old.is_(None), new.last_seen > old), new.last_seen), else_=old)
+    keys = [c.name for c in table.primary_key.columns]
+    session.execute(statement.on_conflict_do_update(index_elements=keys, set_=update_set))
+
+
+_MEASURES = ("recomputes", "train_ms", "bytes_in", "bytes_out")
+
+
+def _count_recompute(session: Session, record: ModelRecord) -> None:
+    """Add a stored version to its device's, its (device, learner, reason)'s and its fleet shard's
+    counters, in the caller's transaction (the version's device row is locked by then, so the device's
+    newest version is this one)."""
+    measures = {"recomputes": 1, "train_ms": record.train_ms, "bytes_in": record.bytes_in}
+    measures["bytes_out"] = record.bytes_out
+    device = {
+        "device_id": record.device_id,
+        "recomputes": 1,
+        "bytes_in": record.bytes_in,
+        "bytes_out": record.bytes_out,
+        "train_ms_total": record.train_ms,
+        "latest_version": record.version,
+        "last_recompute_at": record.created_at,
+        "last_reason": record.reason,
+        "heartbeats": 0,
+        "last_seen": record.created_at,
+    }
+    _upsert(
+        session,
+        DeviceCounter,
+        [device],
+        add=("recomputes", "bytes_in", "bytes_out", "train_ms_total"),
+        replace=("latest_version", "last_recompute_at", "last_reason"),
+    )
+    group = {"learner": record.learner, "reason": record.reason, **measures}
+    _upsert(session, DeviceRecomputeCounter, [{"device_id": record.device_id, **group}], add=_MEASURES)
+    _upsert(
+        session, FleetRecomputeCounter, [{"shard": fleet_shard(record.device_id), **group}], add=_MEASURES
+    )
+
+
+def count_heartbeats(session: Session, device_ids: Sequence[str], at: datetime) -> None:
+    """Add heartbeats received at ``at`` to their devices' counters: one statement per batch (per
+    CHUNK devices), rows in device order so concurrent batches lock them in the same order."""
+    per_device = Counter(device_ids)
+    rows = [
+        {
+            "device_id": device_id,
+            "recomputes": 0,
+            "bytes_in": 0,
+            "bytes_out": 0,
+            "train_ms_total": 0.0,
+            "heartbeats": n,
+            "last_seen": at,
+        }
+        for device_id, n in sorted(per_device.items())
+    ]
+    for start in range(0, len(rows), CHUNK):
+        _upsert(session, DeviceCounter, rows[start : start + CHUNK], add=("heartbeats",))
 
 
 def model_by_request_id(session: Session, device_id: str, request_id: str) -> ModelRecord | None:
@@ -145,9 +248,10 @@ def model_version(record: ModelRecord) -> ModelVersion:
 
 
 def add_heartbeat(session: Session, device_id: str, beat: Heartbeat) -> HeartbeatRecord:
-    record = HeartbeatRecord(device_id=device_id, **beat.model_dump())
+    record = HeartbeatRecord(device_id=device_id, received_at=utcnow(), **beat.model_dump())
     session.add(record)
     session.flush()
+    count_heartbeats(session, [device_id], record.received_at)
     return record
 
 
@@ -167,69 +271,58 @@ def list_heartbeats(session: Session, device_id: str, limit: int) -> list[Heartb
 
 
 def counters(session: Session, device_id: str) -> DeviceCounters:
-    """Recomputes, bytes, training time and reasons of one device, aggregated from the registry."""
-    agg = session.execute(
-        select(
-            func.count(ModelRecord.id),
-            func.coalesce(func.sum(ModelRecord.bytes_in), 0),
-            func.coalesce(func.sum(ModelRecord.bytes_out), 0),
-            func.coalesce(func.sum(ModelRecord.train_ms), 0.0),
-            func.max(ModelRecord.version),
-        ).where(ModelRecord.device_id == device_id)
-    ).one()
-    reasons = dict(
-        session.execute(
-            select(ModelRecord.reason, func.count(ModelRecord.id))
-            .where(ModelRecord.device_id == device_id)
-            .group_by(ModelRecord.reason)
-        ).all()
-    )
-    last = session.execute(
-        select(ModelRecord.created_at, ModelRecord.reason)
-        .where(ModelRecord.device_id == device_id)
-        .order_by(ModelRecord.version.desc())
-        .limit(1)
-    ).first()
-    beats = session.execute(
-        select(func.count(HeartbeatRecord.id), func.max(HeartbeatRecord.received_at)).where(
-            HeartbeatRecord.device_id == device_id
+    """Recomputes, bytes, training time, reasons and heartbeats of one device: its counter rows."""
+    row = session.get(DeviceCounter, device_id, populate_existing=True)
+    reasons: Counter[str] = Counter()
+    for reason, n in session.execute(
+        select(DeviceRecomputeCounter.reason, DeviceRecomputeCounter.recomputes).where(
+            DeviceRecomputeCounter.device_id == device_id
         )
-    ).one()
+    ).all():
+        reasons[str(reason)] += int(n)
+    if row is None:
+        return DeviceCounters(
+            device_id=device_id, recomputes=0, bytes_in=0, bytes_out=0, train_ms_total=0.0, reasons={},
+            latest_version=None, last_recompute_at=None, last_reason=None, heartbeats=0, last_seen=None,
+        )  # fmt: skip
     return DeviceCounters(
         device_id=device_id,
-        recomputes=int(agg[0]),
-        bytes_in=int(agg[1]),
-        bytes_out=int(agg[2]),
-        train_ms_total=float(agg[3]),
-        reasons={str(k): int(v) for k, v in reasons.items()},
-        latest_version=None if agg[4] is None else int(agg[4]),
-        last_recompute_at=None if last is None else last.created_at,
-        last_reason=None if last is None else last.reason,
-        heartbeats=int(beats[0]),
-        last_seen=_latest(beats[1], None if last is None else last.created_at),
+        recomputes=int(row.recomputes),
+        bytes_in=int(row.bytes_in),
+        bytes_out=int(row.bytes_out),
+        train_ms_total=float(row.train_ms_total),
+        reasons=dict(reasons),
+        latest_version=row.latest_version,
+        last_recompute_at=row.last_recompute_at,
+        last_reason=row.last_reason,
+        heartbeats=int(row.heartbeats),
+        last_seen=row.last_seen,
     )
-
-
-def _latest(*times: datetime | None) -> datetime | None:
-    known = [t for t in times if t is not None]
-    return max(known, key=lambda t: t.timestamp()) if known else None
 
 
 def recompute_totals(
     session: Session, per_device: bool = True
 ) -> list[tuple[str, str, str, int, float, int, int]]:
     """(device, learner, reason, count, train ms, bytes in, bytes out) for the Prometheus collector;
-    without ``per_device`` the device is "" and the rows are per (learner, reason): a bounded scrape."""
-    device = ModelRecord.device_id if per_device else literal("")
-    rows = session.execute(
-        select(
-            device,
-            ModelRecord.learner,
-            ModelRecord.reason,
-            func.count(ModelRecord.id),
-            func.coalesce(func.sum(ModelRecord.train_ms), 0.0),
-            func.coalesce(func.sum(ModelRecord.bytes_in), 0),
-            func.coalesce(func.sum(ModelRecord.bytes_out), 0),
-        ).group_by(*([ModelRecord.device_id] if per_device else []), ModelRecord.learner, ModelRecord.reason)
-    ).all()
-    return [(str(a), str(b), str(c), int(d), float(e), int(f), int(g)) for a, b, c, d, e, f, g in rows]
+    without ``per_device`` the device is "" and the rows are per (learner, reason), summed over the
+    fleet shards: a bounded scrape whatever the fleet's size."""
+    rows: Sequence[Any]
+    if per_device:
+        d = DeviceRecomputeCounter
+        rows = session.execute(
+            select(d.device_id, d.learner, d.reason, d.recomputes, d.train_ms, d.bytes_in, d.bytes_out)
+        ).all()
+    else:
+        f = FleetRecomputeCounter
+        rows = session.execute(
+            select(
+                f.learner,
+                f.reason,
+                func.sum(f.recomputes),
+                func.sum(f.train_ms),
+                func.sum(f.bytes_in),
+                func.sum(f.bytes_out),
+            ).group_by(f.learner, f.reason)
+        ).all()
+        rows = [("", *r) for r in rows]
+    return [(str(a), str(b), str(c), int(d), float(e), int(f_), int(g)) for a, b, c, d, e, f_, g in rows]

@@ -149,9 +149,18 @@ class CloudSettings(BaseSettings):
     #: Train in a process pool (off the GIL); False trains in threads (tests, tiny deployments).
     training_processes: bool = True
     #: Fleet recompute budget: recomputes per minute fleet-wide and per device (unset: unlimited),
-    #: shared by every replica through the registry database.
+    #: shared by every replica through the registry database. Per device it defaults to 30, so one
+    #: device cannot monopolise training (a request without drift evidence may use half: 15 a minute);
+    #: ``unlimited`` (or an empty value) lifts either limit.
     recompute_budget_per_minute: int | None = Field(default=None, ge=0)
-    recompute_budget_per_device_per_minute: int | None = Field(default=None, ge=0)
+    recompute_budget_per_device_per_minute: int | None = Field(default=30, ge=0)
+    #: Largest training cost of one request, rows x features x grid (grid: the fits of the C search,
+    #: 9 C values x 5 folds = 45 for ``C="auto"``, else 1); above it a 422 ``cost_cap`` before any
+    #: training. CPU time grows about linearly with this cost (measurements: docs/cloud-trainer.md). The
+    #: default admits a single fit of 100,000 x 54 (cost 5.4 M) and ``C="auto"`` up to about 1.1 M cells
+    #: (20,000 x 54, 1,000 x 1,000), and refuses the requests that cost tens of CPU seconds: ``C="auto"``
+    #: on 4,000 x 1,000 (cost 180 M) or on 100,000 x 54 (243 M).
+    max_train_cost: int = Field(default=50_000_000, ge=1)
     #: Database connect and statement timeouts in seconds (past them an API call answers 503).
     database_connect_timeout_s: float = Field(default=5.0, gt=0.0)
     database_statement_timeout_s: float = Field(default=15.0, gt=0.0)
@@ -174,6 +183,14 @@ class CloudSettings(BaseSettings):
         """``*_FILE`` secrets after the constructor's arguments, beside the environment and ``.env``."""
         files = _SecretFiles(settings_cls, (dotenv_settings, env_settings))
         return init_settings, files, env_settings, dotenv_settings, file_secret_settings
+
+    @field_validator("recompute_budget_per_minute", "recompute_budget_per_device_per_minute", mode="before")
+    @classmethod
+    def _unlimited_is_none(cls, value: object) -> object:
+        """``unlimited``, ``none`` or an empty value: no limit."""
+        return (
+            None if isinstance(value, str) and value.strip().lower() in ("", "unlimited", "none") else value
+        )
 
     @field_validator("database_url")
     @classmethod

@@ -20,7 +20,7 @@ from pydantic import Field
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from edgedrift.wire import WireModel
+from edgedrift.wire import NUMBER, WireModel
 from edgedrift_cloud.auth import hash_secret
 from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelAlias, ModelRecord, utcnow
 
@@ -35,7 +35,7 @@ class VersionPrunedError(LookupError):
     """Retention dropped this version's document."""
 
 
-VersionNumber = Annotated[int, Field(ge=1, le=2**31 - 1)]
+VersionNumber = Annotated[int, Field(ge=1, le=2**31 - 1), NUMBER]
 
 
 class VersionRef(WireModel):

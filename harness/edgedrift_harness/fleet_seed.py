@@ -136,6 +136,32 @@ def seed_fleet(
     return SeededFleet(devices=devices, heartbeats=len(beats), models=len(models), kinds=kinds)
 
 
+#: The per-device counters (maintained on write by the cloud, migration 0006) of what was seeded; the
+#: same statements as that migration's backfill, since the harness may not import the cloud.
+COUNTERS_SQL = (
+    """
+INSERT INTO device_counters (device_id, recomputes, bytes_in, bytes_out, train_ms_total, latest_version,
+                             last_recompute_at, last_reason, heartbeats, last_seen)
+SELECT d.id, COALESCE(m.n, 0), COALESCE(m.b_in, 0), COALESCE(m.b_out, 0), COALESCE(m.ms, 0.0), m.latest,
+       l.created_at, l.reason, COALESCE(h.n, 0),
+       CASE WHEN h.at IS NULL THEN l.created_at
+            WHEN l.created_at IS NULL OR h.at > l.created_at THEN h.at
+            ELSE l.created_at END
+FROM devices d
+LEFT JOIN (SELECT device_id, COUNT(*) AS n, SUM(bytes_in) AS b_in, SUM(bytes_out) AS b_out,
+                  SUM(train_ms) AS ms, MAX(version) AS latest
+           FROM models GROUP BY device_id) m ON m.device_id = d.id
+LEFT JOIN models l ON l.device_id = d.id AND l.version = m.latest
+LEFT JOIN (SELECT device_id, COUNT(*) AS n, MAX(received_at) AS at
+           FROM heartbeats GROUP BY device_id) h ON h.device_id = d.id
+""",
+    """
+INSERT INTO device_recompute_counters (device_id, learner, reason, recomputes, train_ms, bytes_in, bytes_out)
+SELECT device_id, learner, reason, COUNT(*), SUM(train_ms), SUM(bytes_in), SUM(bytes_out)
+FROM models GROUP BY device_id, learner, reason
+""",
+)
+
 _DEVICE_SQL = "INSERT INTO devices (id, token_hash, model_count, created_at, revoked_at) VALUES "
 
 
@@ -156,6 +182,8 @@ def _sqlite(path: str, device_rows: list[Any], beats: list[Any], models: list[An
             conn.executemany(_DEVICE_SQL + "(?, ?, ?, ?, ?)", map(text, device_rows))
             conn.executemany(_insert("heartbeats", BEAT_COLUMNS, "?"), map(text, beats))
             conn.executemany(_insert("models", MODEL_COLUMNS, "?"), map(text, models))
+            for statement in COUNTERS_SQL:
+                conn.execute(statement)
     finally:
         conn.close()
 
@@ -178,4 +206,6 @@ def _postgres(url: str, device_rows: list[Any], beats: list[Any], models: list[A
             with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(plain(row))
+        for statement in COUNTERS_SQL:
+            cur.execute(statement)
         cur.execute("ANALYZE")

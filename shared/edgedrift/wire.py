@@ -18,7 +18,8 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, Strict, model_validator
+from pydantic.config import JsonDict
 
 from edgedrift.ids import DEVICE_ID_PATTERN as DEVICE_ID_PATTERN
 from edgedrift.models.losses import FloatArray
@@ -51,6 +52,20 @@ MAX_ABS_VALUE = 1e30
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
+
+def _not_bool_or_text(value: object) -> object:
+    """Numbers of the wire are JSON numbers: a bool or a numeric string is refused, as the schema says,
+    where pydantic's lax mode would convert it (3.0 stays a valid integer, as in JSON Schema)."""
+    if isinstance(value, bool | str | bytes):
+        raise ValueError(f"must be a number, not {type(value).__name__}")
+    return value
+
+
+#: Marks a numeric field of a request, after its bounds (so the JSON schema keeps them):
+#: ``Annotated[int, Field(ge=0), NUMBER]`` takes ``3`` or ``3.0``, not ``true`` or ``"3"``.
+NUMBER = BeforeValidator(_not_bool_or_text)
+#: A flag of a request: JSON ``true`` or ``false`` only.
+Flag = Annotated[bool, Strict()]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 StatValue = FiniteFloat | int | bool | str | None
 ShortText = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
@@ -65,12 +80,33 @@ class WireModel(BaseModel):
 class LearnerParams(WireModel):
     """Hyper-parameters. ``C="auto"`` tunes C by blocked cross-validation on the window."""
 
-    C: Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)] | Literal["auto"] = 1.0
-    bias: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
-    standardize: bool = False
-    max_depth: Annotated[int, Field(ge=1, le=16)] = 4
-    min_samples_leaf: Annotated[int, Field(ge=1, le=10_000)] = 1
-    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
+    C: Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False), NUMBER] | Literal["auto"] = 1.0
+    bias: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False), NUMBER] = 1.0
+    standardize: Flag = False
+    max_depth: Annotated[int, Field(ge=1, le=16), NUMBER] = 4
+    min_samples_leaf: Annotated[int, Field(ge=1, le=10_000), NUMBER] = 1
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1), NUMBER] = 0
+
+
+def _when(field: str, value: JsonDict, then: dict[str, JsonValue]) -> JsonDict:
+    """JSON Schema's ``if``/``then``: when ``field`` is given and matches ``value``, ``then`` holds."""
+    return {
+        "if": {"properties": {field: value}, "required": [field]},
+        "then": {"properties": then, "required": list(then)},
+    }
+
+
+#: The header rules of ``WindowHeader._learner_fits_task`` in JSON Schema, so a request the schema allows
+#: is one the validator allows.
+HEADER_RULES: list[JsonValue] = [
+    *(
+        _when("learner", {"const": learner}, {"task": {"enum": list(tasks)}})
+        for learner, tasks in LEARNER_TASKS.items()
+    ),
+    _when("rebalance", {"enum": ["smote", "select"]}, {"task": {"const": "classification"}}),
+    _when("reset_rows", {"type": "integer"}, {"rebalance": {"const": "select"}}),
+    _when("return_base", {"const": True}, {"rebalance": {"enum": ["smote", "select"]}}),
+]
 
 
 class WindowHeader(WireModel):
@@ -82,12 +118,14 @@ class WindowHeader(WireModel):
     in the document's ``training.base`` (RebalanceStream+).
     """
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": HEADER_RULES})
+
     task: Task
     learner: Learner
     params: LearnerParams = Field(default_factory=LearnerParams)
     rebalance: Rebalance = "none"
-    reset_rows: Annotated[int, Field(ge=0)] | None = None
-    return_base: bool = False
+    reset_rows: Annotated[int, Field(ge=0, le=MAX_COUNT), NUMBER] | None = None
+    return_base: Flag = False
     reason: ShortText = "manual"
     monitor: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
     request_id: ShortText | None = None
@@ -105,11 +143,16 @@ class WindowHeader(WireModel):
         return self
 
 
+#: One value of a JSON window: a number (strict, so checked in pydantic's core at no cost per value)
+#: within the magnitude every trainer handles.
+WindowValue = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_ABS_VALUE, le=MAX_ABS_VALUE)]
+
+
 class TrainRequest(WindowHeader):
     """A window to train on: X is n×d, y has n labels (±1 for linear classifiers, class ids for shrubs)."""
 
-    X: list[list[FiniteFloat]]
-    y: list[FiniteFloat]
+    X: Annotated[list[Annotated[list[WindowValue], Field(min_length=1)]], Field(min_length=1)]
+    y: Annotated[list[WindowValue], Field(min_length=1)]
 
 
 class StoredModel(WireModel):
@@ -164,16 +207,16 @@ class Heartbeat(WireModel):
     """An edge agent's periodic report, stored as a time series for the dashboard. Counters are bounded
     by their registry columns (BIGINT or INTEGER), so an out-of-range value is a 422, not a 500."""
 
-    samples: Annotated[int, Field(ge=0, le=INT64_MAX)]
-    labeled: Annotated[int, Field(ge=0, le=INT64_MAX)] = 0
-    accuracy: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
-    accuracy_window: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
-    warnings: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
-    drift_events: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
-    recomputes_requested: Annotated[int, Field(ge=0, le=INT32_MAX)] = 0
-    model_version: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
-    dropped: Annotated[int, Field(ge=0, le=INT64_MAX)] = 0
-    rejected: Annotated[int, Field(ge=0, le=INT64_MAX)] = 0
+    samples: Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER]
+    labeled: Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER] = 0
+    accuracy: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), NUMBER] | None = None
+    accuracy_window: Annotated[int, Field(ge=0, le=INT32_MAX), NUMBER] = 0
+    warnings: Annotated[int, Field(ge=0, le=INT32_MAX), NUMBER] = 0
+    drift_events: Annotated[int, Field(ge=0, le=INT32_MAX), NUMBER] = 0
+    recomputes_requested: Annotated[int, Field(ge=0, le=INT32_MAX), NUMBER] = 0
+    model_version: Annotated[int, Field(ge=0, le=INT32_MAX), NUMBER] | None = None
+    dropped: Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER] = 0
+    rejected: Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER] = 0
     extra: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
 
 

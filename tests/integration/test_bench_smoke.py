@@ -19,6 +19,7 @@ QUICK: dict[str, list[str]] = {
     "acceptance.py": ["--quick", "--out", "{tmp}"],
     "bls_accuracy.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "broker_durability.py": ["--quick", "--json", "{tmp}/durability.json"],
+    "counters_latency.py": ["--quick", "--json", "{tmp}/counters.json"],
     "edge_loop.py": ["--quick", "--json", "{tmp}/edge_loop.json"],
     "faults.py": ["--quick", "--json", "{tmp}/faults.json"],
     "fleet_views.py": ["--quick", "--json", "{tmp}/fleet_views.json"],

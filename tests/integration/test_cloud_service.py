@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -94,9 +95,16 @@ def test_request_id_makes_retries_idempotent(cloud: CloudServer) -> None:
         assert c.get("/v1/devices/dev-a/counters").json()["recomputes"] == 1
 
 
-def test_concurrent_retrains_get_distinct_versions(cloud: CloudServer) -> None:
-    with ThreadPoolExecutor(8) as pool:
-        responses = list(pool.map(lambda s: train_json(cloud, seed=s), range(16)))
+def test_concurrent_retrains_get_distinct_versions(database_url: str, tmp_path: Path) -> None:
+    """16 retrains of one device at once: above the default per-device rate, which this server lifts."""
+    cloud = CloudServer(
+        database_url, tmp_path, EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_DEVICE_PER_MINUTE="unlimited"
+    ).start()
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            responses = list(pool.map(lambda s: train_json(cloud, seed=s), range(16)))
+    finally:
+        cloud.stop()
     assert all(r.status_code == 201 for r in responses), [r.text for r in responses if r.status_code != 201]
     assert sorted(r.json()["version"] for r in responses) == list(range(1, 17))
 

@@ -8,9 +8,18 @@ import struct
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from edgedrift.training.window import check_finite_document, train_window
-from edgedrift.wire import WINDOW_MAGIC, LearnerParams, WindowError, WindowHeader, check_window, decode_window
+from edgedrift.wire import (
+    WINDOW_MAGIC,
+    Heartbeat,
+    LearnerParams,
+    WindowError,
+    WindowHeader,
+    check_window,
+    decode_window,
+)
 
 
 def body(header: bytes) -> bytes:
@@ -64,3 +73,33 @@ def test_a_non_finite_model_is_refused() -> None:
 def test_window_error_pickles_with_both_fields() -> None:
     again = pickle.loads(pickle.dumps(WindowError("header.n", "too large")))
     assert (again.field, again.reason) == ("header.n", "too large")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ('{"samples": true}', "samples"),
+        ('{"samples": "3"}', "samples"),
+        ('{"samples": 1, "accuracy": true}', "accuracy"),
+        ('{"samples": 1, "extra": {"a b": 1}}', "extra"),
+    ],
+)
+def test_heartbeat_numbers_are_json_numbers(body: str, field: str) -> None:
+    """A bool or a numeric string is not a number (as the OpenAPI schema says), though lax pydantic
+    would convert it; 3.0 is an integer, as in JSON Schema."""
+    with pytest.raises(ValidationError) as refused:
+        Heartbeat.model_validate_json(body)
+    assert refused.value.errors()[0]["loc"][0] == field
+    assert Heartbeat.model_validate_json('{"samples": 3.0, "accuracy": 1}').samples == 3
+
+
+def test_window_header_rules_are_in_its_json_schema() -> None:
+    """The validator's learner/task and rebalance rules are stated as if/then, so a schema-valid header
+    is a valid one."""
+    rules = WindowHeader.model_json_schema()["allOf"]
+    ridge = next(r for r in rules if r["if"]["properties"] == {"learner": {"const": "ridge"}})
+    assert ridge["then"]["properties"]["task"] == {"enum": ["regression"]}
+    with pytest.raises(ValidationError):
+        WindowHeader.model_validate_json('{"task": "classification", "learner": "ridge"}')
+    with pytest.raises(ValidationError):
+        WindowHeader.model_validate_json('{"task": "regression", "learner": "shrub", "return_base": 1}')

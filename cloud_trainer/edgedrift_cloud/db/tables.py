@@ -173,3 +173,53 @@ class GatewayDevice(Base):
     device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True)
     gateway_id: Mapped[str] = mapped_column(ForeignKey("gateways.id", ondelete="CASCADE"), index=True)
     assigned_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DeviceCounter(Base):
+    """A device's counters, maintained on write in the transaction that stores a version or a batch of
+    heartbeats (atomic ``x = x + n`` upserts), so reading them is one row whatever the history's size.
+    They count what was ever stored: retention does not lower them; purging the device drops them."""
+
+    __tablename__ = "device_counters"
+
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True)
+    recomputes: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_in: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_out: Mapped[int] = mapped_column(BigInteger, default=0)
+    train_ms_total: Mapped[float] = mapped_column(Float, default=0.0)
+    latest_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_recompute_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    last_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    heartbeats: Mapped[int] = mapped_column(BigInteger, default=0)
+    #: The newest heartbeat or recompute.
+    last_seen: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class DeviceRecomputeCounter(Base):
+    """A device's recomputes per learner and reason (its ``reasons`` and the per-device metric series)."""
+
+    __tablename__ = "device_recompute_counters"
+
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True)
+    learner: Mapped[str] = mapped_column(String(32), primary_key=True)
+    reason: Mapped[str] = mapped_column(String(64), primary_key=True)
+    recomputes: Mapped[int] = mapped_column(BigInteger, default=0)
+    train_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    bytes_in: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_out: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class FleetRecomputeCounter(Base):
+    """The fleet's recomputes per learner and reason, spread over a few shards (by device) so that
+    concurrent stores rarely wait on one row; ``/metrics`` sums at most shards x learners x reasons
+    rows. Purging a device keeps its share: these are Prometheus counters, they never go down."""
+
+    __tablename__ = "fleet_recompute_counters"
+
+    shard: Mapped[int] = mapped_column(Integer, primary_key=True)
+    learner: Mapped[str] = mapped_column(String(32), primary_key=True)
+    reason: Mapped[str] = mapped_column(String(64), primary_key=True)
+    recomputes: Mapped[int] = mapped_column(BigInteger, default=0)
+    train_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    bytes_in: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_out: Mapped[int] = mapped_column(BigInteger, default=0)

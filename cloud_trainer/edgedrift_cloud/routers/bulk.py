@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, status
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from edgedrift.wire import DEVICE_ID_PATTERN, Heartbeat, WireModel
 from edgedrift_cloud import bulk
@@ -30,15 +30,18 @@ class BulkDevice(WireModel):
 class BulkRegistration(WireModel):
     devices: Annotated[list[BulkDevice], Field(min_length=1, max_length=MAX_BATCH)]
 
-    @model_validator(mode="after")
-    def _unique(self) -> BulkRegistration:
-        ids = [d.device_id for d in self.devices]
-        if len(set(ids)) != len(ids):
-            raise ValueError("a device id appears twice")
-        secrets = [d.secret for d in self.devices if d.secret is not None]
-        if len(set(secrets)) != len(secrets):
-            raise ValueError("two devices share a secret")
-        return self
+
+def _conflict(registration: BulkRegistration) -> str | None:
+    """Why the entries of one batch contradict each other (a device listed twice, two devices given one
+    secret), or None. A 409 like a secret another device holds: the request is well formed, its
+    registrations cannot all hold."""
+    ids = [d.device_id for d in registration.devices]
+    if len(set(ids)) != len(ids):
+        return "device_id: a device id appears twice"
+    secrets = [d.secret for d in registration.devices if d.secret is not None]
+    if len(set(secrets)) != len(secrets):
+        return "secret: two devices share a secret"
+    return None
 
 
 class BulkRegistered(WireModel):
@@ -65,11 +68,14 @@ class HeartbeatsStored(WireModel):
     "/devices",
     response_model=BulkRegistered,
     summary="Register or rotate up to 10,000 devices in one request (operator)",
-    responses={409: {"description": "A secret is already used by another device"}},
+    responses={409: {"description": "A device listed twice, or a secret used twice or by another device"}},
 )
 def register_devices(
     registration: BulkRegistration, _: OperatorDep, session: SessionDep, state: StateDep
 ) -> BulkRegistered:
+    conflict = _conflict(registration)
+    if conflict is not None:
+        raise HTTPException(status.HTTP_409_CONFLICT, conflict)
     generated = {d.device_id: new_secret() for d in registration.devices if d.secret is None}
     secrets = {d.device_id: d.secret or generated[d.device_id] for d in registration.devices}
     with committed_or_409(session, "secret: a given secret is already used by another device"):
@@ -84,15 +90,12 @@ def register_devices(
     response_model=HeartbeatsStored,
     status_code=status.HTTP_201_CREATED,
     summary="Store a batch of devices' heartbeats, as a gateway sends them (operator)",
-    responses={422: {"description": "Invalid heartbeat or unknown device"}},
+    responses={404: {"description": "Unknown devices (named in detail); nothing is stored"}},
 )
 def post_heartbeats(batch: HeartbeatBatch, _: OperatorDep, session: SessionDep) -> HeartbeatsStored:
     try:
         stored = bulk.add_heartbeats(session, [(h.device_id, h.heartbeat) for h in batch.heartbeats])
     except bulk.UnknownDevicesError as exc:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
-            [{"loc": ["body", "heartbeats", "device_id"], "msg": str(exc), "type": "value_error"}],
-        ) from None
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
     session.commit()
     return HeartbeatsStored(stored=stored)

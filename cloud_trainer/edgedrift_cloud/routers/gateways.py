@@ -4,7 +4,7 @@ provisioned through this API and picked up by a running gateway without a restar
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, status
@@ -17,7 +17,11 @@ from edgedrift_cloud import gateway_registry
 from edgedrift_cloud.auth import new_secret, same_secret
 from edgedrift_cloud.dependencies import DevicePath, OperatorDep, SessionDep, StateDep
 
-router = APIRouter(prefix="/v1/gateways", tags=["gateways"])
+router = APIRouter(
+    prefix="/v1/gateways",
+    tags=["gateways"],
+    responses={401: {"description": "Missing or unknown credential (gateway secret or operator token)"}},
+)
 
 GatewayPath = Annotated[
     str,
@@ -73,7 +77,7 @@ async def gateway_or_operator(
 ) -> str:
     """``operator`` or ``gateway``; 401 for a missing or wrong credential, 404 for an unknown gateway."""
     if credentials is None or not credentials.credentials:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer credential")
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer credential", _CHALLENGE)
     token = credentials.credentials
     if same_secret(token, state.settings.operator_token.get_secret_value()):
         return "operator"
@@ -83,11 +87,13 @@ async def gateway_or_operator(
             return gateway_registry.gateway_accepts(session, gateway_id, token)
 
     if not await anyio.to_thread.run_sync(check):
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown credential for this gateway")
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown credential for this gateway", _CHALLENGE)
     return "gateway"
 
 
 CallerDep = Annotated[str, Depends(gateway_or_operator)]
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+_UNKNOWN_GATEWAY: dict[int | str, dict[str, Any]] = {404: {"description": "Unknown gateway"}}
 
 
 def _known_gateway(session: SessionDep, gateway_id: str) -> None:
@@ -96,7 +102,10 @@ def _known_gateway(session: SessionDep, gateway_id: str) -> None:
 
 
 @router.put(
-    "/{gateway_id}", response_model=GatewayCredential, summary="Register a gateway or rotate its secret"
+    "/{gateway_id}",
+    response_model=GatewayCredential,
+    summary="Register a gateway or rotate its secret",
+    responses={409: {"description": "Another gateway already uses this secret"}},
 )
 def register_gateway(
     gateway_id: GatewayPath,
@@ -116,7 +125,10 @@ def register_gateway(
 
 
 @router.post(
-    "/{gateway_id}/devices", response_model=Assigned, summary="Assign devices to a gateway (operator)"
+    "/{gateway_id}/devices",
+    response_model=Assigned,
+    summary="Assign devices to a gateway (operator)",
+    responses=_UNKNOWN_GATEWAY,
 )
 def assign_devices(
     gateway_id: GatewayPath, _: OperatorDep, session: SessionDep, body: Assignment
@@ -132,6 +144,7 @@ def assign_devices(
     "/{gateway_id}/devices/{device_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Stop a gateway serving a device (operator)",
+    responses={404: {"description": "The gateway does not serve this device"}},
 )
 def unassign_device(
     gateway_id: GatewayPath, device_id: DevicePath, _: OperatorDep, session: SessionDep
@@ -141,7 +154,12 @@ def unassign_device(
     session.commit()
 
 
-@router.get("/{gateway_id}/devices", response_model=list[str], summary="The devices a gateway serves")
+@router.get(
+    "/{gateway_id}/devices",
+    response_model=list[str],
+    summary="The devices a gateway serves",
+    responses=_UNKNOWN_GATEWAY,
+)
 def list_gateway_devices(gateway_id: GatewayPath, _: CallerDep, session: SessionDep) -> list[str]:
     _known_gateway(session, gateway_id)
     return gateway_registry.devices_of(session, gateway_id)
@@ -151,6 +169,7 @@ def list_gateway_devices(gateway_id: GatewayPath, _: CallerDep, session: Session
     "/{gateway_id}/sync",
     response_model=GatewayDevices,
     summary="The gateway's devices, with a fresh secret for each one it does not hold yet (the gateway)",
+    responses={403: {"description": "Only the gateway itself receives its devices' secrets"}},
 )
 def sync_gateway(
     gateway_id: GatewayPath, caller: CallerDep, session: SessionDep, state: StateDep, body: SyncRequest

@@ -102,7 +102,12 @@ def pin_version(device_id: DevicePath, _: OperatorDep, session: SessionDep, ref:
     return _change(session, device_id, lambda: versions.pin(session, device_id, ref.version))
 
 
-@router.delete("/pin", response_model=RegistryView, summary="Unpin: the newest version serves (operator)")
+@router.delete(
+    "/pin",
+    response_model=RegistryView,
+    summary="Unpin: the newest version serves (operator)",
+    responses={404: {"description": "Unknown device"}},
+)
 def unpin(device_id: DevicePath, _: OperatorDep, session: SessionDep) -> RegistryView:
     return _change(session, device_id, lambda: versions.pin(session, device_id, None))
 
@@ -185,7 +190,7 @@ def prune(
 
 
 @router.get(
-    "/{version}/onnx",
+    "/{version:int}/onnx",
     response_class=Response,
     summary="One version as an ONNX model, for any ONNX runtime",
     responses={
@@ -224,7 +229,7 @@ def onnx_model(
 
 
 @router.get(
-    "/{version}",
+    "/{version:int}",
     response_model=ModelVersion,
     summary="One model version with its document",
     responses={

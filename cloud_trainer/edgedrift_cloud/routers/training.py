@@ -141,6 +141,9 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
     else:
         parsed = parse_window(body, content_type, state)
     header, X, y, encoding = parsed
+    price = budget.train_cost(header, int(X.shape[0]), int(X.shape[1]))
+    if price.cost > state.settings.max_train_cost:
+        return _over_cost(state, price)
     fingerprint = window_fingerprint(header, X, y)
     early = await anyio.to_thread.run_sync(_before_training, state, device_id, header, fingerprint)
     if isinstance(early, str):
@@ -219,8 +222,23 @@ def _before_training(
         )
         if limits.enabled:
             strength = budget.evidence(header.reason, dict(header.monitor))
-            return budget.admit(session, limits, device_id, strength, budget.current_minute())
+            minute = budget.current_minute()
+            refusal = budget.admit(session, limits, device_id, strength, minute)
+            budget.prune_if_due(session, minute)
+            return refusal
     return None
+
+
+def _over_cost(state: AppState, price: budget.TrainCost) -> JSONResponse:
+    """422 ``cost_cap`` before any training: the window costs more than one request may."""
+    state.metrics.recompute_rejected.labels("cost_cap").inc()
+    cap = state.settings.max_train_cost
+    detail = (
+        f"window of {price.rows} rows x {price.features} features x grid {price.grid} has training cost "
+        f"{price.cost} above the cap {cap} (rows x d x grid; grid = the fits of a C='auto' search, else 1): "
+        "send fewer rows or features, or a fixed C"
+    )
+    return JSONResponse({"detail": detail, "reason": "cost_cap"}, status_code=422)
 
 
 def _same_request(earlier: ModelRecord, fingerprint: str | None) -> None:
