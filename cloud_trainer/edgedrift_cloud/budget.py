@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Table, delete
+from sqlalchemy import Table, delete, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -127,6 +127,24 @@ def admit(
             return refusal
     session.commit()
     return None
+
+
+def refund(session: Session, limits: BudgetLimits, device_id: str, minute: int) -> None:
+    """Give back the recompute :func:`admit` took in ``minute`` when no version came of it (the
+    training failed or its client left before it ran), so a failure does not spend the budget."""
+    pairs = (("fleet", limits.fleet), (f"device:{device_id}", limits.per_device))
+    scopes = [scope for scope, limit in pairs if limit is not None]
+    if scopes:
+        session.execute(
+            update(RecomputeBudget)
+            .where(
+                RecomputeBudget.scope.in_(scopes),
+                RecomputeBudget.minute == minute,
+                RecomputeBudget.admitted > 0,
+            )
+            .values(admitted=RecomputeBudget.admitted - 1)
+        )
+        session.commit()
 
 
 def _take(session: Session, scope: str, minute: int, ceiling: int) -> bool:

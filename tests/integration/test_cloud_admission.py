@@ -173,6 +173,23 @@ def test_the_budget_per_minute_with_priority_to_drift_evidence(tmp_path: Path) -
         server.stop()
 
 
+def test_a_failed_training_gives_its_budget_back(tmp_path: Path) -> None:
+    """A window refused by the trainer itself (422) spends no recompute: the next one is admitted."""
+    server = budget_server(f"sqlite:///{tmp_path / 'r.db'}", tmp_path, fleet=1, per_device=1).start()
+    try:
+        wait_for_a_fresh_minute()
+        with server.client(A) as a:
+            one_row = window(1, 4, 0, reason="drift", monitor={"evidence": 3.0}, params={"C": "auto"})
+            failed = a.post("/v1/devices/dev-a/models", json=one_row)
+            assert failed.status_code == 422 and "at least 2 rows" in failed.text, failed.text
+            assert a.post("/v1/devices/dev-a/models", json=drift(1, 3.0)).status_code == 201
+            over = a.post("/v1/devices/dev-a/models", json=drift(2, 3.0))
+            assert over.status_code == 429 and over.json()["reason"] == "budget_fleet"
+        assert metric(server, "edgedrift_recompute_admitted_total") == 2
+    finally:
+        server.stop()
+
+
 def test_two_serve_processes_on_one_postgres_behave_as_one(postgres_admin_url: str, tmp_path: Path) -> None:
     """Item 4: versions contiguous, counters exact and the fleet budget honoured across both."""
     budget = 12

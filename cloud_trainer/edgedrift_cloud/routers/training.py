@@ -145,7 +145,10 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
     if price.cost > state.settings.max_train_cost:
         return _over_cost(state, price)
     fingerprint = window_fingerprint(header, X, y)
-    early = await anyio.to_thread.run_sync(_before_training, state, device_id, header, fingerprint)
+    admitted_in = budget.current_minute()
+    early = await anyio.to_thread.run_sync(
+        _before_training, state, device_id, header, fingerprint, admitted_in
+    )
     if isinstance(early, str):
         wait = budget.retry_after(time.time(), random.random())
         return _too_many(state, early, f"the recompute {early.replace('_', ' ')} is spent", wait)
@@ -153,7 +156,11 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
         record, replayed = early
         return _reply(record, replayed=replayed, pinned=not replayed)
     state.metrics.recompute_admitted.inc()
-    outcome = await state.trainings.run(request.is_disconnected, train_window, header, X, y)
+    try:
+        outcome = await state.trainings.run(request.is_disconnected, train_window, header, X, y)
+    except Exception:
+        await anyio.to_thread.run_sync(_refund, state, device_id, admitted_in)
+        raise
     state.metrics.training_seconds.labels(header.learner).observe(outcome.train_ms / 1000.0)
     new = registry.NewModel(
         device_id=device_id,
@@ -203,11 +210,25 @@ def window_fingerprint(header: WindowHeader, X: FloatArray, y: FloatArray) -> st
     return digest.hexdigest()
 
 
+def _limits(state: AppState) -> budget.BudgetLimits:
+    return budget.BudgetLimits(
+        state.settings.recompute_budget_per_minute, state.settings.recompute_budget_per_device_per_minute
+    )
+
+
+def _refund(state: AppState, device_id: str, minute: int) -> None:
+    """The budget back when an admitted training produced no version (it failed, or its client left)."""
+    limits = _limits(state)
+    if limits.enabled:
+        with state.sessions() as session:
+            budget.refund(session, limits, device_id, minute)
+
+
 def _before_training(
-    state: AppState, device_id: str, header: WindowHeader, fingerprint: str
+    state: AppState, device_id: str, header: WindowHeader, fingerprint: str, minute: int
 ) -> tuple[ModelRecord, bool] | budget.Refusal | None:
     """What the registry answers without training: (the pinned version, False), (the version of an
-    earlier request with this request_id, True), a spent budget, or None: train."""
+    earlier request with this request_id, True), a spent budget (of ``minute``), or None: train."""
     with state.sessions() as session:
         pinned = versions.pinned_model(session, device_id)
         if pinned is not None:
@@ -217,12 +238,9 @@ def _before_training(
             if earlier is not None:
                 _same_request(earlier, fingerprint)
                 return earlier, True
-        limits = budget.BudgetLimits(
-            state.settings.recompute_budget_per_minute, state.settings.recompute_budget_per_device_per_minute
-        )
+        limits = _limits(state)
         if limits.enabled:
             strength = budget.evidence(header.reason, dict(header.monitor))
-            minute = budget.current_minute()
             refusal = budget.admit(session, limits, device_id, strength, minute)
             budget.prune_if_due(session, minute)
             return refusal
