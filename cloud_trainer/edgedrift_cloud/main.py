@@ -25,7 +25,18 @@ from edgedrift_cloud.dependencies import AppState, known_credential
 from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
 from edgedrift_cloud.gate import AuthGate, FailureLimiter, MissCache
 from edgedrift_cloud.observability import Metrics, RequestLogMiddleware, configure_logging
-from edgedrift_cloud.routers import bulk, dashboard, devices, fleet, gateways, health, models, stats, training
+from edgedrift_cloud.routers import (
+    bulk,
+    dashboard,
+    devices,
+    fleet,
+    gateways,
+    health,
+    history,
+    models,
+    stats,
+    training,
+)
 from edgedrift_cloud.settings import CloudSettings, get_settings
 
 log = logging.getLogger("edgedrift_cloud")
@@ -86,7 +97,7 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
     )
     app.state.edgedrift = state
     install_handlers(app, state.note_database_error)
-    for module in (training, models, devices, bulk, gateways, stats, fleet, health, dashboard):
+    for module in (training, history, models, devices, bulk, gateways, stats, fleet, health, dashboard):
         app.include_router(module.router)
     app.mount("/dashboard/static", StaticFiles(directory=dashboard.STATIC), name="dashboard-static")
     openapi.install(app)

@@ -100,6 +100,8 @@ class NewModel:
     monitor: dict[str, StatValue]
     request_id: str | None
     request_sha256: str | None = None
+    #: A re-tuning recompute's edge parameters (None for other recomputes).
+    edge: dict[str, Any] | None = None
 
 
 def store_model(session: Session, new: NewModel) -> ModelRecord:

@@ -170,6 +170,9 @@ class CloudSettings(BaseSettings):
     metrics_per_device: bool = False
     #: Failed authentications per client address and 10 s before that address gets 429.
     auth_failures_per_10s: int = Field(default=50, ge=1)
+    #: Labels of each device's history the cloud keeps for re-tuning recomputes (``druid-tune``,
+    #: ``periodic-tune``): the newest chunks that hold this many labels.
+    history_labels: int = Field(default=20_000, ge=1, le=10_000_000)
 
     @classmethod
     def settings_customise_sources(

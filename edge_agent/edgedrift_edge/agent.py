@@ -11,8 +11,8 @@ Pieces (each in its own module):
   :class:`~edgedrift_edge.session.DeviceSession`, checkpoint store, topics, secret and schedule);
 * :class:`~edgedrift_edge.transport.MqttTransport`: bounded inbox, acknowledgements after processing,
   checked publishes;
-* :class:`~edgedrift_edge.cloud.CloudClient`: recomputes, heartbeats and the gateway's device list on
-  their own thread, with deadlines and backoff.
+* :class:`~edgedrift_edge.cloud.CloudClient`: recomputes, label batches, heartbeats and the gateway's
+  device list on their own thread, with deadlines and backoff.
 
 Threads: paho's network thread only enqueues; the *worker* owns every session and does everything else
 (handling messages, installing models that arrived, checkpoints, heartbeats, status); the cloud client's
@@ -341,6 +341,7 @@ class EdgeAgent:
             self.transport.publish(device.topics["predictions"], payload, owner=owner)
         for event in out.events:
             device.event(event.pop("type"), owner=owner, **event)
+        device.forward_history(self.cloud, out.history)
 
     def _drain_control(self) -> None:
         while True:
@@ -364,8 +365,7 @@ class EdgeAgent:
             self._publish_output(device, Output(events=events), None)
 
     def _periodic(self) -> None:
-        """Housekeeping, at most every 50 ms: publish retries, counters, heartbeats, checkpoints, the
-        gateway's device list."""
+        """Housekeeping, at most every 50 ms: publish retries, counters, heartbeats, checkpoints, devices."""
         now = time.monotonic()
         if now < self._next_periodic:
             return

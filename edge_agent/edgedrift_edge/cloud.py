@@ -1,4 +1,5 @@
-"""The cloud trainer's client: recomputes and heartbeats on a thread of their own, with deadlines.
+"""The cloud trainer's client: recomputes, label batches and heartbeats on a thread of their own, with
+deadlines.
 
 Every call runs on one asyncio event loop in a background thread (never on the worker that predicts),
 and every attempt has an overall deadline (``asyncio.timeout``), so a cloud that accepts the connection
@@ -27,7 +28,7 @@ import httpx
 
 from edgedrift.models.document import model_from_document
 from edgedrift.wire import WINDOW_CONTENT_TYPE, Heartbeat, WindowHeader, encode_window
-from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel
+from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel
 
 log = logging.getLogger("edgedrift_edge.cloud")
 T = TypeVar("T")
@@ -102,6 +103,10 @@ class CloudClient:
         self.unauthorized_retry_s = unauthorized_retry_s
         self.encoding = encoding
         self.rng = random.Random(seed)
+        #: Label batches per device handed over and not yet answered (bounded by ``outbox``).
+        self._in_flight: dict[str, int] = {}
+        self._in_flight_lock = threading.Lock()
+        self._history_locks: dict[str, asyncio.Lock] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="edgedrift-cloud", daemon=True)
         self._thread.start()
@@ -158,6 +163,18 @@ class CloudClient:
         request: RecomputeRequest,
         on_failure: Callable[[RecomputeFailure], None],
     ) -> TrainedModel | None:
+        if request.retune is None:
+            return await self._train_attempts(device_id, secret, request, on_failure)
+        async with self._history_lock(device_id):  # after every label batch handed over before it
+            return await self._train_attempts(device_id, secret, request, on_failure)
+
+    async def _train_attempts(
+        self,
+        device_id: str,
+        secret: str | None,
+        request: RecomputeRequest,
+        on_failure: Callable[[RecomputeFailure], None],
+    ) -> TrainedModel | None:
         attempt = 0
         unauthorized_streak = 0
         while not self._closed.is_set():
@@ -195,10 +212,14 @@ class CloudClient:
         return None
 
     async def train(self, device_id: str, secret: str | None, request: RecomputeRequest) -> TrainedModel:
-        """One attempt within the overall deadline (raises :class:`CloudError`)."""
+        """One attempt within the overall deadline (raises :class:`CloudError`); a re-tuning request
+        posts its label batches first (each stored once, whatever the retries)."""
         header = self._header(request)
         url = f"/v1/devices/{device_id}/models"
         headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+        history_bytes = 0
+        for batch in request.history:
+            history_bytes += await self._post_batch(device_id, headers, batch, request.task)
         if self.encoding == "json":
             body = json.dumps(
                 {**header.model_dump(mode="json"), "X": request.X.tolist(), "y": request.y.tolist()}
@@ -218,16 +239,17 @@ class CloudClient:
                 model=model_from_document(doc),
                 document=doc,
                 train_ms=float(data["train_ms"]),
-                bytes_up=len(body),
+                bytes_up=len(body) + history_bytes,
                 bytes_down=len(response.content),
                 replayed=bool(data.get("replayed", False)),
+                edge=data.get("edge"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
 
     @staticmethod
     def _header(request: RecomputeRequest) -> WindowHeader:
-        return request.spec.header(
+        header = request.spec.header(
             request.task,
             request.loss,
             request.reason,
@@ -236,6 +258,62 @@ class CloudClient:
             request_id=request.request_id,
             reset_rows=request.reset_rows,
         )
+        return header if request.retune is None else header.model_copy(update={"retune": request.retune})
+
+    # --- the device's labeled history (re-tuning strategies) --------------------------------------------
+
+    def post_history(
+        self, device_id: str, secret: str | None, batch: LabelBatch, task: str, outbox: int = 64
+    ) -> concurrent.futures.Future[tuple[str, int]]:
+        """Forward a label batch with retries, in order with the device's other batches and re-tuning
+        requests. The future holds the outcome and the bytes sent: ``stored``, ``refused`` (a final 4xx),
+        ``dropped`` (the device already has ``outbox`` batches on the way: they keep their place) or
+        ``closed``."""
+        with self._in_flight_lock:
+            if self._in_flight.get(device_id, 0) >= outbox:
+                dropped: concurrent.futures.Future[tuple[str, int]] = concurrent.futures.Future()
+                dropped.set_result(("dropped", 0))
+                return dropped
+            self._in_flight[device_id] = self._in_flight.get(device_id, 0) + 1
+        return self._spawn(self._history_with_retries(device_id, secret, batch, task))
+
+    def _history_lock(self, device_id: str) -> asyncio.Lock:
+        """Per device, FIFO: label batches and re-tuning requests reach the cloud in the order given."""
+        return self._history_locks.setdefault(device_id, asyncio.Lock())
+
+    async def _history_with_retries(
+        self, device_id: str, secret: str | None, batch: LabelBatch, task: str
+    ) -> tuple[str, int]:
+        headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+        try:
+            async with self._history_lock(device_id):
+                attempt = 0
+                while not self._closed.is_set():
+                    try:
+                        return "stored", await self._post_batch(device_id, headers, batch, task)
+                    except CloudError as exc:
+                        if not exc.retryable:
+                            log.error("history batch %s refused by the cloud: %s", batch.batch_id, exc)
+                            return "refused", 0
+                        wait = exc.retry_after if exc.retry_after is not None else 0.0
+                        delay = wait + backoff_delay(
+                            attempt + 1, self.retry_base_s, self.retry_max_s, self.rng
+                        )
+                    attempt += 1
+                    await asyncio.sleep(delay)
+                return "closed", 0
+        finally:
+            with self._in_flight_lock:
+                self._in_flight[device_id] -= 1
+
+    async def _post_batch(self, device_id: str, headers: dict[str, str], batch: LabelBatch, task: str) -> int:
+        """One POST of a label batch (float64: the search sees what the edge learned); its bytes."""
+        learner = "logistic" if task == "classification" else "ridge"
+        header = WindowHeader.model_validate({"task": task, "learner": learner, "request_id": batch.batch_id})
+        body = encode_window(header, batch.X, batch.y, dtype="float64")
+        content = {**headers, "Content-Type": WINDOW_CONTENT_TYPE}
+        await self._post(f"/v1/devices/{device_id}/history", content, content=body)
+        return len(body)
 
     # --- heartbeats ----------------------------------------------------------------------------------------
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from edgedrift.window import delay_buffer_size
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
-from edgedrift_edge.cloud import CloudError
+from edgedrift_edge.cloud import CloudClient, CloudError
 from edgedrift_edge.ledger import Event, SessionConfig
-from edgedrift_edge.recompute import Trainer
+from edgedrift_edge.recompute import LabelBatch, Trainer
 from edgedrift_edge.session import DeviceSession
 from edgedrift_edge.settings import AgentSettings, SettingsError, device_list, device_topics
 from edgedrift_edge.transport import Inbound, MqttTransport
@@ -70,6 +70,7 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
         max_items=settings.max_items_per_message,
         outlier_threshold=settings.outlier_threshold,
         retry_cooldown_s=settings.retry_cooldown_s,
+        history_batch=settings.history_batch,
     )
 
 
@@ -150,6 +151,28 @@ class DeviceRuntime:
                 reason="inbox full (QoS 0 messages are not delivered again)",
             )
             self._dropped_reported = c.dropped
+
+    def forward_history(self, cloud: CloudClient, batches: list[LabelBatch]) -> None:
+        """Hand a re-tuning strategy's label batches to the cloud client (it posts them in order)."""
+        for batch in batches:
+            future = cloud.post_history(
+                self.device_id, self.secret, batch, self.settings.task, self.settings.history_outbox
+            )
+            future.add_done_callback(self.history_done)
+
+    def history_done(self, future: concurrent.futures.Future[tuple[str, int]]) -> None:
+        """Count how a label batch ended and its bytes (on the cloud client's thread, as heartbeats are)."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        outcome, sent = future.result()
+        c = self.session.counters
+        c.http_bytes_up += sent
+        if outcome == "stored":
+            c.history_stored += 1
+        elif outcome == "refused":
+            c.history_refused += 1
+        elif outcome == "dropped":
+            c.history_dropped += 1
 
     def heartbeat_done(self, future: concurrent.futures.Future[None]) -> None:
         """Count a heartbeat's outcome; a refused credential makes the device ``unauthorized``."""

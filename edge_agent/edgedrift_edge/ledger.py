@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from edgedrift.models.losses import Task
+from edgedrift_edge.recompute import LabelBatch
 
 Event = dict[str, Any]
 Prediction = dict[str, Any]
@@ -34,6 +35,8 @@ class SessionConfig:
     max_items: int = 10_000
     outlier_threshold: float = 100.0
     retry_cooldown_s: float = 30.0
+    #: Labels per batch forwarded to the cloud's history (re-tuning strategies).
+    history_batch: int = 200
 
 
 @dataclass
@@ -63,6 +66,13 @@ class Counters:
     reconnects: int = 0
     publish_failures: int = 0
     backpressure_waits: int = 0
+    #: Re-tuning strategies: label batches (and their labels) handed to the cloud client for the device's
+    #: history, and how those ended: stored (a replay included), refused for good, dropped (outbox full).
+    history_batches: int = 0
+    history_labels: int = 0
+    history_stored: int = 0
+    history_refused: int = 0
+    history_dropped: int = 0
 
 
 @dataclass
@@ -72,3 +82,5 @@ class Output:
     predictions: list[Prediction] = field(default_factory=list)
     batch: bool = False
     events: list[Event] = field(default_factory=list)
+    #: Label batches to forward to the device's history (re-tuning strategies).
+    history: list[LabelBatch] = field(default_factory=list)

@@ -14,6 +14,17 @@ from typing import Any
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import TrainSpec
+from edgedrift.wire import RetuneRequest
+
+
+@dataclass(frozen=True)
+class LabelBatch:
+    """Labels a re-tuning strategy's edge learner learned, on their way to the device's history in the
+    cloud; ``batch_id`` makes a retried batch count once."""
+
+    batch_id: str
+    X: FloatArray
+    y: FloatArray
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,10 @@ class RecomputeRequest:
     stats: dict[str, Any] = field(default_factory=dict)
     reset_rows: int | None = None
     initial: bool = False
+    #: Re-tune the edge learner (``druid-tune``, ``periodic-tune``) on the history, after ``history``: the
+    #: label batches not forwarded yet, posted first so the search sees every label learned so far.
+    retune: RetuneRequest | None = None
+    history: tuple[LabelBatch, ...] = ()
 
     @property
     def learner(self) -> str:
@@ -50,6 +65,8 @@ class TrainedModel:
     bytes_up: int
     bytes_down: int
     replayed: bool = False
+    #: A re-tuning recompute's edge parameters (``EdgeTune.as_document()``), else None.
+    edge: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

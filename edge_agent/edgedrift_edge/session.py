@@ -99,6 +99,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         self.width_mismatches = 0
         self.epoch = uuid.uuid4().hex[:12]
         self.request_seq = 0
+        self.history_id, self.history_seq = uuid.uuid4().hex[:12], 0  # label batch ids, fresh per process
         self.pending: RecomputeRequest | None = None
         self.guard: RangeGuard | None = None
         self.cooldown_until = -math.inf
@@ -132,6 +133,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
                 out.batch = samples.batch
         except MessageError as exc:
             self._reject([Rejection(str(exc))], kind, exc.count)
+        out.history = self.take_history()
         out.events = self._events
         self._events = []
         return out
@@ -316,6 +318,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
             X0=request.X,
             y0=request.y,
             guard=self.guard,
+            retune=lambda _channel, _learner: self._recompute,  # the cloud searches the forwarded history
         )
         loop = self.strategy.build(ctx, self.config.strategy_param)
         loop.start(trained.model, request.X, request.y, warm_learner=True)

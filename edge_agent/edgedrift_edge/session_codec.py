@@ -11,7 +11,8 @@ import numpy as np
 
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import TrainSpec
-from edgedrift_edge.recompute import RecomputeRequest
+from edgedrift.wire import RetuneRequest
+from edgedrift_edge.recompute import LabelBatch, RecomputeRequest
 
 _FLOAT64 = struct.Struct("=d")
 
@@ -66,13 +67,24 @@ def request_fields(request: RecomputeRequest) -> dict[str, Any]:
         "stats": dict(request.stats),
         "reset_rows": request.reset_rows,
         "initial": request.initial,
+        "retune": None if request.retune is None else request.retune.model_dump(),
+        "history": [[b.batch_id, b.X, b.y] for b in request.history],
     }
 
 
 def request_from_fields(values: dict[str, Any]) -> RecomputeRequest:
     learner, params, rebalance, return_base = values["spec"]
     spec = TrainSpec(learner, dict(params), rebalance, bool(return_base))
-    return RecomputeRequest(**{**values, "spec": spec})
+    retune = values.get("retune")
+    history = tuple(LabelBatch(str(i), X, y) for i, X, y in values.get("history", []))
+    return RecomputeRequest(
+        **{
+            **values,
+            "spec": spec,
+            "retune": None if retune is None else RetuneRequest.model_validate(retune),
+            "history": history,
+        }
+    )
 
 
 def scalar_stats(stats: dict[str, Any]) -> dict[str, Any]:

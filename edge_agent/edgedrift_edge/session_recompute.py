@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from edgedrift.loop import EdgeLoop
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import Strategy, TrainSpec
+from edgedrift.strategies.channel import EdgeTune
+from edgedrift.strategies.retuned import RetunedLearner
+from edgedrift.wire import RetuneRequest
 from edgedrift_edge.ledger import Counters, Event, SessionConfig
-from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel, Trainer
+from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.session_codec import scalar_stats
 
 
@@ -32,6 +36,8 @@ class RecomputesMixin:
     model_version: int | None
     epoch: str
     request_seq: int
+    history_id: str
+    history_seq: int
     pending: RecomputeRequest | None
     cooldown_until: float
     unauthorized: bool
@@ -88,14 +94,53 @@ class RecomputesMixin:
         request = self._request(
             X.copy(), y.copy(), self.config.strategy, loop.monitor.stats, reset_rows=reset_rows
         )
+        edge = self._retuned()
+        if edge is not None:  # every label learned so far reaches the history before the search
+            retune = RetuneRequest.model_validate(
+                {"learner": edge.name, "window_labels": self.config.window_labels}
+            )
+            request = replace(request, retune=retune, history=tuple(self.take_history(force=True)))
         trained = self._submit(request)
         if trained is None:
             return None
         self.pending = None
         self._count_trained(trained)
+        self.counters.history_stored += len(request.history)
         self.model_version = trained.version
         self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
+        self._apply_edge(trained)
         return trained.model
+
+    # --- re-tuning strategies ---------------------------------------------------------------------------
+
+    def _retuned(self) -> RetunedLearner | None:
+        """The edge learner of a re-tuning strategy (``druid-tune``, ``periodic-tune``), else None."""
+        learner = None if self.loop is None else self.loop.learner
+        return learner if isinstance(learner, RetunedLearner) else None
+
+    def take_history(self, force: bool = False) -> list[LabelBatch]:
+        """The labels the edge learner learned, as batches of ``history_batch`` to forward to the cloud:
+        once a batch is full, or everything pending when ``force`` (a re-tuning recompute)."""
+        edge = self._retuned()
+        size = self.config.history_batch
+        if edge is None or not edge.channel.pending or (edge.channel.pending < size and not force):
+            return []
+        X, y = edge.channel.drain()
+        batches = []
+        for start in range(0, len(y), size):
+            self.history_seq += 1
+            part = slice(start, start + size)
+            batches.append(LabelBatch(f"h{self.history_id}-{self.history_seq}", X[part], y[part]))
+        self.counters.history_batches += len(batches)
+        self.counters.history_labels += len(y)
+        return batches
+
+    def _apply_edge(self, trained: TrainedModel) -> None:
+        """Hand a re-tuning recompute's parameters to the edge learner, which applies them when the model
+        is installed (as offline: :meth:`RetunedLearner.anchor`)."""
+        edge = self._retuned()
+        if edge is not None and trained.edge is not None:
+            edge.channel.post(EdgeTune.from_document(trained.edge))
 
     def install(self, trained: TrainedModel) -> list[Event]:
         """A model that arrived for a pending request (async mode): swap it in between two samples."""
@@ -107,7 +152,9 @@ class RecomputesMixin:
         else:
             loop = self.loop
             assert loop is not None
+            self.counters.history_stored += len(self.pending.history)
             self.pending = None
+            self._apply_edge(trained)
             loop.install(trained.model)
             loop.counters.bytes_down += len(json.dumps(trained.document))
             self._count_trained(trained)
@@ -144,6 +191,7 @@ class RecomputesMixin:
             self._emit("unauthorized", reason=failure.reason[:300])
         if failure.final:
             request, self.pending = self.pending, None
+            self.counters.history_refused += len(request.history)
             self.cooldown_until = self.clock() + self.config.retry_cooldown_s
             if request.initial:  # collect again, starting from the refused window
                 self.phase = "warmup"

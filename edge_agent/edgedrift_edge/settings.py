@@ -190,6 +190,14 @@ class AgentSettings(BaseModel):
     sync_wait_s: Annotated[float, Field(gt=0)] = _described(
         "sync mode: how long the worker waits for a model before going on asynchronously", default=120.0
     )
+    history_batch: Annotated[int, Field(ge=1, le=100_000)] = _described(
+        "re-tuning strategies (druid-tune, periodic-tune): labels per batch forwarded to the cloud's history",
+        default=200,
+    )
+    history_outbox: Annotated[int, Field(ge=1, le=100_000)] = _described(
+        "re-tuning strategies: label batches on the way to the cloud per device; more are dropped (counted)",
+        default=64,
+    )
     checkpoint_dir: str = _described("directory of the checkpoint file", default="edgedrift-state")
     checkpoint_every_s: Annotated[float, Field(gt=0)] = _described(
         "seconds between checkpoints (a failed one is reported and retried)", default=30.0
@@ -221,8 +229,6 @@ class AgentSettings(BaseModel):
         catalogue = strategy_catalogue()  # built-in and entry-point (edgedrift.strategies) strategies
         if value not in catalogue:
             raise ValueError(catalogue.unknown(value))
-        if getattr(catalogue[value], "needs_history", False):
-            raise ValueError(f"{value!r} needs the cloud's label history, not kept yet: evaluator only")
         return value
 
     @field_validator("devices")

@@ -106,7 +106,31 @@ HEADER_RULES: list[JsonValue] = [
     _when("rebalance", {"enum": ["smote", "select"]}, {"task": {"const": "classification"}}),
     _when("reset_rows", {"type": "integer"}, {"rebalance": {"const": "select"}}),
     _when("return_base", {"const": True}, {"rebalance": {"enum": ["smote", "select"]}}),
+    {
+        "if": {"properties": {"retune": {"type": "object"}}, "required": ["retune"]},
+        "then": {
+            "properties": {
+                "learner": {"enum": ["logistic", "svm", "ridge"]},
+                "rebalance": {"const": "none"},
+                "params": {"properties": {"C": {"type": "number"}}},
+            }
+        },
+    },
 ]
+
+
+#: Edge learners a re-tuning recompute can tune (:data:`edgedrift.strategies.retuned.EDGE_GRIDS`).
+TunableLearner = Literal["newton", "rmsprop"]
+
+
+class RetuneRequest(WireModel):
+    """Asks a recompute to re-tune the edge learner over the device's stored labeled history
+    (``druid-tune``, ``periodic-tune``): the cloud refits the batch model on a window length validated on
+    the history and returns the learner's hyper-parameters in the response's ``edge``."""
+
+    learner: TunableLearner
+    #: Labels the edge's window holds (the edge warms a re-tuned learner on them).
+    window_labels: Annotated[int, Field(ge=1, le=MAX_COUNT), NUMBER] = 200
 
 
 class WindowHeader(WireModel):
@@ -129,6 +153,8 @@ class WindowHeader(WireModel):
     reason: ShortText = "manual"
     monitor: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
     request_id: ShortText | None = None
+    #: Re-tune the edge learner on the device's history (off by default).
+    retune: RetuneRequest | None = None
 
     @model_validator(mode="after")
     def _learner_fits_task(self) -> WindowHeader:
@@ -140,6 +166,10 @@ class WindowHeader(WireModel):
             raise ValueError(f"reset_rows needs rebalance='select', got rebalance={self.rebalance!r}")
         if self.return_base and self.rebalance == "none":
             raise ValueError("return_base needs rebalance='smote' or 'select'")
+        if self.retune is not None and (self.learner == "shrub" or self.rebalance != "none"):
+            raise ValueError("retune needs a linear learner without rebalancing")
+        if self.retune is not None and self.params.C == "auto":
+            raise ValueError("retune needs a fixed C (the first model's)")
         return self
 
 
@@ -185,6 +215,8 @@ class TrainResponse(StoredModel):
     replayed: bool = False
     #: The device is pinned: this is its pinned version, not a new one (nothing was trained).
     pinned: bool = False
+    #: A re-tuning recompute's edge parameters (:meth:`edgedrift.strategies.channel.EdgeTune.as_document`).
+    edge: dict[str, Any] | None = None
 
 
 class ModelInfo(StoredModel):
@@ -201,6 +233,18 @@ class ModelVersion(ModelInfo):
 
     device_id: str
     model: dict[str, Any]
+
+
+class HistoryStored(WireModel):
+    """The answer to a batch of labeled samples forwarded to the device's history."""
+
+    device_id: str
+    batch_id: str
+    #: Labels of this batch; ``replayed``: the batch id was stored before, nothing was added.
+    n: int
+    replayed: bool = False
+    #: Labels the device's history holds now (at most the cloud's ``history_labels``).
+    labels: int
 
 
 class Heartbeat(WireModel):

@@ -31,6 +31,10 @@ TRAINING = """
 [[operations]]
 include-name = "POST /v1/devices/{device_id}/models"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429"]
+
+[[operations]]
+include-name = "POST /v1/devices/{device_id}/history"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429"]
 """
 
 

@@ -226,15 +226,9 @@ def test_a_regression_retune_ships_a_json_document() -> None:
     assert len(retuner.history) == 1500 and channel.pending == 0
 
 
-def test_the_agent_refuses_a_retuning_strategy_until_the_cloud_keeps_histories() -> None:
-    from pydantic import ValidationError
-
+def test_the_agent_runs_the_retuning_strategies_now_that_the_cloud_keeps_histories() -> None:
+    """Deployed since the cloud keeps labeled histories (tests/integration/test_edge_retune.py)."""
     from edgedrift_edge.settings import AgentSettings
 
-    for name in ("druid-tune", "periodic-tune"):
-        with pytest.raises(ValidationError, match="label history"):
-            AgentSettings.model_validate({"device_id": "d1", "strategy": name})
-    assert (
-        AgentSettings.model_validate({"device_id": "d1", "strategy": "newton-tuned"}).strategy
-        == "newton-tuned"
-    )
+    for name in ("druid-tune", "periodic-tune", "newton-tuned"):
+        assert AgentSettings.model_validate({"device_id": "d1", "strategy": name}).strategy == name

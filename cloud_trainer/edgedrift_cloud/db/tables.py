@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     TypeDecorator,
@@ -103,6 +104,8 @@ class ModelRecord(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     #: When retention dropped the document (the row stays, so the counters still count the recompute).
     pruned_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    #: A re-tuning recompute's edge parameters (``EdgeTune.as_document()``); None for other recomputes.
+    edge: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
     @property
     def model(self) -> dict[str, Any]:
@@ -223,3 +226,21 @@ class FleetRecomputeCounter(Base):
     train_ms: Mapped[float] = mapped_column(Float, default=0.0)
     bytes_in: Mapped[int] = mapped_column(BigInteger, default=0)
     bytes_out: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class HistoryChunk(Base):
+    """One batch of a device's labeled history (float64 arrays as bytes): a row per forwarded batch, not
+    per sample. Only the newest chunks that hold the last ``history_labels`` labels are kept."""
+
+    __tablename__ = "history_chunks"
+    __table_args__ = (UniqueConstraint("device_id", "batch_id", name="uq_history_device_batch"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), index=True)
+    #: The agent's idempotency key of the batch: a retried batch is stored once.
+    batch_id: Mapped[str] = mapped_column(String(64))
+    n: Mapped[int] = mapped_column(Integer)
+    d: Mapped[int] = mapped_column(Integer)
+    #: X (n x d) then y (n), little-endian float64.
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

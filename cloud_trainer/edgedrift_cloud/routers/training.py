@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from starlette.requests import ClientDisconnect
 
 from edgedrift.models.losses import FloatArray
-from edgedrift.training.window import train_window
+from edgedrift.training.window import TrainOutcome, train_window
 from edgedrift.wire import (
     WINDOW_CONTENT_TYPE,
     Encoding,
@@ -29,7 +29,7 @@ from edgedrift.wire import (
     decode_window,
     window_arrays,
 )
-from edgedrift_cloud import budget, registry, versions
+from edgedrift_cloud import budget, history, registry, versions
 from edgedrift_cloud.admission import ClientGoneError
 from edgedrift_cloud.db.tables import ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
@@ -156,8 +156,12 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
         record, replayed = early
         return _reply(record, replayed=replayed, pinned=not replayed)
     state.metrics.recompute_admitted.inc()
+    edge: dict[str, Any] | None = None
     try:
-        outcome = await state.trainings.run(request.is_disconnected, train_window, header, X, y)
+        if header.retune is None:
+            outcome = await state.trainings.run(request.is_disconnected, train_window, header, X, y)
+        else:
+            outcome, edge = await _retune(state, request, device_id, header, X, y)
     except Exception:
         await anyio.to_thread.run_sync(_refund, state, device_id, admitted_in)
         raise
@@ -181,6 +185,7 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
         monitor=dict(header.monitor),
         request_id=header.request_id,
         request_sha256=fingerprint,
+        edge=edge,
     )
     record, replayed = await anyio.to_thread.run_sync(_store, state, new)
     if not replayed:
@@ -199,6 +204,21 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
             },
         )
     return _reply(record, replayed=replayed)
+
+
+async def _retune(
+    state: AppState, request: Request, device_id: str, header: WindowHeader, X: FloatArray, y: FloatArray
+) -> tuple[TrainOutcome, dict[str, Any]]:
+    """A re-tuning recompute: the device's stored history, then the search in the training pool."""
+    capacity = state.settings.history_labels
+    Xh, yh = await anyio.to_thread.run_sync(_load_history, state, device_id, int(X.shape[1]), capacity)
+    done = await state.trainings.run(request.is_disconnected, history.retune_window, header, X, y, Xh, yh)
+    return done.outcome, done.edge
+
+
+def _load_history(state: AppState, device_id: str, d: int, capacity: int) -> tuple[FloatArray, FloatArray]:
+    with state.sessions() as session:
+        return history.load_history(session, device_id, d, capacity)
 
 
 def window_fingerprint(header: WindowHeader, X: FloatArray, y: FloatArray) -> str:

@@ -22,7 +22,7 @@ from edgedrift.strategies.channel import EdgeTune, TuneChannel
 from edgedrift.strategies.retuned import edge_learner, tune_all
 from edgedrift.strategies.tuning import prequential_score
 
-__all__ = ["HistoryRetuner", "LabelHistory", "choose_window"]
+__all__ = ["HistoryRetuner", "LabelHistory", "choose_window", "retune_on_history"]
 
 #: Window lengths (labels) the batch refit chooses from, besides the loop's own window.
 WINDOW_LENGTHS = (500, 1000, 2000, 5000, 10000)
@@ -162,17 +162,10 @@ class HistoryRetuner:
         t0 = time.process_time()
         self.history.extend(*self.channel.drain())
         Xh, yh = self.history.arrays()
-        if len(yh) < len(y):
-            Xh, yh = X, y
-        length, _scores = choose_window(Xh, yh, self.trainer, (len(y), *WINDOW_LENGTHS), self.task)
-        model = self.trainer(Xh[-length:], yh[-length:])
-        if model is None:
-            raise RuntimeError("the re-tuning recompute needs a synchronous trainer")
-        recent = slice(max(0, len(yh) - self.recent), len(yh))
-        d = Xh.shape[1]
-        params, score = tune_all(self.learner, d, self.loss, self.task, Xh[recent], yh[recent])
-        anchor = self._anchor_helps(Xh, yh, length, params)
-        tune = EdgeTune(params, float(score), min(length, len(yh)), anchor)
+        model, tune = retune_on_history(
+            Xh, yh, X, y, self.trainer, self.learner, self.loss, self.task,
+            recent=self.recent, window_labels=self.window_labels, holdout=self.holdout,
+        )  # fmt: skip
         self.channel.post(tune)
         self.tunes.append(tune)
         self.cpu_s.append(time.process_time() - t0)
@@ -189,24 +182,68 @@ class HistoryRetuner:
         other.history.extend(X.copy(), y.copy())
         return other
 
-    def _anchor_helps(self, X: FloatArray, y: FloatArray, length: int, params: dict[str, float]) -> bool:
-        """Whether the edge should continue from the batch model (True) or from the re-tuned learner warmed
-        on its window alone: both are replayed as the edge would run them over the last ``holdout`` labels,
-        from the state the history had before them. Too short a history: anchor (DRUiD's default)."""
-        n = len(y)
-        cut = n - self.holdout
-        if cut < self.window_labels or self.holdout < 1:
-            return True
-        Xp, yp = X[:cut], y[:cut]
-        model = self.trainer(Xp[-length:], yp[-length:])
-        if model is None:
-            raise RuntimeError("the re-tuning recompute needs a synchronous trainer")
-        scores = []
-        for anchor in (True, False):
-            learner = edge_learner(self.learner, X.shape[1], self.loss, self.task, params)
-            for xi, yi in zip(Xp[-self.window_labels :], yp[-self.window_labels :], strict=True):
-                learner.learn_one(xi, float(yi))
-            if anchor:
-                learner.anchor(model)
-            scores.append(prequential_score(learner, X[cut:], y[cut:]))
-        return bool(scores[0] >= scores[1])
+
+def retune_on_history(
+    Xh: FloatArray,
+    yh: FloatArray,
+    X: FloatArray,
+    y: FloatArray,
+    trainer: Callable[[FloatArray, FloatArray], BatchModel | None],
+    learner: str,
+    loss: str,
+    task: Task,
+    *,
+    recent: int = 2000,
+    window_labels: int = 200,
+    holdout: int = 500,
+) -> tuple[BatchModel, EdgeTune]:
+    """One re-tuning recompute over a device's history (Xh, yh; the window X, y when the history is
+    shorter): the batch model refitted on the validated window length and the edge parameters.
+
+    The evaluator (:class:`HistoryRetuner`) and the cloud trainer both call this, so a deployed
+    re-tuning recompute equals the offline one given the same history.
+    """
+    if len(yh) < len(y):
+        Xh, yh = X, y
+    length, _scores = choose_window(Xh, yh, trainer, (len(y), *WINDOW_LENGTHS), task)
+    model = trainer(Xh[-length:], yh[-length:])
+    if model is None:
+        raise RuntimeError("the re-tuning recompute needs a synchronous trainer")
+    part = slice(max(0, len(yh) - recent), len(yh))
+    params, score = tune_all(learner, Xh.shape[1], loss, task, Xh[part], yh[part])
+    anchor = _anchor_helps(Xh, yh, trainer, learner, loss, task, length, params, window_labels, holdout)
+    return model, EdgeTune(params, float(score), min(length, len(yh)), anchor)
+
+
+def _anchor_helps(
+    X: FloatArray,
+    y: FloatArray,
+    trainer: Callable[[FloatArray, FloatArray], BatchModel | None],
+    name: str,
+    loss: str,
+    task: Task,
+    length: int,
+    params: dict[str, float],
+    window_labels: int,
+    holdout: int,
+) -> bool:
+    """Whether the edge should continue from the batch model (True) or from the re-tuned learner warmed
+    on its window alone: both are replayed as the edge would run them over the last ``holdout`` labels,
+    from the state the history had before them. Too short a history: anchor (DRUiD's default)."""
+    n = len(y)
+    cut = n - holdout
+    if cut < window_labels or holdout < 1:
+        return True
+    Xp, yp = X[:cut], y[:cut]
+    model = trainer(Xp[-length:], yp[-length:])
+    if model is None:
+        raise RuntimeError("the re-tuning recompute needs a synchronous trainer")
+    scores = []
+    for anchor in (True, False):
+        learner = edge_learner(name, X.shape[1], loss, task, params)
+        for xi, yi in zip(Xp[-window_labels:], yp[-window_labels:], strict=True):
+            learner.learn_one(xi, float(yi))
+        if anchor:
+            learner.anchor(model)
+        scores.append(prequential_score(learner, X[cut:], y[cut:]))
+    return bool(scores[0] >= scores[1])
