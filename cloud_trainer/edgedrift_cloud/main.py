@@ -6,6 +6,7 @@ Run it with ``edgedrift-cloud serve`` (see :mod:`edgedrift_cloud.cli`) or any AS
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift import __version__
-from edgedrift_cloud import openapi, registry
+from edgedrift_cloud import openapi, registry, retention
 from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.auth import TokenCache
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
@@ -83,7 +84,12 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
             },
         )
         trainings.start_in_background()
+        keeper = None
+        if settings.heartbeat_retention_hours > 0:
+            keeper = asyncio.create_task(retention.keep_heartbeats(state), name="heartbeat-retention")
         yield
+        if keeper is not None:
+            keeper.cancel()
         trainings.shutdown()
         engine.dispose()
 

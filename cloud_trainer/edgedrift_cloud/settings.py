@@ -170,6 +170,10 @@ class CloudSettings(BaseSettings):
     metrics_per_device: bool = False
     #: Failed authentications per client address and 10 s before that address gets 429.
     auth_failures_per_10s: int = Field(default=50, ge=1)
+    #: Heartbeats older than this are deleted (each device's newest two stay; 0 keeps every one).
+    heartbeat_retention_hours: float = Field(default=72.0, ge=0.0)
+    #: Seconds between two retention rounds in each worker.
+    heartbeat_retention_every_s: float = Field(default=300.0, gt=0.0)
     #: Labels of each device's history the cloud keeps for re-tuning recomputes (``druid-tune``,
     #: ``periodic-tune``): the newest chunks that hold this many labels.
     history_labels: int = Field(default=20_000, ge=1, le=10_000_000)

@@ -118,7 +118,10 @@ class HeartbeatRecord(Base):
     """An edge agent's heartbeat: the accuracy-over-time series of the dashboard."""
 
     __tablename__ = "heartbeats"
-    __table_args__ = (Index("ix_heartbeats_device_time", "device_id", "received_at"),)
+    __table_args__ = (
+        Index("ix_heartbeats_device_time", "device_id", "received_at"),
+        Index("ix_heartbeats_received_at", "received_at"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"))
