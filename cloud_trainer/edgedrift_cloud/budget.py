@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Table, delete, update
+from sqlalchemy import Connection, Engine, Table, delete, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -114,18 +114,26 @@ def retry_after(now: float, spread: float) -> int:
 def admit(
     session: Session, limits: BudgetLimits, device_id: str, strength: float, minute: int
 ) -> Refusal | None:
-    """Take one recompute from this minute's budgets (fleet, then device) and commit; or roll back and
-    name the budget that is spent."""
+    """Take one recompute from this minute's budgets (fleet, then device), or name the budget that is
+    spent. ``session`` ends its transaction first.
+
+    Each take is one autocommitted statement, so the fleet-wide row, which every admission in every
+    replica updates, is locked only while PostgreSQL runs that statement; inside a transaction it
+    stayed locked until the commit, a round trip later, and admissions queued behind it (a convoy that
+    capped a storm's throughput). A device budget that turns out spent gives the fleet's take back."""
     scopes: list[tuple[str, int, Refusal]] = []
     if limits.fleet is not None:
         scopes.append(("fleet", allowed(limits.fleet, strength), "budget_fleet"))
     if limits.per_device is not None:
         scopes.append((f"device:{device_id}", allowed(limits.per_device, strength), "budget_device"))
-    for scope, ceiling, refusal in scopes:
-        if not _take(session, scope, minute, ceiling):
-            session.rollback()
-            return refusal
     session.commit()
+    with _autocommit(session) as conn:
+        taken: list[str] = []
+        for scope, ceiling, refusal in scopes:
+            if not _take(conn, scope, minute, ceiling):
+                _give_back(conn, taken, minute)
+                return refusal
+            taken.append(scope)
     return None
 
 
@@ -133,9 +141,20 @@ def refund(session: Session, limits: BudgetLimits, device_id: str, minute: int) 
     """Give back the recompute :func:`admit` took in ``minute`` when no version came of it (the
     training failed or its client left before it ran), so a failure does not spend the budget."""
     pairs = (("fleet", limits.fleet), (f"device:{device_id}", limits.per_device))
-    scopes = [scope for scope, limit in pairs if limit is not None]
+    with _autocommit(session) as conn:
+        _give_back(conn, [scope for scope, limit in pairs if limit is not None], minute)
+
+
+def _autocommit(session: Session) -> Connection:
+    """A connection of the session's engine of its own, each statement its own transaction."""
+    engine = session.get_bind()
+    assert isinstance(engine, Engine)
+    return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+
+def _give_back(conn: Connection, scopes: list[str], minute: int) -> None:
     if scopes:
-        session.execute(
+        conn.execute(
             update(RecomputeBudget)
             .where(
                 RecomputeBudget.scope.in_(scopes),
@@ -144,18 +163,16 @@ def refund(session: Session, limits: BudgetLimits, device_id: str, minute: int) 
             )
             .values(admitted=RecomputeBudget.admitted - 1)
         )
-        session.commit()
 
 
-def _take(session: Session, scope: str, minute: int, ceiling: int) -> bool:
+def _take(conn: Connection, scope: str, minute: int, ceiling: int) -> bool:
     """One statement: insert the (scope, minute) counter at 1, or add 1 to it while it is below
     ``ceiling`` (a concurrent first insert is the conflict, so no request is lost or counted twice)."""
     if ceiling <= 0:
         return False
     table = RecomputeBudget.__table__
     assert isinstance(table, Table)
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     statement = (
         insert(table)
         .values(scope=scope, minute=minute, admitted=1)
@@ -166,7 +183,7 @@ def _take(session: Session, scope: str, minute: int, ceiling: int) -> bool:
         )
         .returning(table.c.admitted)
     )
-    return session.execute(statement).first() is not None
+    return conn.execute(statement).first() is not None
 
 
 _pruned_before = 0
