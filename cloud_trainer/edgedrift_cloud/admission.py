@@ -66,7 +66,7 @@ class TrainingPool:
         self.queue = queue
         self.processes = processes
         self.pending = 0
-        #: Moving average of a pool job's wall time in seconds (Retry-After grows with it).
+        #: Moving average of a pool job's time from submission to result in seconds (Retry-After).
         self.mean_s = 0.01
         self._executor: Executor | None = None
         self._lock = threading.Lock()
@@ -123,8 +123,10 @@ class TrainingPool:
         self.pending -= 1
 
     def retry_after(self) -> int:
-        """Seconds a refused client should wait: the time to work off a full queue, at least 1."""
-        return max(1, math.ceil(self.capacity * self.mean_s / self.slots))
+        """Seconds a refused client should wait: about the time the queue takes to turn over, which is
+        the time a job spends from submission to its result (:attr:`mean_s`, waiting included, and
+        the queue is full when a client is refused), at least 1."""
+        return max(1, math.ceil(self.mean_s))
 
     async def run(
         self, disconnected: Callable[[], Awaitable[bool]], fn: Callable[..., T], *args: object
