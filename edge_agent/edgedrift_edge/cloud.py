@@ -94,8 +94,13 @@ class CloudClient:
         unauthorized_retry_s: float = 300.0,
         encoding: str = "binary-float64",
         seed: int | None = None,
+        concurrency: int = 16,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        #: Requests on the wire at once; the rest wait their turn (a gateway's devices share one client).
+        self.concurrency = concurrency
+        self.peak_in_flight = 0
+        self._on_wire = 0
         self.timeout_s = timeout_s
         self.deadline_s = deadline_s
         self.retry_base_s = retry_base_s
@@ -114,7 +119,12 @@ class CloudClient:
         self._closed = threading.Event()
 
     async def _open(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout_s)
+        """The connection pool, and the semaphore in front of it: a gateway's thousand devices asking at
+        once wait on the semaphore (constant cost each), not in httpx's pool queue, whose cost per
+        request grows with the number of waiters until the client itself stalls."""
+        self._gate = asyncio.Semaphore(self.concurrency)
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        return httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout_s, limits=limits)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -348,8 +358,13 @@ class CloudClient:
     async def _post(self, url: str, headers: dict[str, str], **body: Any) -> httpx.Response:
         """One POST within the overall deadline; :class:`CloudError` for a transport error or a 4xx/5xx."""
         try:
-            async with asyncio.timeout(self.deadline_s):
-                response = await self._http.post(url, headers=headers, **body)
+            async with asyncio.timeout(self.deadline_s), self._gate:
+                self._on_wire += 1
+                self.peak_in_flight = max(self.peak_in_flight, self._on_wire)
+                try:
+                    response = await self._http.post(url, headers=headers, **body)
+                finally:
+                    self._on_wire -= 1
         except TimeoutError:
             raise CloudError(f"no answer within the {self.deadline_s:g} s deadline", True) from None
         except httpx.HTTPError as exc:
