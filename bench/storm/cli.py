@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, text
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.postgres import PG_ADMIN_URL, fresh_database, postgres_server
 from edgedrift_harness.proc import load_average
-from storm.fleet import Heartbeats, Probes, binary_bodies, device_ids, register, storm
+from storm.fleet import Heartbeats, Probes, Storm, binary_bodies, device_ids, post_histories, register, storm
 
 OPERATOR = "storm-operator-token-0123456789abcdef"
 
@@ -43,6 +43,27 @@ def parse_args(description: str) -> argparse.Namespace:
     parser.add_argument(
         "--server-pythonpath",
         help="PYTHONPATH of the server (e.g. an older checkout's cloud_trainer and shared folders)",
+    )
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the server (repeatable), e.g. EDGEDRIFT_CLOUD_REQUEST_THREADS=8",
+    )
+    parser.add_argument(
+        "--retune-history",
+        type=int,
+        default=0,
+        metavar="LABELS",
+        help="re-tuning recomputes (druid-tune) after each device stored LABELS labels (0: off)",
+    )
+    parser.add_argument(
+        "--heartbeats-only",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="no storm: heartbeats (and the probes) for SECONDS, to measure the heartbeat rate alone",
     )
     parser.add_argument("--label", default="", help="a name for this run in the output")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 50 devices, 3 s burst")
@@ -74,32 +95,52 @@ async def run_fleet(args: argparse.Namespace, server: CloudProcess, database_url
         registration = await register(client, ids, OPERATOR)
         register_s = time.monotonic() - start
         print(f"registered {len(ids)} devices ({registration}) in {register_s:.1f} s", flush=True)
+        histories = 0
+        if args.retune_history:
+            start = time.monotonic()
+            histories = await post_histories(client, ids, args.retune_history, 5, seed=2)
+            print(f"stored {histories} histories in {time.monotonic() - start:.1f} s", flush=True)
         beats = Heartbeats()
         probes = Probes()
+        beats_from = time.monotonic()
         background = [
             asyncio.create_task(beats.run(client, ids, OPERATOR, args.heartbeat_period)),
             asyncio.create_task(probes.memory(server.pid)),
         ]
         await asyncio.sleep(args.settle)
         watchers = [asyncio.create_task(probes.watch(server.url, OPERATOR, 5.0))]
-        bodies = binary_bodies(32, 200, 5, seed=0, request_id="storm-1")
+        bodies = binary_bodies(32, 200, 5, seed=0, request_id="storm-1", retune=bool(args.retune_history))
         t0 = time.monotonic()
-        result = await storm(
-            client, ids, bodies, args.burst, args.deadline, args.timeout, seed=1, connections=args.connections
-        )
+        if args.heartbeats_only:
+            await asyncio.sleep(args.heartbeats_only)
+            result = Storm()
+        else:
+            result = await storm(
+                client,
+                ids,
+                bodies,
+                args.burst,
+                args.deadline,
+                args.timeout,
+                seed=1,
+                connections=args.connections,
+            )
         storm_s = time.monotonic() - t0
+        beats_s = time.monotonic() - beats_from
         probes.stopped.set()
         beats.stopped.set()
         await asyncio.gather(*watchers, *background)
-    requested = len(ids)
+    requested = 0 if args.heartbeats_only else len(ids)
     last = max(result.done_at, default=0.0)
     return {
         "label": args.label,
-        "devices": requested,
+        "devices": len(ids),
         "requested": requested,
         "completed": result.completed,
         "rejected_429": result.rejected_429,
         "rejected_by_reason": result.reasons,
+        "retune_history": args.retune_history,
+        "retuned": result.retuned,
         "errors_5xx": result.errors_5xx,
         "client_timeouts": result.timeouts,
         "final_4xx": result.final_4xx,
@@ -125,8 +166,11 @@ async def run_fleet(args: argparse.Namespace, server: CloudProcess, database_url
         "register_s": round(register_s, 1),
         "heartbeats": beats.mode,
         "heartbeats_sent": beats.sent,
+        "heartbeats_offered_per_s": round(len(ids) / args.heartbeat_period, 1),
+        "heartbeats_per_s": round(beats.sent / beats_s, 1),
         "heartbeats_failed": beats.failed,
         "workers": args.workers,
+        "server_env": args.server_env,
         "load_average": load_average(),
     }
 
@@ -136,6 +180,11 @@ def main(description: str) -> None:
     env = {"EDGEDRIFT_CLOUD_LOG_LEVEL": "WARNING"}
     if args.budget_per_min:
         env["EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_MINUTE"] = str(args.budget_per_min)
+    for setting in args.server_env:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--server-env {setting!r}: expected NAME=VALUE")
+        env[name] = value
     if args.server_pythonpath:
         env["PYTHONPATH"] = args.server_pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")
     with (

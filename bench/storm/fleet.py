@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import httpx
 import numpy as np
 
-from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
+from edgedrift.wire import WINDOW_CONTENT_TYPE, LearnerParams, RetuneRequest, WindowHeader, encode_window
 from edgedrift_harness.proc import process_tree, rss_mb
 
 #: Agent defaults (edgedrift_edge.cloud): backoff base and cap for timeouts and 5xx without Retry-After.
@@ -164,6 +164,8 @@ class Storm:
     done_at: list[float] = field(default_factory=list)
     time_to_model_s: list[float] = field(default_factory=list)
     reasons: dict[str, int] = field(default_factory=dict)
+    #: Re-tuning requests answered with edge parameters (the rest were deferred to plain recomputes).
+    retuned: int = 0
 
 
 async def storm(
@@ -209,6 +211,7 @@ async def storm(
                 code = response.status_code
                 if code in (200, 201):
                     result.completed += 1
+                    result.retuned += response.json().get("edge") is not None
                     result.latencies_ms.append(elapsed_ms)
                     result.done_at.append(time.monotonic() - t0)
                     result.time_to_model_s.append(time.monotonic() - first)
@@ -231,15 +234,43 @@ async def storm(
     return result
 
 
-def binary_bodies(count: int, n: int, d: int, seed: int, request_id: str) -> list[bytes]:
+def binary_bodies(
+    count: int, n: int, d: int, seed: int, request_id: str, retune: bool = False
+) -> list[bytes]:
+    """The storm's windows; with ``retune``, re-tuning requests (``druid-tune``'s, a fixed C)."""
     header = WindowHeader(
         task="classification",
         learner="logistic",
+        params=LearnerParams(C=1.0),
         reason="drift",
         monitor={"evidence": 1.5, "warning": True},
         request_id=request_id,
+        retune=RetuneRequest(learner="newton", window_labels=n) if retune else None,
     )
     return [encode_window(header, X, y) for X, y in windows(count, n, d, seed)]
+
+
+async def post_histories(
+    client: httpx.AsyncClient, ids: list[str], labels: int, d: int, seed: int, concurrency: int = 64
+) -> int:
+    """Each device's labeled history (``labels`` samples, one batch) before the storm, as an agent of a
+    re-tuning strategy forwards it; the devices share a few histories. Returns the batches stored."""
+    header = WindowHeader(task="classification", learner="logistic", request_id="history-1")
+    batches = [encode_window(header, X, y, dtype="float64") for X, y in windows(8, labels, d, seed)]
+    gate = asyncio.Semaphore(concurrency)
+    stored = 0
+
+    async def one(i: int, device_id: str) -> None:
+        nonlocal stored
+        headers = {"Authorization": f"Bearer {secret_of(device_id)}", "Content-Type": WINDOW_CONTENT_TYPE}
+        async with gate:
+            url = f"/v1/devices/{device_id}/history"
+            r = await client.post(url, content=batches[i % len(batches)], headers=headers, timeout=120)
+        r.raise_for_status()
+        stored += 1
+
+    await asyncio.gather(*(one(i, d_id) for i, d_id in enumerate(ids)))
+    return stored
 
 
 @dataclass

@@ -38,10 +38,13 @@ def _warm() -> None:
     import edgedrift.training.window  # noqa: F401
 
 
-def _adopt(owner: int) -> None:
-    """Pool-process initializer: import the trainers and exit when ``owner`` (the service process)
-    is gone. A pool process waits on its call queue forever otherwise, and keeps the fork server
-    alive with it, when its service is killed (SIGKILL, OOM) without a shutdown."""
+def _adopt(owner: int, nice: int) -> None:
+    """Pool-process initializer: lower the process's priority by ``nice``, import the trainers and
+    exit when ``owner`` (the service process) is gone. A pool process waits on its call queue forever
+    otherwise, and keeps the fork server alive with it, when its service is killed (SIGKILL, OOM)
+    without a shutdown."""
+    if nice > 0:
+        os.nice(nice)
     _warm()
     threading.Thread(target=_exit_without, args=(owner,), name="owner-watch", daemon=True).start()
 
@@ -59,12 +62,14 @@ def _exit_without(owner: int) -> None:
 
 class TrainingPool:
     """``slots`` trainings run at once (processes, or threads when ``processes`` is False) and at most
-    ``queue`` more wait; :meth:`try_enter` refuses the rest."""
+    ``queue`` more wait; :meth:`try_enter` refuses the rest. Pool processes run ``nice`` steps below
+    the service, so trainings never delay what the event loop answers."""
 
-    def __init__(self, slots: int, queue: int, *, processes: bool = True) -> None:
+    def __init__(self, slots: int, queue: int, *, processes: bool = True, nice: int = 0) -> None:
         self.slots = slots
         self.queue = queue
         self.processes = processes
+        self.nice = nice
         self.pending = 0
         #: Moving average of a pool job's time from submission to result in seconds (Retry-After).
         self.mean_s = 0.01
@@ -84,6 +89,11 @@ class TrainingPool:
     def in_flight(self) -> int:
         return min(self.pending, self.slots)
 
+    @property
+    def queued(self) -> int:
+        """Admitted requests beyond the running slots (the queue's length, this request included)."""
+        return max(0, self.pending - self.slots)
+
     def start(self) -> None:
         """Create the pool: a fork server that imports the trainers once, whose children run the
         trainings (cheaper than a fresh interpreter per slot); threads when ``processes`` is False."""
@@ -94,7 +104,7 @@ class TrainingPool:
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(["edgedrift.training.window"])
                 pool = ProcessPoolExecutor(
-                    self.slots, mp_context=context, initializer=_adopt, initargs=(os.getpid(),)
+                    self.slots, mp_context=context, initializer=_adopt, initargs=(os.getpid(), self.nice)
                 )
                 for _ in range(self.slots):
                     pool.submit(_warm).result()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import anyio
 from fastapi import Depends, HTTPException, Path, Request, status
@@ -17,9 +17,13 @@ from edgedrift.wire import DEVICE_ID_PATTERN
 from edgedrift_cloud import registry
 from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.auth import Principal, TokenCache, hash_secret, same_secret
+from edgedrift_cloud.fleet_query import FleetSummary
 from edgedrift_cloud.gate import MissCache
 from edgedrift_cloud.observability import Metrics
 from edgedrift_cloud.settings import CloudSettings
+from edgedrift_cloud.view_cache import ViewCache
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -37,9 +41,23 @@ class AppState:
     database_error: tuple[float, str] | None = None
     #: Credentials the registry did not know, remembered for ``auth_cache_seconds``.
     misses: MissCache = field(default_factory=lambda: MissCache(0.0))
+    #: The fleet summary at default thresholds, computed at most every ``fleet_summary_max_age_s``.
+    summary: ViewCache[FleetSummary] = field(default_factory=lambda: ViewCache(0.0))
+    _view_threads: anyio.CapacityLimiter | None = None
 
     def note_database_error(self, reason: str) -> None:
         self.database_error = (time.monotonic(), reason)
+
+    @property
+    def view_threads(self) -> anyio.CapacityLimiter:
+        """The operator's fleet views' own threads (created on first use: a limiter needs the loop)."""
+        if self._view_threads is None:
+            self._view_threads = anyio.CapacityLimiter(self.settings.fleet_view_threads)
+        return self._view_threads
+
+    async def in_view_thread(self, fn: Callable[[], T]) -> T:
+        """Run a blocking fleet view in :attr:`view_threads`, not in the pool the devices share."""
+        return await anyio.to_thread.run_sync(fn, limiter=self.view_threads)
 
 
 async def get_state(request: Request) -> AppState:

@@ -14,14 +14,16 @@ when it is online or degraded and its latest heartbeat reports a monitor warning
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from sqlalchemy import (
     Boolean,
     ColumnElement,
+    RowMapping,
     Select,
     and_,
     bindparam,
@@ -34,8 +36,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session, aliased
 
-from edgedrift.wire import DeviceCounters
-from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelRecord, UTCDateTime, utcnow
+from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelRecord, UTCDateTime, as_utc, utcnow
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -48,7 +49,6 @@ __all__ = [
     "SortKey",
     "Status",
     "Thresholds",
-    "counters_page",
     "fleet_page",
     "fleet_summary",
 ]
@@ -174,8 +174,11 @@ def _beat(n: int, lateral: bool) -> tuple[Any, ColumnElement[bool]]:
     return table, table.c.id == nth_id
 
 
-def _rows(now: datetime, thresholds: Thresholds, lateral: bool) -> Select[Any]:
-    """One row per device with its computed status; the statement the page and the summary wrap."""
+def _rows(
+    now: datetime, thresholds: Thresholds, lateral: bool, only: Select[Any] | None = None
+) -> Select[Any]:
+    """One row per device with its computed status; the statement the page and the summary wrap.
+    ``only`` (a select of device ids) restricts it to those devices before any per-device probe."""
     beat_source, beat_on = _beat(0, lateral)
     prev_source, prev_on = _beat(1, lateral)
     beat, prev = beat_source.c, prev_source.c
@@ -211,7 +214,7 @@ def _rows(now: datetime, thresholds: Thresholds, lateral: bool) -> Select[Any]:
         last.task,
         case((rmse.is_not(None), literal("regression")), (beat.accuracy.is_not(None), "classification")),
     )
-    return (
+    statement = (
         select(
             Device.id.label("device_id"),
             status.label("status"),
@@ -235,6 +238,7 @@ def _rows(now: datetime, thresholds: Thresholds, lateral: bool) -> Select[Any]:
         .outerjoin(prev_source, prev_on)
         .outerjoin(last, and_(last.device_id == Device.id, last.version == Device.model_count))
     )
+    return statement if only is None else statement.where(Device.id.in_(only))
 
 
 def _lateral(session: Session) -> bool:
@@ -294,8 +298,14 @@ def fleet_page(
     limit: int = 50,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> FleetPage:
-    """One page of the fleet table: a single statement (a window count gives the total)."""
+    """One page of the fleet table: a single statement (a window count gives the total).
+
+    Sorted by id and filtered by id only (the dashboard's first view), the page's ids are chosen from the
+    devices table first, so only ``limit`` devices are probed and the total is a count of ids; any
+    other sort or filter needs every device's computed row."""
     now = utcnow()
+    if sort == "device_id" and not chosen.statuses and chosen.drifting is None and not chosen.task:
+        return _page_by_id(session, chosen, now, descending, offset, limit, thresholds)
     rows = _rows(now, thresholds, _lateral(session)).subquery("fleet")
     where = _where(rows, chosen)
     statement = (
@@ -310,6 +320,44 @@ def fleet_page(
         total = int(found[0]["total"])
     else:  # past the end (or nothing matches): the window count had no row to ride on
         total = int(session.scalar(select(func.count()).select_from(rows).where(*where)) or 0)
+    return _page(now, found, total, sort, descending, offset, limit)
+
+
+def _page_by_id(
+    session: Session,
+    chosen: FleetFilter,
+    now: datetime,
+    descending: bool,
+    offset: int,
+    limit: int,
+    thresholds: Thresholds,
+) -> FleetPage:
+    """The page of a fleet table sorted by id, filtered by id only: one statement, ``limit`` probes."""
+    matching: list[ColumnElement[bool]] = []
+    if chosen.search:
+        matching.append(Device.id.icontains(chosen.search, autoescape=True))
+    if chosen.device_id:
+        matching.append(Device.id == chosen.device_id)
+    order = Device.id.desc() if descending else Device.id.asc()
+    ids = select(Device.id).where(*matching).order_by(order).offset(offset).limit(limit)
+    counted = select(func.count(Device.id)).where(*matching)
+    rows = _rows(now, thresholds, _lateral(session), only=select(ids.subquery().c.id)).subquery("fleet")
+    key = rows.c.device_id.desc() if descending else rows.c.device_id.asc()
+    statement = select(rows, counted.scalar_subquery().label("total")).order_by(key)
+    found = session.execute(statement).mappings().all()
+    count = int(found[0]["total"]) if found else int(session.scalar(counted) or 0)
+    return _page(now, found, count, "device_id", descending, offset, limit)
+
+
+def _page(
+    now: datetime,
+    found: Sequence[RowMapping],
+    total: int,
+    sort: SortKey,
+    descending: bool,
+    offset: int,
+    limit: int,
+) -> FleetPage:
     devices = [_row(dict(r)) for r in found]
     return FleetPage(
         generated_at=now,
@@ -328,7 +376,7 @@ def _row(r: dict[str, Any]) -> FleetRow:
         device_id=r["device_id"],
         status=r["status"],
         drifting=bool(r["drifting"]),
-        last_seen=_utc(r["last_seen"]),
+        last_seen=as_utc(r["last_seen"]),
         task=r["task"],
         accuracy=r["accuracy"],
         rmse=r["rmse"],
@@ -340,17 +388,9 @@ def _row(r: dict[str, Any]) -> FleetRow:
         recomputes=recomputes,
         recomputes_last_hour=int(r["recomputes_last_hour"] or 0),
         last_reason=r["last_reason"],
-        last_recompute_at=_utc(r["last_recompute_at"]),
+        last_recompute_at=as_utc(r["last_recompute_at"]),
         learner=r["learner"],
     )
-
-
-def _utc(value: Any) -> datetime | None:
-    """A CASE over timestamps loses the column type on SQLite (text comes back): parse it here."""
-    if value is None:
-        return None
-    t = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def fleet_summary(
@@ -387,72 +427,3 @@ def fleet_summary(
         budget_per_minute=budget_per_minute,
         budget_use=per_minute / budget_per_minute if budget_per_minute else None,
     )
-
-
-def counters_page(session: Session, limit: int, offset: int) -> tuple[int, list[DeviceCounters]]:
-    """``GET /v1/devices``: the total and one page of devices (by id) with their counters.
-
-    Four grouped statements for the page, whatever its size: devices, version aggregates, reasons,
-    heartbeats."""
-    total = int(session.scalar(select(func.count(Device.id))) or 0)
-    ids = list(session.scalars(select(Device.id).order_by(Device.id).offset(offset).limit(limit)))
-    if not ids:
-        return total, []
-    m = ModelRecord
-    aggregates = {
-        row[0]: row[1:]
-        for row in session.execute(
-            select(
-                m.device_id,
-                func.count(m.id),
-                func.coalesce(func.sum(m.bytes_in), 0),
-                func.coalesce(func.sum(m.bytes_out), 0),
-                func.coalesce(func.sum(m.train_ms), 0.0),
-                func.max(m.version),
-                func.max(m.created_at),
-            )
-            .where(m.device_id.in_(ids))
-            .group_by(m.device_id)
-        ).all()
-    }
-    reasons: dict[str, dict[str, int]] = {}
-    last_reason: dict[str, str] = {}
-    for device_id, reason, n, newest in session.execute(
-        select(m.device_id, m.reason, func.count(m.id), func.max(m.version))
-        .where(m.device_id.in_(ids))
-        .group_by(m.device_id, m.reason)
-    ).all():
-        reasons.setdefault(device_id, {})[str(reason)] = int(n)
-        if newest == aggregates[device_id][4]:
-            last_reason[device_id] = str(reason)
-    h = HeartbeatRecord
-    beats = {
-        row[0]: row[1:]
-        for row in session.execute(
-            select(h.device_id, func.count(h.id), func.max(h.received_at))
-            .where(h.device_id.in_(ids))
-            .group_by(h.device_id)
-        ).all()
-    }
-    out = []
-    for device_id in ids:
-        count, b_in, b_out, train_ms, latest, last_at = aggregates.get(device_id, (0, 0, 0, 0.0, None, None))
-        n_beats, beat_at = beats.get(device_id, (0, None))
-        last_at, beat_at = _utc(last_at), _utc(beat_at)
-        seen = [t for t in (last_at, beat_at) if t is not None]
-        out.append(
-            DeviceCounters(
-                device_id=device_id,
-                recomputes=int(count),
-                bytes_in=int(b_in),
-                bytes_out=int(b_out),
-                train_ms_total=float(train_ms),
-                reasons=reasons.get(device_id, {}),
-                latest_version=None if latest is None else int(latest),
-                last_recompute_at=last_at,
-                last_reason=last_reason.get(device_id),
-                heartbeats=int(n_beats),
-                last_seen=max(seen) if seen else None,
-            )
-        )
-    return total, out

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 
+import anyio
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import IntegrityError
@@ -39,6 +40,7 @@ from edgedrift_cloud.routers import (
     training,
 )
 from edgedrift_cloud.settings import CloudSettings, get_settings
+from edgedrift_cloud.view_cache import ViewCache
 
 log = logging.getLogger("edgedrift_cloud")
 
@@ -55,7 +57,10 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
     )
     sessions = make_sessionmaker(engine)
     trainings = TrainingPool(
-        settings.training_slots, settings.training_queue, processes=settings.training_processes
+        settings.training_slots,
+        settings.training_queue,
+        processes=settings.training_processes,
+        nice=settings.training_nice,
     )
     state = AppState(
         settings=settings,
@@ -65,11 +70,13 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
         tokens=TokenCache(settings.auth_cache_seconds),
         trainings=trainings,
         misses=MissCache(settings.auth_cache_seconds),
+        summary=ViewCache(settings.fleet_summary_max_age_s),
     )
     state.metrics.watch_admission(trainings, settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.request_threads
         if settings.auto_migrate:
             upgrade(engine)
         if settings.devices:

@@ -171,6 +171,12 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.retune_deferred = Counter(
+            "edgedrift_retune_deferred",
+            "Re-tuning recomputes answered as plain recomputes because trainings were queued.",
+            registry=self.registry,
+        )
+
     def watch_admission(self, trainings: TrainingPool, settings: CloudSettings) -> None:
         """Gauges of the budget the operator set (+Inf: none) and of the trainings (summed over the
         live workers in multiprocess mode)."""

@@ -143,11 +143,28 @@ class CloudSettings(BaseSettings):
     auth_cache_seconds: float = Field(default=5.0, ge=0.0)
     #: Dashboard refresh period in seconds.
     dashboard_refresh_seconds: float = Field(default=5.0, gt=0.0)
+    #: The fleet summary (default thresholds) is recomputed at most this often per worker and served
+    #: from memory in between (0: on every request); its ``generated_at`` says how old it is.
+    fleet_summary_max_age_s: float = Field(default=5.0, ge=0.0, le=300.0)
+    #: Threads per worker for blocking request work (database calls, parsing large bodies): anyio's
+    #: default thread pool. Fewer threads hold the GIL less often, so the event loop answers sooner
+    #: under a storm; requests beyond them wait for a thread.
+    request_threads: int = Field(default=40, ge=1, le=1000)
+    #: Threads per worker for the operator's fleet views, apart from the pool the devices' requests
+    #: share, so a recompute storm cannot make the dashboard wait for a thread.
+    fleet_view_threads: int = Field(default=4, ge=1, le=64)
     #: Trainings running at once per worker (pool processes) and waiting beyond them; more: 429.
     training_slots: int = Field(default=2, ge=1, le=256)
     training_queue: int = Field(default=32, ge=0, le=100_000)
     #: Train in a process pool (off the GIL); False trains in threads (tests, tiny deployments).
     training_processes: bool = True
+    #: A re-tuning recompute runs its search (seconds of CPU) only while at most this many trainings
+    #: wait in the worker's queue; beyond it the request is answered as a plain recompute (``edge`` is
+    #: null) and the edge keeps its parameters until its next recompute: a storm is absorbed first.
+    retune_max_queued: int = Field(default=0, ge=0, le=100_000)
+    #: Niceness added to the training pool's processes: trainings are batch work and yield the CPU to
+    #: the workers' event loops (health checks, fleet views, admission answers) under a storm.
+    training_nice: int = Field(default=10, ge=0, le=19)
     #: Fleet recompute budget: recomputes per minute fleet-wide and per device (unset: unlimited),
     #: shared by every replica through the registry database. Per device it defaults to 30, so one
     #: device cannot monopolise training (a request without drift evidence may use half: 15 a minute);

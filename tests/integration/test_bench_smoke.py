@@ -24,7 +24,7 @@ QUICK: dict[str, list[str]] = {
     "faults.py": ["--quick", "--json", "{tmp}/faults.json"],
     "fleet_views.py": ["--quick", "--json", "{tmp}/fleet_views.json"],
     "fleet_sim.py": ["--quick", "--json", "{tmp}/fleet_sim.json"],
-    "fleet_storm.py": ["--quick", "--json", "{tmp}/storm.json"],
+    "fleet_storm.py": ["--quick", "--retune-history", "300", "--json", "{tmp}/storm.json"],
     "footprint.py": ["--quick", "--json", "{tmp}/footprint.json"],
     "liblinear_speed.py": ["--quick"],
     "mqtt_ingest.py": ["--quick", "--json", "{tmp}/ingest.json"],

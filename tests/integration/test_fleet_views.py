@@ -102,6 +102,12 @@ def test_pages_filters_sorts_and_summary_in_bounded_statements(
     assert {d["status"] for d in degraded["devices"]} == {"degraded", "unauthorized"}
     drifting = ok(c, "/v1/fleet?drifting=true&limit=500", statements, 1)
     assert drifting["total"] == per_kind and all(d["drifting"] for d in drifting["devices"])
+    # Sorted and filtered by id only, a page probes only its own devices: the same rows as the full scan.
+    every_status = "&".join(f"status={s}" for s in ("online", "stale", "offline", "unauthorized", "degraded"))
+    for order in ("false", "true"):
+        quick = ok(c, f"/v1/fleet?limit=120&offset=40&desc={order}", statements, 1)
+        scanned = ok(c, f"/v1/fleet?limit=120&offset=40&desc={order}&{every_status}", statements, 1)
+        assert quick["devices"] == scanned["devices"] and quick["total"] == scanned["total"] == DEVICES
     found = ok(c, "/v1/fleet?q=-0004", statements, 1)
     assert [d["device_id"] for d in found["devices"]] == [device_id(i) for i in range(40, 50)]
     regression = ok(c, "/v1/fleet?task=regression&limit=500", statements, 1)

@@ -4,6 +4,7 @@ whose client left, the failed-auth limiter and the miss cache."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -71,3 +72,17 @@ def test_the_miss_cache_remembers_for_its_ttl_and_forgets_on_registration() -> N
     off = MissCache(ttl=0.0)
     off.add("h1")
     assert not off.known_miss("h1")
+
+
+def test_pool_processes_run_below_the_service_priority() -> None:
+    """Trainings are batch work: the pool's processes run ``nice`` steps below the service process."""
+    pool = TrainingPool(1, 0, processes=True, nice=5)
+
+    async def here() -> bool:
+        return False
+
+    try:
+        pool.start()
+        assert asyncio.run(pool.run(here, os.nice, 0)) == min(19, os.nice(0) + 5)
+    finally:
+        pool.shutdown()

@@ -31,6 +31,14 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(value: Any) -> datetime | None:
+    """A CASE over timestamps loses the column type on SQLite (text comes back): parse it here."""
+    if value is None:
+        return None
+    t = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timezone-aware UTC datetime on every backend (SQLite drops the zone on the way back)."""
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, HTTPException, Query, Response, status
 from pydantic import Field
 
 from edgedrift.wire import DeviceCounters, WireModel
-from edgedrift_cloud import fleet_query, registry, versions
+from edgedrift_cloud import counters_query, registry, versions
 from edgedrift_cloud.auth import new_secret
 from edgedrift_cloud.dependencies import DeviceAccessDep, DevicePath, OperatorDep, SessionDep, StateDep
 from edgedrift_cloud.errors import committed_or_409
@@ -41,7 +41,7 @@ def list_devices(
     limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> list[DeviceCounters]:
-    total, page = fleet_query.counters_page(session, limit, offset)
+    total, page = counters_query.counters_page(session, limit, offset)
     response.headers["X-Total-Count"] = str(total)
     return page
 

@@ -1,5 +1,7 @@
 """``/v1/fleet``: the operator's fleet table (one page, filtered and sorted in SQL), the fleet summary
-and one device's page. Every route answers in a bounded number of statements (:mod:`fleet_query`)."""
+and one device's page. Every route answers in a bounded number of statements (:mod:`fleet_query`), in
+the views' own threads (:attr:`AppState.view_threads`); the summary at default thresholds comes from
+a per-worker cache at most ``fleet_summary_max_age_s`` old (:mod:`view_cache`)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
 
-from edgedrift_cloud.dependencies import DevicePath, OperatorDep, SessionDep, StateDep
+from edgedrift_cloud.dependencies import AppState, DevicePath, OperatorDep, StateDep
 from edgedrift_cloud.fleet_device import DevicePage, device_page
 from edgedrift_cloud.fleet_query import (
+    DEFAULT_THRESHOLDS,
     FleetFilter,
     FleetPage,
     FleetSummary,
@@ -43,9 +46,9 @@ def _thresholds(stale_after: float, offline_after: float) -> Thresholds:
 
 
 @router.get("", response_model=FleetPage, summary="One page of the fleet table (operator)")
-def get_fleet(
+async def get_fleet(
     _: OperatorDep,
-    session: SessionDep,
+    state: StateDep,
     status_: Annotated[
         list[Status] | None,
         Query(alias="status", description="Keep these statuses (repeat the parameter for several)."),
@@ -61,31 +64,38 @@ def get_fleet(
     offline_after: OfflineAfter = Thresholds.offline_after_s,
 ) -> FleetPage:
     chosen = FleetFilter(statuses=tuple(status_ or ()), drifting=drifting, task=task, search=q or None)
-    return fleet_page(
-        session,
-        chosen,
-        sort=sort,
-        descending=desc,
-        offset=offset,
-        limit=limit,
-        thresholds=_thresholds(stale_after, offline_after),
-    )
+    thresholds = _thresholds(stale_after, offline_after)
+
+    def page() -> FleetPage:
+        with state.sessions() as session:
+            return fleet_page(
+                session, chosen, sort=sort, descending=desc, offset=offset, limit=limit, thresholds=thresholds
+            )
+
+    return await state.in_view_thread(page)
 
 
 @router.get("/summary", response_model=FleetSummary, summary="Fleet counts by status (operator)")
-def get_summary(
+async def get_summary(
     _: OperatorDep,
-    session: SessionDep,
     state: StateDep,
     stale_after: StaleAfter = Thresholds.stale_after_s,
     offline_after: OfflineAfter = Thresholds.offline_after_s,
 ) -> FleetSummary:
+    thresholds = _thresholds(stale_after, offline_after)
+
+    def summary() -> FleetSummary:
+        return _summary(state, thresholds)
+
+    if thresholds == DEFAULT_THRESHOLDS:
+        return await state.summary.get(summary, state.view_threads)
+    return await state.in_view_thread(summary)
+
+
+def _summary(state: AppState, thresholds: Thresholds) -> FleetSummary:
     budget = state.settings.recompute_budget_per_minute
-    return fleet_summary(
-        session,
-        float(budget) if budget else None,
-        _thresholds(stale_after, offline_after),
-    )
+    with state.sessions() as session:
+        return fleet_summary(session, float(budget) if budget else None, thresholds)
 
 
 @router.get(
@@ -94,16 +104,22 @@ def get_summary(
     summary="One device's page: its row, recent heartbeats and model versions (operator)",
     responses={404: {"description": "Unknown device"}},
 )
-def get_device_page(
+async def get_device_page(
     device_id: DevicePath,
     _: OperatorDep,
-    session: SessionDep,
+    state: StateDep,
     points: Annotated[int, Query(ge=1, le=5000)] = 500,
     versions: Annotated[int, Query(ge=1, le=1000)] = 100,
     stale_after: StaleAfter = Thresholds.stale_after_s,
     offline_after: OfflineAfter = Thresholds.offline_after_s,
 ) -> DevicePage:
-    page = device_page(session, device_id, points, versions, _thresholds(stale_after, offline_after))
+    thresholds = _thresholds(stale_after, offline_after)
+
+    def read() -> DevicePage | None:
+        with state.sessions() as session:
+            return device_page(session, device_id, points, versions, thresholds)
+
+    page = await state.in_view_thread(read)
     if page is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown device {device_id!r}")
     return page

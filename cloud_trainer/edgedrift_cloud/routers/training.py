@@ -160,6 +160,10 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
     try:
         if header.retune is None:
             outcome = await state.trainings.run(request.is_disconnected, train_window, header, X, y)
+        elif state.trainings.queued > state.settings.retune_max_queued:
+            state.metrics.retune_deferred.inc()
+            plain = header.model_copy(update={"retune": None})
+            outcome = await state.trainings.run(request.is_disconnected, train_window, plain, X, y)
         else:
             outcome, edge = await _retune(state, request, device_id, header, X, y)
     except Exception:
