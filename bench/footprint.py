@@ -11,7 +11,9 @@ and the agent's modules, no training stack) and reports VmRSS:
 worker holds them: loop, warm-up, join buffer of unlabeled samples, duplicate window of recent ids,
 counters), fed the same samples as single JSON messages, once with the former fixed buffers (50,000 /
 100,000 entries per device) and once sized from the label delay (the gateway's defaults,
-``edgedrift.window.delay_buffer_size``; ``--label-delay-s`` / ``--device-rate`` change them).
+``edgedrift.window.delay_buffer_size``; ``--label-delay-s`` / ``--device-rate`` change them); with
+``--baseline`` both also for the other checkout. Each row also gives the mean time inside
+``DeviceSession.handle`` per message (µs).
 
 The first model is trained once in this process and handed to the children as a model document; a
 recompute answers with it (the cloud's work is not the edge's footprint). ``--baseline DIR`` points at
@@ -37,6 +39,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +82,7 @@ def child(data_dir: Path, devices: int, checkpoints: list[int]) -> dict[str, Any
     seen = [0] * devices
     done = 0
     chunk = 10
+    handling = 0.0  # seconds inside DeviceSession.handle
     for target in checkpoints:
         while done < target:
             for i, loop in enumerate(loops):
@@ -137,6 +141,7 @@ def child_sessions(
     seen = [0] * devices
     done = 0
     chunk = 10
+    handling = 0.0  # seconds inside DeviceSession.handle
     for target in checkpoints:
         while done < target:
             for i, session in enumerate(sessions):
@@ -145,7 +150,10 @@ def child_sessions(
                     body: dict[str, Any] = {"id": seen[i], "x": X[j].tolist()}
                     if seen[i] % LABEL_EVERY == 0:
                         body["y"] = float(y[j])
-                    session.handle("samples", json.dumps(body).encode())
+                    payload = json.dumps(body).encode()
+                    start = time.perf_counter()
+                    session.handle("samples", payload)
+                    handling += time.perf_counter() - start
                     seen[i] += 1
                 done += chunk
                 if done >= target:
@@ -155,6 +163,7 @@ def child_sessions(
         out[f"recomputes_{target}"] = sum(s.counters.recomputes_requested for s in sessions)
         out[f"join_entries_{target}"] = sum(len(s.joins) for s in sessions)
         out[f"dedup_entries_{target}"] = sum(len(s.recent_ids) for s in sessions)
+    out["handle_us"] = handling / done * 1e6
     return out
 
 
@@ -251,7 +260,7 @@ def sessions_table(
     rows: list[dict[str, Any]] = []
     runs: list[tuple[str, Path | None, str]] = [("this tree", None, "fixed"), ("this tree", None, "sized")]
     if baseline is not None:
-        runs.insert(0, ("baseline", baseline, "fixed"))
+        runs[:0] = [("baseline", baseline, "fixed"), ("baseline", baseline, "sized")]
     with tempfile.TemporaryDirectory() as tmp:
         prepare(Path(tmp))
         for version, code, sizing in runs:
@@ -260,16 +269,16 @@ def sessions_table(
     first, last = checkpoints
     print(
         f"| code | buffers per device | devices | RSS ready MB | RSS {first:,} MB | RSS {last:,} MB | growth "
-        f"| join + dedup entries at {last:,} |"
+        f"| join + dedup entries at {last:,} | µs per message |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         growth = r[f"rss_{last}_mb"] / r[f"rss_{first}_mb"] - 1.0
         entries = r[f"join_entries_{last}"] + r[f"dedup_entries_{last}"]
         print(
             f"| {r['version']} | {r['sizing']} ({r['join_buffer']:,} / {r['dedup_window']:,}) "
             f"| {r['devices']} | {r['rss_ready_mb']:.1f} | {r[f'rss_{first}_mb']:.1f} "
-            f"| {r[f'rss_{last}_mb']:.1f} | {growth:+.1%} | {entries:,} |"
+            f"| {r[f'rss_{last}_mb']:.1f} | {growth:+.1%} | {entries:,} | {r['handle_us']:.1f} |"
         )
     if json_path is not None:
         json_path.write_text(json.dumps({"sessions": rows}, indent=2))

@@ -28,7 +28,7 @@ import hashlib
 import math
 import uuid
 from collections import Counter as Tally
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from typing import Any, Literal
@@ -40,6 +40,9 @@ from edgedrift.loop import EdgeLoop
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import Context, get_strategy
 from edgedrift_edge import session_codec as codec
+from edgedrift_edge.id_index import id_key
+from edgedrift_edge.id_window import IdWindow
+from edgedrift_edge.join_buffer import JoinBuffer
 from edgedrift_edge.ledger import Counters, Event, Output, Prediction, SessionConfig
 from edgedrift_edge.messages import (
     MessageError,
@@ -87,10 +90,10 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         self.loss = "logistic" if config.task == "classification" else "squared"
         self.learner_params: dict[str, dict[str, float]] = {}
         self.model_version: int | None = None
-        #: id -> x and y_hat (packed) of unlabeled samples awaiting a late label (bounded, oldest evicted).
-        self.joins: OrderedDict[SampleId, bytes] = OrderedDict()
+        #: id -> x and y_hat of unlabeled samples awaiting a late label (bounded, oldest evicted).
+        self.joins = JoinBuffer(config.join_buffer, config.n_features)
         #: id -> content digest of recent samples, to tell redeliveries from reused ids (bounded).
-        self.recent_ids: OrderedDict[SampleId, int] = OrderedDict()
+        self.recent_ids = IdWindow(config.dedup_window)
         #: 1.0/0.0 per recent labeled prediction (classification) or squared error (regression).
         self.recent: deque[float] = deque(maxlen=config.accuracy_window)
         self.recent_sum = 0.0
@@ -182,15 +185,22 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         return preds
 
     def _dedup(self, s: Samples) -> tuple[list[int] | None, list[int]]:
-        """Positions to process (None = all) and positions that repeat a sample already processed."""
+        """Positions to process (None = all) and positions that repeat a sample already processed.
+
+        Every sample of a message is looked up against the window as it was before the message (and the
+        message's own earlier samples); the window is updated afterwards, the oldest ids leaving it then.
+        """
         recent = self.recent_ids
         keep: list[int] = []
         repeats: list[int] = []
         rows = s.X.tolist() if s.rows is None else [r.tolist() for r in s.rows]
         keys = content_keys(rows, s.y.tolist(), s.ts.tolist())
+        seen: dict[SampleId, int] = {}  # this message's ids so far -> their content keys
+        puts: list[tuple[int, int, int, bool]] = []  # id words, content key, known to be absent
         for i, sid in enumerate(s.ids):
             key = keys[i]
-            old = recent.get(sid)
+            words = id_key(sid)
+            old = seen[sid] if sid in seen else recent.lookup(*words)
             if old is None:
                 keep.append(i)
             elif old == key:
@@ -200,10 +210,10 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
                 self.counters.id_reused += 1
                 self._emit("id_reused", id=sid, reason="same id, different content: processed as new")
                 keep.append(i)
-                recent.move_to_end(sid)
-            recent[sid] = key
-        while len(recent) > self.config.dedup_window:
-            recent.popitem(last=False)
+            puts.append((*words, key, old is None))
+            seen[sid] = key
+        for put in puts:
+            recent.put_words(*put)
         return (None if len(keep) == len(s.ids) else keep), repeats
 
     def _repeat(self, s: Samples, positions: list[int]) -> list[Prediction]:
@@ -288,6 +298,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         if self.n_features is None:
             self.n_features = d
             self._emit("width_locked", n_features=d, from_samples=len(self.warm_rows))
+        self.joins.lock_width(d)
         if len(pairs) < len(self.warm_rows):
             self._emit("width_discarded", n_features=d, discarded=len(self.warm_rows) - len(pairs))
         X0 = np.array([r for r, y in pairs if not math.isnan(y)]).reshape(len(y0), d)
@@ -417,19 +428,15 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         self.recent_sum += hit
 
     def _remember(self, sid: SampleId, x: FloatArray, y_hat: float) -> None:
-        joins = self.joins
-        joins[sid] = codec.pack_join(x, y_hat)
-        while len(joins) > self.config.join_buffer:
-            joins.popitem(last=False)
-            self.counters.join_evictions += 1
+        self.counters.join_evictions += self.joins.push(sid, x, y_hat)
 
     def _late_label(self, sid: SampleId, y: float) -> None:
-        entry = self.joins.pop(sid, None)
+        entry = self.joins.pop(sid)
         if entry is None:
             self.counters.label_misses += 1
             self._emit("label_miss", id=sid, reason="no unlabeled sample with this id in the join buffer")
             return
-        x, y_hat = codec.unpack_join(entry)
+        x, y_hat = entry
         self.counters.labeled += 1
         if self.phase != "running":
             for i in range(len(self.warm_ids) - 1, -1, -1):  # still in the first window: label it there
@@ -460,16 +467,12 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
 
     def snapshot(self) -> dict[str, Any]:
         """Everything needed to continue exactly here, as plain data and core objects (for
-        :mod:`edgedrift.state`). The large buffers travel as a few arrays (the join buffer as one
-        matrix, the recent ids as one array of digests), so a checkpoint costs milliseconds, not seconds."""
+        :mod:`edgedrift.state`). The large buffers travel as a few arrays (the join buffer's and the
+        duplicate window's ids as 64-bit words, rows as one matrix), so a checkpoint costs milliseconds."""
         tree: dict[str, Any] = {name: getattr(self, name) for name in self._SAVED}
         tree["warm_rows"] = codec.pack_rows(self.warm_rows)
-        X, y_hat = codec.unpack_joins(list(self.joins.values()))
-        tree["joins"] = {"ids": list(self.joins), "X": X, "y_hat": y_hat}
-        tree["recent_ids"] = {
-            "ids": list(self.recent_ids),
-            "keys": np.fromiter(self.recent_ids.values(), np.int64, len(self.recent_ids)),
-        }
+        tree["joins"] = self.joins.snapshot()
+        tree["recent_ids"] = self.recent_ids.snapshot()
         tree["recent"] = np.fromiter(self.recent, np.float64, len(self.recent))
         tree["counters"] = asdict(self.counters)
         tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
@@ -480,14 +483,12 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         for name in self._SAVED:
             setattr(self, name, tree[name])
         self.warm_rows = codec.unpack_rows(tree["warm_rows"])
-        joins, cap = tree["joins"], self.config.join_buffer  # the newest entries that fit this config
-        rows, y_hat = codec.unpack_rows(joins["X"])[-cap:], joins["y_hat"][-cap:].tolist()
-        self.joins = OrderedDict(zip(joins["ids"][-cap:], map(codec.pack_join, rows, y_hat), strict=True))
-        ids, keys, window = tree["recent_ids"]["ids"], tree["recent_ids"]["keys"], self.config.dedup_window
-        self.recent_ids = OrderedDict(zip(ids[-window:], keys[-window:].tolist(), strict=True))
+        # the newest entries that fit this config (older ones count as evicted)
+        self.joins, dropped = JoinBuffer.restore(tree["joins"], self.config.join_buffer, self.n_features)
+        self.recent_ids = IdWindow.restore(tree["recent_ids"], self.config.dedup_window)
         self.recent = deque(tree["recent"].tolist(), maxlen=self.config.accuracy_window)
         self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})
-        self.counters.join_evictions += len(joins["ids"]) - len(self.joins)
+        self.counters.join_evictions += dropped
         pending = tree.get("pending")
         self.pending = None if pending is None else codec.request_from_fields(pending)
         if self.loop is not None:

@@ -1,10 +1,10 @@
-"""The session's checkpoint codec: large buffers as a few arrays, a pending request as plain data, and
-the monitor statistics the cloud stores; and the compact form of a join-buffer entry."""
+"""The session's checkpoint codec: rows as one matrix, a pending request as plain data, and the monitor
+statistics the cloud stores (the join buffer and the duplicate window write their own arrays:
+:mod:`~edgedrift_edge.join_buffer`, :mod:`~edgedrift_edge.id_window`)."""
 
 from __future__ import annotations
 
 import math
-import struct
 from typing import Any
 
 import numpy as np
@@ -13,30 +13,6 @@ from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import TrainSpec
 from edgedrift.wire import RetuneRequest
 from edgedrift_edge.recompute import LabelBatch, RecomputeRequest
-
-_FLOAT64 = struct.Struct("=d")
-
-
-def pack_join(x: FloatArray, y_hat: float) -> bytes:
-    """An unlabeled sample's row and its prediction as one bytes object of d + 1 float64s: about 80 bytes
-    for d = 5, where a tuple of an array view and a float holds about 300 (a gateway keeps many)."""
-    return np.asarray(x, dtype=np.float64).tobytes() + _FLOAT64.pack(y_hat)
-
-
-def unpack_join(packed: bytes) -> tuple[FloatArray, float]:
-    """The row (a fresh, writable array) and the prediction of :func:`pack_join`."""
-    values = np.frombuffer(packed, dtype=np.float64).copy()
-    return values[:-1], float(values[-1])
-
-
-def unpack_joins(entries: list[bytes]) -> tuple[FloatArray | list[FloatArray], FloatArray]:
-    """The rows (as :func:`pack_rows` packs them) and the predictions of many :func:`pack_join` entries:
-    one matrix in one step when they have one width (a checkpoint of 50,000 entries in milliseconds)."""
-    if entries and len({len(e) for e in entries}) == 1:
-        values = np.frombuffer(b"".join(entries), dtype=np.float64).reshape(len(entries), -1)
-        return values[:, :-1].copy(), values[:, -1].copy()
-    pairs = [unpack_join(e) for e in entries]
-    return pack_rows([x for x, _ in pairs]), np.fromiter((p for _, p in pairs), np.float64, len(pairs))
 
 
 def pack_rows(rows: list[FloatArray]) -> FloatArray | list[FloatArray]:

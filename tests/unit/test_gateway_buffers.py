@@ -17,6 +17,7 @@ from edgedrift.window import delay_buffer_size
 from edgedrift_edge import session_codec as codec
 from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.device import session_config
+from edgedrift_edge.id_index import id_key
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
 from edgedrift_edge.session import DeviceSession
 from edgedrift_edge.settings import AgentSettings
@@ -90,7 +91,9 @@ def test_the_buffers_stay_at_their_size_and_evictions_are_counted(tmp_path: Path
         s.handle("samples", sample(i, X[i]))
     assert len(s.joins) == SIZE and len(s.recent_ids) == SIZE
     assert s.counters.join_evictions > 0
-    assert next(iter(s.joins)) == 100 + 2 * SIZE, "the oldest entries go first"
+    oldest = 100 + 2 * SIZE
+    assert oldest in s.joins and oldest - 1 not in s.joins, "the oldest entries go first"
+    assert oldest in s.recent_ids and oldest - 1 not in s.recent_ids
 
 
 def test_a_redelivery_within_the_window_is_recognised_and_older_ones_are_not(tmp_path: Path) -> None:
@@ -136,22 +139,52 @@ def test_a_checkpoint_of_larger_buffers_resumes_into_the_gateways_sizes(tmp_path
     assert isinstance(tree, dict)
     small = DeviceSession(session_config(gateway(tmp_path), "dev-1"), train, lambda: 0.0)
     small.restore(tree)
-    assert list(small.joins.items()) == list(big.joins.items())[-SIZE:]
-    assert list(small.recent_ids) == list(big.recent_ids)[-SIZE:]
+    small_joins, big_joins = small.joins.snapshot(), big.joins.snapshot()
+    for name in ("id_keys", "id_checks", "X", "y_hat"):
+        assert np.array_equal(small_joins[name], big_joins[name][-SIZE:], equal_nan=True), name
+    small_ids, big_ids = small.recent_ids.snapshot(), big.recent_ids.snapshot()
+    for name in ("id_keys", "id_checks", "keys"):
+        assert np.array_equal(small_ids[name], big_ids[name][-SIZE:]), name
     assert small.counters.join_evictions == big.counters.join_evictions + len(big.joins) - SIZE
 
 
-def test_join_entries_pack_exactly_and_a_checkpoint_unpacks_them_in_one_step() -> None:
-    mixed = [codec.pack_join(np.array([1.0, 2.0]), 0.5), codec.pack_join(np.array([0.1, 0.2, 0.3]), np.nan)]
-    X, y_hat = codec.unpack_joins(mixed)  # warm-up rows of several widths stay a list
-    assert isinstance(X, list) and [r.tolist() for r in X] == [[1.0, 2.0], [0.1, 0.2, 0.3]]
-    assert y_hat[0] == 0.5 and np.isnan(y_hat[1])
-    same = [codec.pack_join(np.array([i, i + 1 / 3]), i / 7) for i in range(3)]
-    X, y_hat = codec.unpack_joins(same)
+def test_checkpoint_rows_pack_into_one_matrix_unless_their_widths_differ() -> None:
+    mixed = [np.array([1.0, 2.0]), np.array([0.1, 0.2, 0.3])]
+    X = codec.pack_rows(mixed)  # warm-up rows of several widths stay a list
+    assert isinstance(X, list) and [r.tolist() for r in codec.unpack_rows(X)] == [[1.0, 2.0], [0.1, 0.2, 0.3]]
+    same = [np.array([i, i + 1 / 3]) for i in range(3)]
+    X = codec.pack_rows(same)
     assert isinstance(X, np.ndarray) and X.tolist() == [[i, i + 1 / 3] for i in range(3)]
-    assert y_hat.tolist() == [i / 7 for i in range(3)]
-    X, y_hat = codec.unpack_joins([])
-    assert np.shape(X) == (0, 0) and y_hat.size == 0
-    x, _ = codec.unpack_join(same[1])
-    x[0] = 9.0  # a writable copy: the learner may use it freely
-    assert codec.unpack_join(same[1])[0].tolist() == [1.0, 1 + 1 / 3]
+    assert np.shape(codec.pack_rows([])) == (0, 0)
+    rows = codec.unpack_rows(X)
+    rows[1][0] = 9.0  # writable copies: the learner may use them freely
+    assert X[1].tolist() == [1.0, 1 + 1 / 3]
+
+
+def test_a_checkpoint_written_by_the_ordered_dict_buffers_still_restores(tmp_path: Path) -> None:
+    """The former tree shape (``"joins": {"ids", "X", "y_hat"}``, ``"recent_ids": {"ids", "keys"}``, ids
+    as they came): the restored session joins a late label and recognises a redelivery."""
+    s, X = running(gateway(tmp_path))
+    ids: list[int | str] = [i if i % 2 else f"s-{i}" for i in range(100, 130)]
+    for i, sid in zip(range(100, 130), ids, strict=True):
+        s.handle("samples", json.dumps({"id": sid, "x": X[i].tolist()}).encode())
+    tree = s.snapshot()
+    joins, recent = tree["joins"], tree["recent_ids"]
+    unlabeled = [*range(1, 100, 2), *ids]  # the warm-up's unlabeled samples wait for labels too
+    assert joins["id_keys"].tolist() == [id_key(sid)[0] for sid in unlabeled]
+    assert recent["id_keys"].tolist() == [id_key(sid)[0] for sid in [*range(100), *ids]]
+    tree["joins"] = {"ids": unlabeled, "X": joins["X"], "y_hat": joins["y_hat"]}
+    tree["recent_ids"] = {"ids": [*range(100), *ids], "keys": recent["keys"]}
+    old, _ = state.loads(state.dumps(tree))
+    assert isinstance(old, dict)
+    again = DeviceSession(session_config(gateway(tmp_path), "dev-1"), train, lambda: 0.0)
+    again.restore(old)
+    assert again.loop is not None and len(again.joins) == len(s.joins)
+    labeled = again.loop.counters.labeled
+    out = again.handle("labels", json.dumps({"id": "s-110", "y": 1.0}).encode())
+    assert not out.events and again.loop.counters.labeled == labeled + 1, "the late label joined"
+    repeat = again.handle("samples", json.dumps({"id": 111, "x": X[111].tolist()}).encode())
+    assert repeat.predictions[0].get("repeat") is True and again.counters.duplicates == 1
+    assert (
+        again.handle("labels", json.dumps({"id": 110, "y": 1.0}).encode()).events[0]["type"] == "label_miss"
+    )

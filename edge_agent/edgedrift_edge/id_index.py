@@ -1,0 +1,245 @@
+"""Sample ids in preallocated numpy arrays: an insertion-ordered index of at most ``capacity`` ids, each
+in a fixed slot, so a gateway's per-device buffers cost a few bytes per entry instead of the ~150 B of
+an ``OrderedDict`` entry (and do not grow under insert/evict churn).
+
+An id is stored as two 64-bit words (:func:`id_key`). An int that fits in int64 is itself (exact), with a
+check word of 0; a string, or an int beyond int64, is a 128-bit BLAKE2b digest of a tagged encoding
+whose check word is odd, so it never equals an int's and ``1`` and ``"1"`` stay distinct. Two distinct
+string ids are confused only if their 128-bit digests agree: for a lookup against ``n`` stored ids the
+probability is about ``n / 2**127`` (below 1e-32 for a million ids), which we treat as impossible.
+
+Layout: a pool of ``capacity`` slots (key and check words, and a doubly linked list in age order through
+``int32`` arrays, so removing or renewing any entry is O(1) and slots never move) and an open-addressing
+hash table (linear probing, backward-shift deletion) from id to slot. The slot arrays grow by doubling
+up to the capacity and the table up to twice the capacity, so a large capacity (a single device's 100,000
+ids, or a gateway configured with large buffers) costs memory only as it fills; :attr:`IdIndex.slots` says
+how many slots are allocated, so that callers grow their parallel arrays with it.
+Scalars go through the arrays' ``memoryview`` (``.data``): no per-entry Python objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from edgedrift_edge.messages import SampleId
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_WORD = (1 << 64) - 1
+#: Fibonacci hashing: the multiplier spreads sequential ids over the table.
+_GOLDEN = 0x9E3779B97F4A7C15
+#: The smallest hash table (slots); it doubles while more than half full, up to 2 * capacity.
+_MIN_TABLE = 1024
+#: Slots allocated at first (a small buffer is allocated whole: growing it would cost more in freed
+#: fragments than it saves); they double as ids arrive, up to the capacity.
+_MIN_SLOTS = 1024
+
+IntArray = npt.NDArray[np.int64]
+
+
+def id_key(sid: SampleId) -> tuple[int, int]:
+    """The (key, check) words of a sample id (see the module docstring)."""
+    if not isinstance(sid, str) and _INT64_MIN <= sid <= _INT64_MAX:
+        return sid & _WORD, 0
+    raw = b"s" + sid.encode("utf-8", "surrogatepass") if isinstance(sid, str) else b"i%d" % sid
+    digest = hashlib.blake2b(raw, digest_size=16).digest()
+    return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+
+
+def grown(array: npt.NDArray[Any], rows: int) -> npt.NDArray[Any]:
+    """A copy of ``array`` with ``rows`` rows, the new ones zero."""
+    out = np.zeros((rows, *array.shape[1:]), array.dtype)
+    out[: len(array)] = array
+    return out
+
+
+def _table_size(entries: int) -> int:
+    """Slots for ``entries`` ids at most half full (a power of two)."""
+    size = _MIN_TABLE
+    while size < 2 * entries:
+        size *= 2
+    return size
+
+
+class IdIndex:
+    """At most ``capacity`` ids in age order, each in a slot in ``[0, capacity)`` that the caller uses to
+    index its own parallel arrays. The caller evicts (:meth:`oldest`, :meth:`remove`) before it adds to
+    a full index."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        #: Slots allocated (callers' parallel arrays need this many rows); grows up to ``capacity``.
+        self.slots = min(capacity, _MIN_SLOTS)
+        #: The key and check words of each slot (meaningful for slots in use).
+        self.keys = np.zeros(self.slots, np.uint64)
+        self.checks = np.zeros(self.slots, np.uint64)
+        # Age order: slot + 1 of the previous / next entry, 0 for none; free slots chain through _next.
+        self._prev = np.zeros(self.slots, np.int32)
+        self._next = np.zeros(self.slots, np.int32)
+        self._views()
+        self._head = self._tail = -1
+        self._size = 0
+        self._fresh = 0  # slots [fresh, capacity) were never used
+        self._free = -1  # the last released slot (a stack chained through _next)
+        self._max_table = _table_size(capacity)
+        self._alloc_table(min(_MIN_TABLE, self._max_table))
+
+    def _views(self) -> None:
+        self._k, self._c = self.keys.data, self.checks.data
+        self._p, self._n = self._prev.data, self._next.data
+
+    def _grow_slots(self) -> None:
+        """Double the slot arrays (up to the capacity); slots keep their numbers."""
+        self.slots = min(self.capacity, 2 * self.slots)
+        self.keys, self.checks = grown(self.keys, self.slots), grown(self.checks, self.slots)
+        self._prev, self._next = grown(self._prev, self.slots), grown(self._next, self.slots)
+        self._views()
+
+    def _alloc_table(self, size: int) -> None:
+        self._table = np.zeros(size, np.int32)  # slot + 1; 0 = empty
+        self._t = self._table.data
+        self._shift = 64 - (size.bit_length() - 1)
+        self._mask = size - 1
+
+    def __len__(self) -> int:
+        return self._size
+
+    def find(self, key: int, check: int) -> int:
+        """The slot of the id with these words, or -1."""
+        t, k, c, mask = self._t, self._k, self._c, self._mask
+        pos = (((key ^ check) * _GOLDEN) & _WORD) >> self._shift
+        while True:
+            s = t[pos]
+            if s == 0:
+                return -1
+            if k[s - 1] == key and c[s - 1] == check:
+                return s - 1
+            pos = (pos + 1) & mask
+
+    def oldest(self) -> int:
+        """The slot of the oldest id, or -1 when empty."""
+        return self._head
+
+    def add(self, key: int, check: int) -> int:
+        """Add an id that is not in the index as the newest; returns its slot."""
+        if self._size >= self.capacity:
+            raise OverflowError("the index is full: remove the oldest id first")
+        if self._free >= 0:
+            slot = self._free
+            self._free = self._n[slot] - 1
+        else:
+            slot = self._fresh
+            if slot == self.slots:
+                self._grow_slots()
+            self._fresh += 1
+        self._k[slot], self._c[slot] = key, check
+        self._link_newest(slot)
+        self._size += 1
+        if 2 * self._size > self._mask + 1 and self._mask + 1 < self._max_table:
+            self._rehash(2 * (self._mask + 1))
+        else:
+            self._place(slot, key, check)
+        return slot
+
+    def replace_oldest(self, key: int, check: int) -> int:
+        """Remove the oldest id and add this one (not in the index) as the newest, in the same slot."""
+        slot = self._head
+        if slot < 0:
+            return self.add(key, check)
+        self._unplace(slot)
+        tail = self._tail
+        if slot != tail:  # the head moves to the tail: _unlink and _link_newest, inlined (the hot path)
+            p, n = self._p, self._n
+            head = n[slot] - 1
+            self._head, p[head] = head, 0
+            p[slot], n[slot], n[tail] = tail + 1, 0, slot + 1
+            self._tail = slot
+        self._k[slot], self._c[slot] = key, check
+        t, mask = self._t, self._mask
+        pos = (((key ^ check) * _GOLDEN) & _WORD) >> self._shift
+        while t[pos]:
+            pos = (pos + 1) & mask
+        t[pos] = slot + 1
+        return slot
+
+    def remove(self, slot: int) -> None:
+        """Remove the id in ``slot`` (the slot is free for reuse)."""
+        self._unlink(slot)
+        self._unplace(slot)
+        self._n[slot] = self._free + 1
+        self._free = slot
+        self._size -= 1
+
+    def renew(self, slot: int) -> None:
+        """Make the id in ``slot`` the newest."""
+        if slot != self._tail:
+            self._unlink(slot)
+            self._link_newest(slot)
+
+    def order(self) -> IntArray:
+        """The slots in use, oldest first."""
+        out = np.empty(self._size, np.int64)
+        nxt, slot = self._n, self._head
+        for i in range(self._size):
+            out[i] = slot
+            slot = nxt[slot] - 1
+        return out
+
+    # --- age order --------------------------------------------------------------------------------------
+
+    def _link_newest(self, slot: int) -> None:
+        self._p[slot], self._n[slot] = self._tail + 1, 0
+        if self._tail >= 0:
+            self._n[self._tail] = slot + 1
+        else:
+            self._head = slot
+        self._tail = slot
+
+    def _unlink(self, slot: int) -> None:
+        prev, nxt = self._p[slot] - 1, self._n[slot] - 1
+        if prev >= 0:
+            self._n[prev] = nxt + 1
+        else:
+            self._head = nxt
+        if nxt >= 0:
+            self._p[nxt] = prev + 1
+        else:
+            self._tail = prev
+
+    # --- hash table -------------------------------------------------------------------------------------
+
+    def _place(self, slot: int, key: int, check: int) -> None:
+        t, mask = self._t, self._mask
+        pos = (((key ^ check) * _GOLDEN) & _WORD) >> self._shift
+        while t[pos]:
+            pos = (pos + 1) & mask
+        t[pos] = slot + 1
+
+    def _unplace(self, slot: int) -> None:
+        """Delete ``slot`` from the table, shifting the rest of its probe run back (no tombstones)."""
+        t, k, c, mask, shift = self._t, self._k, self._c, self._mask, self._shift
+        hole, mark = (((k[slot] ^ c[slot]) * _GOLDEN) & _WORD) >> shift, slot + 1
+        while t[hole] != mark:
+            hole = (hole + 1) & mask
+        pos = hole
+        while True:
+            pos = (pos + 1) & mask
+            s = t[pos]
+            if s == 0:
+                break
+            home = (((k[s - 1] ^ c[s - 1]) * _GOLDEN) & _WORD) >> shift
+            if (pos - home) & mask >= (pos - hole) & mask:  # its home is not after the hole
+                t[hole] = s
+                hole = pos
+        t[hole] = 0
+
+    def _rehash(self, size: int) -> None:
+        self._alloc_table(size)
+        k, c = self._k, self._c
+        for slot in self.order().tolist():
+            self._place(slot, k[slot], c[slot])

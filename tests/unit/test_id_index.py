@@ -1,0 +1,80 @@
+"""The id index behind the join buffer and the duplicate window: ids as exact 64-bit words (ints) or
+128-bit digests (strings), an age order, and a hash table that survives insert/evict churn."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+from edgedrift_edge.id_index import IdIndex, id_key
+
+
+def test_ints_are_exact_and_never_equal_a_string_or_a_large_int() -> None:
+    assert id_key(1) == (1, 0) and id_key(0) == (0, 0)
+    assert id_key(-1) == ((1 << 64) - 1, 0)
+    assert id_key((1 << 63) - 1) == ((1 << 63) - 1, 0)
+    words = [id_key(v) for v in (1, "1", -1, "-1", 1 << 64, str(1 << 64), 1 + (1 << 64), "", "é")]
+    assert len(set(words)) == len(words), "1 and '1', a large int and its digits: all distinct"
+    assert all(check % 2 == 1 for _, check in words[1::2]), "a digest's check word is odd, an int's is 0"
+    assert id_key("dev-17") == id_key("dev-17"), "stable (a checkpoint stores the words)"
+
+
+def test_the_index_matches_an_ordered_dict_under_churn() -> None:
+    """Random adds, removals and renewals (with the table growing past its first size) against an
+    OrderedDict: every lookup and the age order agree."""
+    rng = np.random.default_rng(3)
+    capacity = 3000
+    index, model = IdIndex(capacity), OrderedDict[int | str, int]()
+    for step in range(40_000):
+        raw = int(rng.integers(0, 6000))
+        sid: int | str = raw if raw % 3 else f"s{raw}"
+        key, check = id_key(sid)
+        slot = index.find(key, check)
+        assert (slot >= 0) == (sid in model)
+        op = rng.random()
+        if slot >= 0 and op < 0.3:
+            index.remove(slot)
+            del model[sid]
+        elif slot >= 0:
+            index.renew(slot)
+            model.move_to_end(sid)
+        else:
+            if len(index) == capacity:
+                oldest = index.oldest()
+                assert oldest == model[next(iter(model))]
+                model.popitem(last=False)
+                if op < 0.5:
+                    model[sid] = index.replace_oldest(key, check)
+                    assert model[sid] == oldest, "the new id takes the oldest's slot"
+                    continue
+                index.remove(oldest)
+            model[sid] = index.add(key, check)
+        if step % 5000 == 0:
+            assert index.order().tolist() == list(model.values())
+    assert len(index) == len(model) and index.order().tolist() == list(model.values())
+    for sid, slot in model.items():
+        assert index.find(*id_key(sid)) == slot
+
+
+def test_a_full_index_refuses_to_grow_and_an_empty_one_has_no_oldest() -> None:
+    index = IdIndex(2)
+    assert index.oldest() == -1 and index.order().size == 0
+    index.add(*id_key(1))
+    index.add(*id_key("1"))
+    with pytest.raises(OverflowError):
+        index.add(*id_key(2))
+    with pytest.raises(ValueError):
+        IdIndex(0)
+
+
+def test_slots_are_allocated_as_ids_arrive_not_up_front() -> None:
+    """A large capacity costs memory only as it fills: the slot arrays double, slots keep their numbers."""
+    index = IdIndex(100_000)
+    assert index.slots == 1024 and index.keys.size == 1024
+    slots = [index.add(*id_key(i)) for i in range(1100)]
+    assert index.slots == 2048 and index.keys.size == 2048 and slots == list(range(1100))
+    assert [index.find(*id_key(i)) for i in range(1100)] == slots
+    small = IdIndex(100)
+    assert small.slots == 100, "never more slots than the capacity"
