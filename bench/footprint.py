@@ -82,7 +82,6 @@ def child(data_dir: Path, devices: int, checkpoints: list[int]) -> dict[str, Any
     seen = [0] * devices
     done = 0
     chunk = 10
-    handling = 0.0  # seconds inside DeviceSession.handle
     for target in checkpoints:
         while done < target:
             for i, loop in enumerate(loops):
