@@ -50,6 +50,9 @@ def assert_nothing_left(workdir: Path, output: str) -> None:
         time.sleep(0.1)
     assert not can_connect(cloud_port), "the cloud trainer is still listening"
     assert not can_connect(broker_port), "the broker is still listening"
+    deadline = time.monotonic() + 10  # the training pool's fork server leaves once it sees its server gone
+    while time.monotonic() < deadline and processes_mentioning(str(workdir)):
+        time.sleep(0.2)
     assert processes_mentioning(str(workdir)) == []
 
 

@@ -64,6 +64,7 @@ def outlier(lab: FaultLab, value: float = 1e6) -> Ledger:
     with lab.clients(device) as (pub, watch):
         pub.send(samples_topic(device), *single_payloads(s, range(1000)))
         watch.wait_ids(range(1000))
+        watch.wait_event("model_installed", 120)  # running, so the guard screens (a busy cloud trains late)
         glitch = json.dumps({"id": "glitch", "x": [value, value], "y": 1.0}).encode()
         pub.send(samples_topic(device), [glitch], [["glitch"]])
         pub.send(samples_topic(device), *single_payloads(s, range(1000, 3000)))
