@@ -263,9 +263,17 @@ async def post_histories(
     async def one(i: int, device_id: str) -> None:
         nonlocal stored
         headers = {"Authorization": f"Bearer {secret_of(device_id)}", "Content-Type": WINDOW_CONTENT_TYPE}
-        async with gate:
-            url = f"/v1/devices/{device_id}/history"
-            r = await client.post(url, content=batches[i % len(batches)], headers=headers, timeout=120)
+        url = f"/v1/devices/{device_id}/history"
+        body = batches[i % len(batches)]
+        for attempt in range(5):  # a kept-alive connection the server just closed: again, as agents do
+            try:
+                async with gate:
+                    r = await client.post(url, content=body, headers=headers, timeout=120)
+                break
+            except httpx.TransportError:
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.5 * (attempt + 1))
         r.raise_for_status()
         stored += 1
 
