@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, TypeVar
 
 import anyio
@@ -55,9 +56,15 @@ class AppState:
             self._view_threads = anyio.CapacityLimiter(self.settings.fleet_view_threads)
         return self._view_threads
 
-    async def in_view_thread(self, fn: Callable[[], T]) -> T:
-        """Run a blocking fleet view in :attr:`view_threads`, not in the pool the devices share."""
-        return await anyio.to_thread.run_sync(fn, limiter=self.view_threads)
+    def with_session(self, read: Callable[[Session], T]) -> T:
+        """``read`` with a session of its own (blocking)."""
+        with self.sessions() as session:
+            return read(session)
+
+    async def read_view(self, read: Callable[[Session], T]) -> T:
+        """A blocking fleet view with a session of its own, in :attr:`view_threads`, not in the pool
+        the devices share."""
+        return await anyio.to_thread.run_sync(partial(self.with_session, read), limiter=self.view_threads)
 
 
 async def get_state(request: Request) -> AppState:

@@ -34,8 +34,6 @@ class ViewCache(Generic[T]):
         self._value: T | None = None
         self._at = 0.0
         self._refresh: asyncio.Task[T] | None = None
-        #: Computations run (for tests and the metrics).
-        self.computed = 0
 
     async def get(self, compute: Callable[[], T], limiter: anyio.CapacityLimiter) -> T:
         age = time.monotonic() - self._at
@@ -52,7 +50,6 @@ class ViewCache(Generic[T]):
 
     async def _compute(self, compute: Callable[[], T], limiter: anyio.CapacityLimiter) -> T:
         value = await anyio.to_thread.run_sync(compute, limiter=limiter)
-        self.computed += 1
         if self.max_age_s > 0:
             self._value, self._at = value, time.monotonic()
         return value

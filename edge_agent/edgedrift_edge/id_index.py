@@ -152,19 +152,9 @@ class IdIndex:
         if slot < 0:
             return self.add(key, check)
         self._unplace(slot)
-        tail = self._tail
-        if slot != tail:  # the head moves to the tail: _unlink and _link_newest, inlined (the hot path)
-            p, n = self._p, self._n
-            head = n[slot] - 1
-            self._head, p[head] = head, 0
-            p[slot], n[slot], n[tail] = tail + 1, 0, slot + 1
-            self._tail = slot
+        self.renew(slot)
         self._k[slot], self._c[slot] = key, check
-        t, mask = self._t, self._mask
-        pos = (((key ^ check) * _GOLDEN) & _WORD) >> self._shift
-        while t[pos]:
-            pos = (pos + 1) & mask
-        t[pos] = slot + 1
+        self._place(slot, key, check)
         return slot
 
     def remove(self, slot: int) -> None:

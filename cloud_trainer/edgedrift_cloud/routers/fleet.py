@@ -5,11 +5,13 @@ a per-worker cache at most ``fleet_summary_max_age_s`` old (:mod:`view_cache`)."
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
+from sqlalchemy.orm import Session
 
-from edgedrift_cloud.dependencies import AppState, DevicePath, OperatorDep, StateDep
+from edgedrift_cloud.dependencies import DevicePath, OperatorDep, StateDep
 from edgedrift_cloud.fleet_device import DevicePage, device_page
 from edgedrift_cloud.fleet_query import (
     DEFAULT_THRESHOLDS,
@@ -66,13 +68,12 @@ async def get_fleet(
     chosen = FleetFilter(statuses=tuple(status_ or ()), drifting=drifting, task=task, search=q or None)
     thresholds = _thresholds(stale_after, offline_after)
 
-    def page() -> FleetPage:
-        with state.sessions() as session:
-            return fleet_page(
-                session, chosen, sort=sort, descending=desc, offset=offset, limit=limit, thresholds=thresholds
-            )
+    def page(session: Session) -> FleetPage:
+        return fleet_page(
+            session, chosen, sort=sort, descending=desc, offset=offset, limit=limit, thresholds=thresholds
+        )
 
-    return await state.in_view_thread(page)
+    return await state.read_view(page)
 
 
 @router.get("/summary", response_model=FleetSummary, summary="Fleet counts by status (operator)")
@@ -83,19 +84,14 @@ async def get_summary(
     offline_after: OfflineAfter = Thresholds.offline_after_s,
 ) -> FleetSummary:
     thresholds = _thresholds(stale_after, offline_after)
+    budget = state.settings.recompute_budget_per_minute
 
-    def summary() -> FleetSummary:
-        return _summary(state, thresholds)
+    def summary(session: Session) -> FleetSummary:
+        return fleet_summary(session, float(budget) if budget else None, thresholds)
 
     if thresholds == DEFAULT_THRESHOLDS:
-        return await state.summary.get(summary, state.view_threads)
-    return await state.in_view_thread(summary)
-
-
-def _summary(state: AppState, thresholds: Thresholds) -> FleetSummary:
-    budget = state.settings.recompute_budget_per_minute
-    with state.sessions() as session:
-        return fleet_summary(session, float(budget) if budget else None, thresholds)
+        return await state.summary.get(partial(state.with_session, summary), state.view_threads)
+    return await state.read_view(summary)
 
 
 @router.get(
@@ -114,12 +110,9 @@ async def get_device_page(
     offline_after: OfflineAfter = Thresholds.offline_after_s,
 ) -> DevicePage:
     thresholds = _thresholds(stale_after, offline_after)
-
-    def read() -> DevicePage | None:
-        with state.sessions() as session:
-            return device_page(session, device_id, points, versions, thresholds)
-
-    page = await state.in_view_thread(read)
+    page = await state.read_view(
+        lambda session: device_page(session, device_id, points, versions, thresholds)
+    )
     if page is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown device {device_id!r}")
     return page
