@@ -2,8 +2,9 @@
 
 Starts ``edgedrift-cloud serve`` with ``--workers 2`` on its own port and a fresh PostgreSQL registry
 (on the server at ``--pg-admin-url`` or, when none answers, a throwaway one), registers N devices
-(bulk API; one PUT per device on a server without it), sends every device's heartbeat every 5 s (in
-gateway batches of 1,000; one request per device on a server without the batch route), then lets a
+(bulk API; one PUT per device on a server without it), sends every device's heartbeat every 5 s from a
+process of its own (gateway batches of 1,000; one request per device on a server without the batch
+route; heartbeat_request_p50_ms / p99_ms time them), then lets a
 fleet-wide drift make every device request a recompute (a 200x5 binary window, reason ``drift``) at a
 uniform time within 10 s. Each device retries as the edge agent does: on 429/503 after the server's
 ``Retry-After`` plus jitter, on a timeout or 5xx with full-jitter backoff, always with the same

@@ -20,7 +20,16 @@ from sqlalchemy import create_engine, text
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.postgres import PG_ADMIN_URL, fresh_database, postgres_server
 from edgedrift_harness.proc import load_average
-from storm.fleet import Heartbeats, Probes, Storm, binary_bodies, device_ids, post_histories, register, storm
+from storm.fleet import (
+    Probes,
+    RemoteHeartbeats,
+    Storm,
+    binary_bodies,
+    device_ids,
+    post_histories,
+    register,
+    storm,
+)
 
 OPERATOR = "storm-operator-token-0123456789abcdef"
 
@@ -100,11 +109,11 @@ async def run_fleet(args: argparse.Namespace, server: CloudProcess, database_url
             start = time.monotonic()
             histories = await post_histories(client, ids, args.retune_history, 5, seed=2)
             print(f"stored {histories} histories in {time.monotonic() - start:.1f} s", flush=True)
-        beats = Heartbeats()
+        beats = RemoteHeartbeats()
         probes = Probes()
         beats_from = time.monotonic()
         background = [
-            asyncio.create_task(beats.run(client, ids, OPERATOR, args.heartbeat_period)),
+            asyncio.create_task(beats.run(server.url, ids, OPERATOR, args.heartbeat_period)),
             asyncio.create_task(probes.memory(server.pid)),
         ]
         await asyncio.sleep(args.settle)
@@ -169,6 +178,8 @@ async def run_fleet(args: argparse.Namespace, server: CloudProcess, database_url
         "heartbeats_offered_per_s": round(len(ids) / args.heartbeat_period, 1),
         "heartbeats_per_s": round(beats.sent / beats_s, 1),
         "heartbeats_failed": beats.failed,
+        "heartbeat_request_p50_ms": pct(beats.latencies_ms, 50),
+        "heartbeat_request_p99_ms": pct(beats.latencies_ms, 99),
         "workers": args.workers,
         "server_env": args.server_env,
         "load_average": load_average(),
@@ -208,7 +219,9 @@ def main(description: str) -> None:
         f"p50/p99 {figures['p50_ms']}/{figures['p99_ms']} ms, drain {figures['drain_s']} s, "
         f"healthz p99 {figures['healthz_p99_ms']} ms, per-minute max {figures['max_per_min_observed']} "
         f"(budget {figures['budget_per_min']}), fleet summary/page {figures['fleet_summary_ms']}/"
-        f"{figures['fleet_page_ms']} ms, server RSS {figures['server_rss_mb']} MB"
+        f"{figures['fleet_page_ms']} ms, heartbeats {figures['heartbeats_per_s']}/s of "
+        f"{figures['heartbeats_offered_per_s']} (request p99 {figures['heartbeat_request_p99_ms']} ms), "
+        f"server RSS {figures['server_rss_mb']} MB"
     )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -87,6 +87,8 @@ class Heartbeats:
     sent: int = 0
     failed: int = 0
     mode: str = "batch"
+    #: Milliseconds per heartbeat request (a batch of 1,000, or one device's) that was stored.
+    latencies_ms: list[float] = field(default_factory=list)
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self, client: httpx.AsyncClient, ids: list[str], operator: str, period_s: float) -> None:
@@ -126,6 +128,7 @@ class Heartbeats:
         await _sleep_until(due, self.stopped)
         beat = {"samples": samples, "accuracy": 0.8, "warnings": 1}
         async with gate:
+            start = time.perf_counter()
             try:
                 if self.mode == "batch":
                     body = {"heartbeats": [{"device_id": d, "heartbeat": beat} for d in group]}
@@ -139,9 +142,65 @@ class Heartbeats:
             except httpx.TransportError:
                 ok = False
         if ok:
+            self.latencies_ms.append((time.perf_counter() - start) * 1000.0)
             self.sent += len(group)
         else:
             self.failed += len(group)
+
+
+@dataclass
+class RemoteHeartbeats:
+    """:class:`Heartbeats` sent from a process of their own with their own connections, as a fleet's
+    gateways are other machines: on the storm client's connection pool and CPU they waited seconds
+    behind its recomputes. The figures arrive when :attr:`stopped` is set."""
+
+    sent: int = 0
+    failed: int = 0
+    mode: str = "batch"
+    latencies_ms: list[float] = field(default_factory=list)
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self, url: str, ids: list[str], operator: str, period_s: float) -> None:
+        context = multiprocessing.get_context("spawn")
+        stop = context.Event()
+        figures: multiprocessing.Queue[dict[str, Any]] = context.Queue()
+        child = context.Process(
+            target=heartbeat_process, args=(url, ids, operator, period_s, stop, figures), daemon=True
+        )
+        child.start()
+        await self.stopped.wait()
+        stop.set()
+        got: dict[str, Any] = await asyncio.to_thread(figures.get, True, 60)
+        await asyncio.to_thread(child.join, 10)
+        self.sent, self.failed, self.mode = got["sent"], got["failed"], got["mode"]
+        self.latencies_ms = got["latencies_ms"]
+
+
+def heartbeat_process(
+    url: str,
+    ids: list[str],
+    operator: str,
+    period_s: float,
+    stop: EventLike,
+    out: multiprocessing.Queue[dict[str, Any]],
+) -> None:
+    """In a child process: :class:`Heartbeats` until ``stop`` is set; the figures go to ``out``."""
+    beats = Heartbeats()
+
+    async def until_stopped() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        beats.stopped.set()
+
+    async def both() -> None:
+        limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+            await asyncio.gather(beats.run(client, ids, operator, period_s), until_stopped())
+
+    asyncio.run(both())
+    out.put(
+        {"sent": beats.sent, "failed": beats.failed, "mode": beats.mode, "latencies_ms": beats.latencies_ms}
+    )
 
 
 async def _sleep_until(deadline: float, stop: asyncio.Event) -> None:

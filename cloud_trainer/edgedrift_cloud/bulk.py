@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import String, any_, bindparam, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from edgedrift.wire import Heartbeat
 from edgedrift_cloud import registry
 from edgedrift_cloud.auth import hash_secret
+from edgedrift_cloud.db.rows import insert_rows
 from edgedrift_cloud.db.tables import Device, HeartbeatRecord, utcnow
 
 #: Rows per statement (well below PostgreSQL's 65,535 bind parameters).
@@ -37,11 +39,7 @@ class Registered:
 def register_devices(session: Session, secrets: dict[str, str]) -> Registered:
     """Create the devices that are new and rotate the secrets of the others (the caller commits; a
     secret another device uses raises IntegrityError)."""
-    ids = list(secrets)
-    existing: set[str] = set()
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start : start + CHUNK]
-        existing.update(session.scalars(select(Device.id).where(Device.id.in_(chunk))))
+    existing = registered(session, list(secrets))
     now = utcnow()
     new = [
         {"id": d, "token_hash": hash_secret(s), "model_count": 0, "created_at": now}
@@ -49,7 +47,7 @@ def register_devices(session: Session, secrets: dict[str, str]) -> Registered:
         if d not in existing
     ]
     for start in range(0, len(new), CHUNK):
-        session.execute(insert(Device), new[start : start + CHUNK])
+        insert_rows(session, Device, new[start : start + CHUNK])
     for device_id in existing:
         session.execute(
             update(Device)
@@ -63,15 +61,25 @@ def register_devices(session: Session, secrets: dict[str, str]) -> Registered:
 def add_heartbeats(session: Session, beats: Sequence[tuple[str, Heartbeat]]) -> int:
     """Insert many devices' heartbeats in a few statements (the caller commits)."""
     ids = sorted({device_id for device_id, _ in beats})
-    known: set[str] = set()
-    for start in range(0, len(ids), CHUNK):
-        known.update(session.scalars(select(Device.id).where(Device.id.in_(ids[start : start + CHUNK]))))
+    known = registered(session, ids)
     unknown = [d for d in ids if d not in known]
     if unknown:
         raise UnknownDevicesError(unknown)
     now = utcnow()
     rows = [{"device_id": d, "received_at": now, **beat.model_dump()} for d, beat in beats]
     for start in range(0, len(rows), CHUNK):
-        session.execute(insert(HeartbeatRecord), rows[start : start + CHUNK])
+        insert_rows(session, HeartbeatRecord, rows[start : start + CHUNK])
     registry.count_heartbeats(session, [d for d, _ in beats], now)
     return len(rows)
+
+
+def registered(session: Session, device_ids: Sequence[str]) -> set[str]:
+    """Which of ``device_ids`` are registered (one array parameter per query on PostgreSQL)."""
+    if session.get_bind().dialect.name == "postgresql":
+        ids = bindparam("ids", list(device_ids), type_=ARRAY(String))
+        return set(session.scalars(select(Device.id).where(Device.id == any_(ids))))
+    known: set[str] = set()
+    for start in range(0, len(device_ids), CHUNK):
+        chunk = device_ids[start : start + CHUNK]
+        known.update(session.scalars(select(Device.id).where(Device.id.in_(chunk))))
+    return known

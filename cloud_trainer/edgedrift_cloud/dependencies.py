@@ -45,6 +45,7 @@ class AppState:
     #: The fleet summary at default thresholds, computed at most every ``fleet_summary_max_age_s``.
     summary: ViewCache[FleetSummary] = field(default_factory=lambda: ViewCache(0.0))
     _view_threads: anyio.CapacityLimiter | None = None
+    _heartbeat_threads: anyio.CapacityLimiter | None = None
 
     def note_database_error(self, reason: str) -> None:
         self.database_error = (time.monotonic(), reason)
@@ -56,6 +57,13 @@ class AppState:
             self._view_threads = anyio.CapacityLimiter(self.settings.fleet_view_threads)
         return self._view_threads
 
+    @property
+    def heartbeat_threads(self) -> anyio.CapacityLimiter:
+        """The gateways' heartbeat batches' own threads (created on first use)."""
+        if self._heartbeat_threads is None:
+            self._heartbeat_threads = anyio.CapacityLimiter(self.settings.heartbeat_threads)
+        return self._heartbeat_threads
+
     def with_session(self, read: Callable[[Session], T]) -> T:
         """``read`` with a session of its own (blocking)."""
         with self.sessions() as session:
@@ -65,6 +73,13 @@ class AppState:
         """A blocking fleet view with a session of its own, in :attr:`view_threads`, not in the pool
         the devices share."""
         return await anyio.to_thread.run_sync(partial(self.with_session, read), limiter=self.view_threads)
+
+    async def store_heartbeats(self, write: Callable[[Session], T]) -> T:
+        """A gateway's heartbeat batch written (and committed by ``write``) with a session of its own,
+        in :attr:`heartbeat_threads`, not in the pool the devices' recomputes share."""
+        return await anyio.to_thread.run_sync(
+            partial(self.with_session, write), limiter=self.heartbeat_threads
+        )
 
 
 async def get_state(request: Request) -> AppState:

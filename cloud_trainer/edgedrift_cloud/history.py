@@ -24,8 +24,8 @@ from edgedrift.models.losses import FloatArray
 from edgedrift.training.retune import retune_on_history
 from edgedrift.training.window import TrainOutcome, train_window
 from edgedrift.wire import WindowHeader
+from edgedrift_cloud.db.rows import upsert
 from edgedrift_cloud.db.tables import DeviceCounter, HistoryChunk, utcnow
-from edgedrift_cloud.registry import _upsert
 
 __all__ = ["RetuneOutcome", "load_history", "retune_window", "store_batch"]
 
@@ -77,7 +77,7 @@ def count_bytes_in(session: Session, device_id: str, bytes_in: int) -> None:
         "heartbeats": 0,
         "last_seen": utcnow(),
     }
-    _upsert(session, DeviceCounter, [row], add=("bytes_in",))
+    upsert(session, DeviceCounter, [row], add=("bytes_in",))
 
 
 def _prune(session: Session, device_id: str, capacity: int) -> int:

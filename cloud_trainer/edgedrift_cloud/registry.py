@@ -15,13 +15,12 @@ import hashlib
 import json
 import zlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, case, func, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from edgedrift.wire import (
@@ -33,6 +32,7 @@ from edgedrift.wire import (
 )
 from edgedrift.wire import HeartbeatRecord as HeartbeatOut
 from edgedrift_cloud.auth import hash_secret
+from edgedrift_cloud.db.rows import upsert
 from edgedrift_cloud.db.tables import (
     Device,
     DeviceCounter,
@@ -135,29 +135,6 @@ def fleet_shard(device_id: str) -> int:
     return zlib.crc32(device_id.encode()) % FLEET_SHARDS
 
 
-def _upsert(
-    session: Session,
-    model: type[DeviceCounter] | type[DeviceRecomputeCounter] | type[FleetRecomputeCounter],
-    rows: Sequence[Mapping[str, object]],
-    add: Sequence[str],
-    replace: Sequence[str] = (),
-) -> None:
-    """Insert ``rows``, or on a key that exists add the ``add`` columns to it, overwrite ``replace``
-    and keep the newer ``last_seen``: one atomic statement, safe against concurrent writers."""
-    table = model.__table__
-    assert isinstance(table, Table)
-    dialect = session.get_bind().dialect.name
-    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table).values(list(rows))
-    new = statement.excluded
-    update_set: dict[str, ColumnElement[object]] = {c: table.c[c] + new[c] for c in add}
-    update_set.update({c: new[c] for c in replace})
-    if "last_seen" in rows[0]:
-        old = table.c.last_seen
-        update_set["last_seen"] = case((or_(old.is_(None), new.last_seen > old), new.last_seen), else_=old)
-    keys = [c.name for c in table.primary_key.columns]
-    session.execute(statement.on_conflict_do_update(index_elements=keys, set_=update_set))
-
-
 _MEASURES = ("recomputes", "train_ms", "bytes_in", "bytes_out")
 
 
@@ -179,7 +156,7 @@ def _count_recompute(session: Session, record: ModelRecord) -> None:
         "heartbeats": 0,
         "last_seen": record.created_at,
     }
-    _upsert(
+    upsert(
         session,
         DeviceCounter,
         [device],
@@ -187,10 +164,8 @@ def _count_recompute(session: Session, record: ModelRecord) -> None:
         replace=("latest_version", "last_recompute_at", "last_reason"),
     )
     group = {"learner": record.learner, "reason": record.reason, **measures}
-    _upsert(session, DeviceRecomputeCounter, [{"device_id": record.device_id, **group}], add=_MEASURES)
-    _upsert(
-        session, FleetRecomputeCounter, [{"shard": fleet_shard(record.device_id), **group}], add=_MEASURES
-    )
+    upsert(session, DeviceRecomputeCounter, [{"device_id": record.device_id, **group}], add=_MEASURES)
+    upsert(session, FleetRecomputeCounter, [{"shard": fleet_shard(record.device_id), **group}], add=_MEASURES)
 
 
 def count_heartbeats(session: Session, device_ids: Sequence[str], at: datetime) -> None:
@@ -210,7 +185,7 @@ def count_heartbeats(session: Session, device_ids: Sequence[str], at: datetime) 
         for device_id, n in sorted(per_device.items())
     ]
     for start in range(0, len(rows), CHUNK):
-        _upsert(session, DeviceCounter, rows[start : start + CHUNK], add=("heartbeats",))
+        upsert(session, DeviceCounter, rows[start : start + CHUNK], add=("heartbeats",))
 
 
 def model_by_request_id(session: Session, device_id: str, request_id: str) -> ModelRecord | None:

@@ -153,6 +153,9 @@ class CloudSettings(BaseSettings):
     #: Threads per worker for the operator's fleet views, apart from the pool the devices' requests
     #: share, so a recompute storm cannot make the dashboard wait for a thread.
     fleet_view_threads: int = Field(default=4, ge=1, le=64)
+    #: Threads per worker for gateways' heartbeat batches, apart from the devices' pool too, so that a
+    #: storm's recomputes do not hold a fleet's heartbeats for seconds.
+    heartbeat_threads: int = Field(default=2, ge=1, le=64)
     #: Trainings running at once per worker (pool processes) and waiting beyond them; more: 429.
     training_slots: int = Field(default=2, ge=1, le=256)
     training_queue: int = Field(default=32, ge=0, le=100_000)

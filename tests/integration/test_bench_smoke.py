@@ -26,6 +26,7 @@ QUICK: dict[str, list[str]] = {
     "fleet_sim.py": ["--quick", "--json", "{tmp}/fleet_sim.json"],
     "fleet_storm.py": ["--quick", "--retune-history", "300", "--json", "{tmp}/storm.json"],
     "footprint.py": ["--quick", "--json", "{tmp}/footprint.json"],
+    "heartbeat_store.py": ["--quick", "--json", "{tmp}/heartbeat_store.json"],
     "liblinear_speed.py": ["--quick"],
     "mqtt_ingest.py": ["--quick", "--json", "{tmp}/ingest.json"],
     "online_bls.py": ["--quick", "--json", "{tmp}/speed.json"],

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, status
 from pydantic import Field
+from sqlalchemy.orm import Session
 
 from edgedrift.wire import DEVICE_ID_PATTERN, Heartbeat, WireModel
 from edgedrift_cloud import bulk
@@ -92,10 +93,15 @@ def register_devices(
     summary="Store a batch of devices' heartbeats, as a gateway sends them (operator)",
     responses={404: {"description": "Unknown devices (named in detail); nothing is stored"}},
 )
-def post_heartbeats(batch: HeartbeatBatch, _: OperatorDep, session: SessionDep) -> HeartbeatsStored:
+async def post_heartbeats(batch: HeartbeatBatch, _: OperatorDep, state: StateDep) -> HeartbeatsStored:
+    beats = [(h.device_id, h.heartbeat) for h in batch.heartbeats]
+
+    def store(session: Session) -> int:
+        stored = bulk.add_heartbeats(session, beats)
+        session.commit()
+        return stored
+
     try:
-        stored = bulk.add_heartbeats(session, [(h.device_id, h.heartbeat) for h in batch.heartbeats])
+        return HeartbeatsStored(stored=await state.store_heartbeats(store))
     except bulk.UnknownDevicesError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
-    session.commit()
-    return HeartbeatsStored(stored=stored)
