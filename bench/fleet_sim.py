@@ -19,6 +19,7 @@ and the total VmRSS of the gateway processes (peak and at the end).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import secrets
@@ -326,6 +327,7 @@ def main() -> int:
     )
     parser.add_argument("--sqlite", action="store_true", help="the cloud on SQLite instead of PostgreSQL")
     parser.add_argument("--json", type=Path, help="write the summary here")
+    parser.add_argument("--keep", type=Path, help="keep the gateways' and the cloud's logs and state here")
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: 40 devices, 2 gateways, 300 samples, every label"
     )
@@ -333,8 +335,12 @@ def main() -> int:
     if args.quick:
         args.devices, args.gateways, args.samples, args.drift_at, args.settle_s = 40, 2, 300, 150, 10.0
         args.label_every = 1
-    with tempfile.TemporaryDirectory(prefix="edgedrift-fleet-") as tmp:
-        workdir = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            workdir = args.keep
+        else:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edgedrift-fleet-")))
         if args.sqlite:
             args.cloud_workers = 1
             summary = run(args, workdir, f"sqlite:///{workdir / 'registry.db'}")

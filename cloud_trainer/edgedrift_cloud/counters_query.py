@@ -45,7 +45,10 @@ def counters_page(session: Session, limit: int, offset: int) -> tuple[int, list[
         .group_by(m.device_id, m.reason)
     ).all():
         reasons.setdefault(device_id, {})[str(reason)] = int(n)
-        if newest == aggregates[device_id][4]:
+        # a device's first version stored between the two statements (PostgreSQL reads each at its own
+        # snapshot) is in this one only: its totals show on the next read
+        totals = aggregates.get(device_id)
+        if totals is not None and newest == totals[4]:
             last_reason[device_id] = str(reason)
     h = HeartbeatRecord
     beats = {

@@ -34,13 +34,13 @@ import queue
 import threading
 import time
 import traceback
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from edgedrift_edge.cloud import CloudClient, CloudError
-from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config
+from edgedrift_edge.cloud import CloudClient
+from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config, spread
 from edgedrift_edge.messages import count_items
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.session import DeviceSession, Output
@@ -59,7 +59,7 @@ MAX_CONSECUTIVE_ERRORS = 20
 class _Control:
     """Something another thread hands to the worker."""
 
-    kind: str  # "trained" | "failed" | "heartbeat" | "devices"
+    kind: str  # "trained" | "failed" | "heartbeat" | "batch" (a gateway's heartbeats) | "devices"
     value: Any
     device: DeviceRuntime | None = None
 
@@ -130,7 +130,8 @@ class EdgeAgent:
         """Connect, start the threads, return once subscribed (TimeoutError otherwise). A gateway with
         a credential asks the cloud for its devices first."""
         if self.settings.gateway_secret is not None:
-            self._apply_devices(self._first_devices(max(timeout, 2 * self.settings.http_deadline_s)))
+            wait = max(timeout, 2 * self.settings.http_deadline_s)
+            self._apply_devices(self.cloud.first_gateway_devices(*self._sync_request(), wait))
             self._next_sync = time.monotonic() + self.settings.gateway_sync_s
         for target, name in ((self._work, "worker"), (self._watch, "watchdog")):
             thread = threading.Thread(target=target, name=f"edgedrift-{name}", daemon=True)
@@ -181,10 +182,10 @@ class EdgeAgent:
     def _add(self, device_id: str, secret: str | None) -> DeviceRuntime:
         device = DeviceRuntime(self.settings, device_id, secret, self.transport, self._trainer_for)
         device.resume()
-        if self.gateway_id is not None:  # spread the fleet's heartbeats over the period
-            spread = zlib.crc32(device_id.encode()) % 1000 / 1000
-            device.next_heartbeat = time.monotonic() + spread * self.settings.heartbeat_every_s
-            device.next_checkpoint += spread * self.settings.checkpoint_every_s
+        if self.gateway_id is not None:  # spread the fleet's heartbeats (a gateway's batches) over time
+            key = self.gateway_id if self.settings.gateway_secret is not None else device_id
+            device.next_heartbeat = time.monotonic() + spread(key) * self.settings.heartbeat_every_s
+            device.next_checkpoint += spread(device_id) * self.settings.checkpoint_every_s
         self.devices[device_id] = device
         for kind in ("samples", "labels"):
             self._routes[device.topics[kind]] = (device, kind)
@@ -199,29 +200,11 @@ class EdgeAgent:
         device.publish_status(self.status("offline", device))
         del self.devices[device.device_id]
 
-    def _fetch_devices(self) -> concurrent.futures.Future[dict[str, str | None]]:
+    def _sync_request(self) -> tuple[str, str, list[str]]:
+        """The gateway's id and secret and the devices whose secret it holds (for the cloud's list)."""
         assert self.gateway_id is not None and self.settings.gateway_secret is not None
         known = [d for d, rt in self.devices.items() if rt.secret is not None]
-        return self.cloud.gateway_devices(
-            self.gateway_id, self.settings.gateway_secret.get_secret_value(), known
-        )
-
-    def _first_devices(self, timeout: float) -> dict[str, str | None]:
-        """The cloud's list at start, asked again with backoff while the cloud is busy or unreachable
-        (until ``timeout``); a refused credential fails at once."""
-        deadline = time.monotonic() + timeout
-        delay = self.settings.retry_base_s
-        while True:
-            try:
-                return self._fetch_devices().result(max(1.0, deadline - time.monotonic()))
-            except CloudError as exc:
-                if not exc.retryable or exc.unauthorized or time.monotonic() + delay > deadline:
-                    raise
-                log.warning(
-                    "gateway %s: device list not fetched (%s); again in %.1f s", self.gateway_id, exc, delay
-                )
-            time.sleep(delay)
-            delay = min(2 * delay, self.settings.retry_max_s)
+        return self.gateway_id, self.settings.gateway_secret.get_secret_value(), known
 
     def _apply_devices(self, listed: Mapping[str, str | None]) -> None:
         """The cloud's list: start new devices, stop removed ones, take new secrets."""
@@ -360,8 +343,8 @@ class EdgeAgent:
                 events = device.session.install(item.value)
             elif item.kind == "failed":
                 events = device.session.recompute_failed(item.value)
-            elif item.kind == "heartbeat":
-                device.heartbeat_done(item.value)
+            elif item.kind in ("heartbeat", "batch"):
+                device.heartbeat_done(item.value, device_credential=item.kind == "heartbeat")
             self._publish_output(device, Output(events=events), None)
 
     def _periodic(self) -> None:
@@ -371,17 +354,20 @@ class EdgeAgent:
             return
         self._next_periodic = now + 0.05
         self.transport.retry_failed()
+        due: list[DeviceRuntime] = []
         for device in list(self.devices.values()):
             device.sync_transport_counters()
             if now >= device.next_heartbeat:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
-                self._send_heartbeat(device)
+                due.append(device)
             if now >= device.next_checkpoint and device.failed is None:
                 device.checkpoint()
+        if due:
+            self._send_heartbeats(due)
         if self.settings.gateway_secret is not None and now >= self._next_sync and not self._syncing:
             self._next_sync = now + self.settings.gateway_sync_s
             self._syncing = True
-            self._fetch_devices().add_done_callback(self._sync_done)
+            self.cloud.gateway_devices(*self._sync_request()).add_done_callback(self._sync_done)
 
     # --- recomputes -----------------------------------------------------------------------------------------
 
@@ -457,11 +443,23 @@ class EdgeAgent:
             raw = json.dumps(body, separators=(",", ":")).encode()
             self.transport.publish_raw(self.settings.status_topic, raw, retain=True, qos=1)
 
-    def _send_heartbeat(self, device: DeviceRuntime) -> None:
-        future = self.cloud.heartbeat(device.device_id, device.secret, device.session.heartbeat())
-        future.add_done_callback(lambda f: self.control.put(_Control("heartbeat", f, device)))
-        if self.transport.connected.is_set():
-            device.publish_status(self.status(None, device))
+    def _send_heartbeats(self, devices: list[DeviceRuntime]) -> None:
+        """One request per device, or, for a gateway with its own credential, one batch for them all."""
+        secret = self.settings.gateway_secret
+        for device in devices:
+            if secret is None:
+                future = self.cloud.heartbeat(device.device_id, device.secret, device.session.heartbeat())
+                future.add_done_callback(partial(self._hand_over, "heartbeat", device))
+            if self.transport.connected.is_set():
+                device.publish_status(self.status(None, device))
+        if secret is not None and self.gateway_id is not None:
+            beats = [(d.device_id, d.session.heartbeat()) for d in devices]
+            batch = self.cloud.gateway_heartbeats(self.gateway_id, secret.get_secret_value(), beats)
+            for device in devices:
+                batch.add_done_callback(partial(self._hand_over, "batch", device))
+
+    def _hand_over(self, kind: str, device: DeviceRuntime, future: concurrent.futures.Future[Any]) -> None:
+        self.control.put(_Control(kind, future, device))
 
     def _publish_startup(self, device: DeviceRuntime) -> None:
         """Events of the start (resume, reset, quarantine) and a resubmitted pending recompute."""

@@ -21,6 +21,7 @@ import json
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -32,6 +33,8 @@ from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequ
 
 log = logging.getLogger("edgedrift_edge.cloud")
 T = TypeVar("T")
+#: Heartbeats per request of a gateway's batch (the cloud takes up to 10,000).
+HEARTBEAT_CHUNK = 1000
 
 
 class CloudError(RuntimeError):
@@ -335,7 +338,24 @@ class CloudClient:
 
     async def _heartbeat(self, device_id: str, secret: str | None, beat: Heartbeat) -> None:
         headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
-        await self._post(f"/v1/devices/{device_id}/stats", headers, json=beat.model_dump(mode="json"))
+        beat_json = beat.model_dump(mode="json")
+        await self._post(f"/v1/devices/{device_id}/stats", headers, wait_s=self.deadline_s, json=beat_json)
+
+    def gateway_heartbeats(
+        self, gateway_id: str, secret: str, beats: list[tuple[str, Heartbeat]]
+    ) -> concurrent.futures.Future[None]:
+        """Post many devices' heartbeats with the gateway's credential, one request per
+        :data:`HEARTBEAT_CHUNK` (the future raises :class:`CloudError`)."""
+        return self._spawn(self._gateway_heartbeats(gateway_id, secret, beats))
+
+    async def _gateway_heartbeats(
+        self, gateway_id: str, secret: str, beats: list[tuple[str, Heartbeat]]
+    ) -> None:
+        headers = {"Authorization": f"Bearer {secret}"}
+        for start in range(0, len(beats), HEARTBEAT_CHUNK):
+            chunk = beats[start : start + HEARTBEAT_CHUNK]
+            body = [{"device_id": d, "heartbeat": b.model_dump(mode="json")} for d, b in chunk]
+            await self._post(f"/v1/gateways/{gateway_id}/heartbeats", headers, json={"heartbeats": body})
 
     # --- a gateway's devices --------------------------------------------------------------------------
 
@@ -346,6 +366,27 @@ class CloudClient:
         not in ``known`` (the gateway holds those already), None for the others."""
         return self._spawn(self._gateway_devices(gateway_id, secret, known))
 
+    def first_gateway_devices(
+        self, gateway_id: str, secret: str, known: list[str], timeout: float
+    ) -> dict[str, str | None]:
+        """The gateway's list at its start (blocking): asked again with backoff while the cloud is busy
+        or unreachable, until ``timeout``; a refused credential raises :class:`CloudError` at once."""
+        deadline = time.monotonic() + timeout
+        delay = self.retry_base_s
+        while True:
+            try:
+                return self.gateway_devices(gateway_id, secret, []).result(
+                    max(1.0, deadline - time.monotonic())
+                )
+            except CloudError as exc:
+                if not exc.retryable or exc.unauthorized or time.monotonic() + delay > deadline:
+                    raise
+                log.warning(
+                    "gateway %s: device list not fetched (%s); again in %.1f s", gateway_id, exc, delay
+                )
+            time.sleep(delay)
+            delay = min(2 * delay, self.retry_max_s)
+
     async def _gateway_devices(self, gateway_id: str, secret: str, known: list[str]) -> dict[str, str | None]:
         headers = {"Authorization": f"Bearer {secret}"}
         response = await self._post(f"/v1/gateways/{gateway_id}/sync", headers, json={"known": known})
@@ -355,20 +396,38 @@ class CloudClient:
         except (ValueError, KeyError, TypeError) as exc:
             raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
 
-    async def _post(self, url: str, headers: dict[str, str], **body: Any) -> httpx.Response:
-        """One POST within the overall deadline; :class:`CloudError` for a transport error or a 4xx/5xx."""
+    async def _post(
+        self, url: str, headers: dict[str, str], wait_s: float | None = None, **body: Any
+    ) -> httpx.Response:
+        """One POST within the overall deadline; :class:`CloudError` for a transport error or a 4xx/5xx.
+
+        The deadline starts when the call has a slot: a gateway's thousand devices queue for the
+        ``concurrency`` slots, and a call whose wait ate its deadline went out with a fraction of a
+        second left and timed out at the cloud, again and again. ``wait_s`` bounds the wait (heartbeats:
+        best effort). The request runs under httpx's own timeouts, each phase (connect, write, read)
+        within the deadline, never cancelled from outside: that can leave httpx's pool with a slot it
+        never reclaims (httpcore 1.0.9, encode/httpcore#1093), and a gateway's pool then refused every
+        request for good (gateways wedged in the 10,000-device fleet simulation)."""
+        late = CloudError(f"no answer within the {self.deadline_s:g} s deadline", True)
         try:
-            async with asyncio.timeout(self.deadline_s), self._gate:
-                self._on_wire += 1
-                self.peak_in_flight = max(self.peak_in_flight, self._on_wire)
-                try:
-                    response = await self._http.post(url, headers=headers, **body)
-                finally:
-                    self._on_wire -= 1
+            async with asyncio.timeout(wait_s):
+                await self._gate.acquire()
         except TimeoutError:
-            raise CloudError(f"no answer within the {self.deadline_s:g} s deadline", True) from None
+            raise CloudError(f"no free connection within {wait_s:g} s", True) from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.deadline_s
+        self._on_wire += 1
+        self.peak_in_flight = max(self.peak_in_flight, self._on_wire)
+        try:
+            left = httpx.Timeout(min(self.timeout_s, max(0.1, deadline - loop.time())))
+            response = await self._http.post(url, headers=headers, timeout=left, **body)
+        except httpx.TimeoutException:
+            raise late from None
         except httpx.HTTPError as exc:
             raise CloudError(f"{type(exc).__name__}: {exc}", True) from None
+        finally:
+            self._on_wire -= 1
+            self._gate.release()
         if response.status_code >= 400:
             raise error_from_response(response)
         return response

@@ -12,6 +12,7 @@ import concurrent.futures
 import json
 import logging
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,11 @@ def configured_devices(settings: AgentSettings) -> dict[str, str | None]:
     return devices
 
 
+def spread(key: str) -> float:
+    """A stable fraction in [0, 1) of a name, to spread a device's (or a gateway's) periodic work."""
+    return zlib.crc32(key.encode()) % 1000 / 1000
+
+
 class DeviceRuntime:
     """One device's session with its checkpoint store and its share of the MQTT connection."""
 
@@ -174,8 +180,9 @@ class DeviceRuntime:
         elif outcome == "dropped":
             c.history_dropped += 1
 
-    def heartbeat_done(self, future: concurrent.futures.Future[None]) -> None:
-        """Count a heartbeat's outcome; a refused credential makes the device ``unauthorized``."""
+    def heartbeat_done(self, future: concurrent.futures.Future[None], device_credential: bool = True) -> None:
+        """Count a heartbeat's outcome; a refused device credential makes the device ``unauthorized`` (a
+        gateway's batch is sent with the gateway's credential, which says nothing about the device's)."""
         c = self.session.counters
         if future.cancelled():
             return
@@ -184,7 +191,8 @@ class DeviceRuntime:
             c.heartbeats += 1
             return
         c.heartbeat_failures += 1
-        if isinstance(error, CloudError) and error.unauthorized and not self.session.unauthorized:
+        refused = isinstance(error, CloudError) and error.unauthorized
+        if refused and device_credential and not self.session.unauthorized:
             self.session.unauthorized = True
             self.event("unauthorized", reason=str(error)[:300])
         log.warning("%s: heartbeat failed: %s", self.device_id, error)

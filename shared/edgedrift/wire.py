@@ -264,6 +264,27 @@ class Heartbeat(WireModel):
     extra: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
 
 
+#: Most heartbeats in one batch request (a gateway sends its devices' in chunks of at most this many).
+MAX_HEARTBEAT_BATCH = 10_000
+
+
+class DeviceHeartbeat(WireModel):
+    """One device's heartbeat in a batch."""
+
+    device_id: Annotated[str, Field(pattern=DEVICE_ID_PATTERN)]
+    heartbeat: Heartbeat
+
+
+class HeartbeatBatch(WireModel):
+    """Many devices' heartbeats in one request (``/v1/bulk/heartbeats``, ``/v1/gateways/{id}/heartbeats``)."""
+
+    heartbeats: Annotated[list[DeviceHeartbeat], Field(min_length=1, max_length=MAX_HEARTBEAT_BATCH)]
+
+
+class HeartbeatsStored(WireModel):
+    stored: int
+
+
 class HeartbeatRecord(Heartbeat):
     """A stored heartbeat."""
 

@@ -16,10 +16,10 @@ import httpx
 import numpy as np
 import pytest
 from alembic import command
-from sqlalchemy import insert
+from sqlalchemy import event, insert
 from support.cloud import DEVICES, OPERATOR, CloudServer
 
-from edgedrift_cloud import registry
+from edgedrift_cloud import counters_query, registry
 from edgedrift_cloud.db.engine import alembic_config, make_engine, make_sessionmaker, upgrade
 from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelRecord
 from edgedrift_harness.postgres import fresh_database
@@ -167,3 +167,39 @@ def test_the_migration_backfills_the_counters(database_url: str) -> None:
         ("", "ridge", "periodic", 2, 4.5, 203, 103),
     ]
     engine.dispose()
+
+
+def test_a_device_page_read_while_a_first_version_is_stored(database_url: str) -> None:
+    """``GET /v1/devices`` reads the versions in more than one statement; a device's first version stored
+    between them (PostgreSQL reads each at its own snapshot) must not break the page (it was a KeyError,
+    a 500, under the 10,000-device fleet simulation)."""
+    engine, writer = make_engine(database_url), make_engine(database_url)
+    upgrade(engine)
+    sessions = make_sessionmaker(engine)
+    with sessions() as session:
+        for device in ("d1", "d2"):
+            registry.upsert_device(session, device, f"secret-of-{device}-0123456789")
+        session.commit()
+    stored: list[int] = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def store_between(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if not stored and "reason" in statement and "GROUP BY" in statement:
+            with make_sessionmaker(writer)() as session:
+                new = registry.NewModel(
+                    device_id="d2", document={"kind": "linear"}, kind="linear", learner="logistic",
+                    task="classification", rebalance="none", chosen=None, scores=None, n=10, d=2,
+                    train_ms=1.0, bytes_in=100, encoding="json", reason="drift", requested_by="d2",
+                    monitor={}, request_id=None,
+                )  # fmt: skip
+                stored.append(registry.store_model(session, new).version)
+                session.commit()
+
+    try:
+        with sessions() as session:
+            total, page = counters_query.counters_page(session, 10, 0)
+    finally:
+        engine.dispose()
+        writer.dispose()
+    assert stored == [1], "the version was not stored between the page's statements"
+    assert total == 2 and [c.device_id for c in page] == ["d1", "d2"]

@@ -3,12 +3,16 @@ calls at once wait on its semaphore, never more than ``concurrency`` on the wire
 
 from __future__ import annotations
 
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from support.cloud import DEVICES, CloudServer
 
 from edgedrift.wire import Heartbeat
-from edgedrift_edge.cloud import CloudClient
+from edgedrift_edge.cloud import CloudClient, CloudError
 
 
 def test_many_calls_at_once_keep_to_the_concurrency_and_all_arrive(tmp_path: Path) -> None:
@@ -28,3 +32,45 @@ def test_many_calls_at_once_keep_to_the_concurrency_and_all_arrive(tmp_path: Pat
     finally:
         client.close()
         server.stop()
+
+
+class _SlowForSome(BaseHTTPRequestHandler):
+    """Answers 201 at once, or after 1.5 s for a device whose id starts with ``slow``."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.path.startswith("/v1/devices/slow"):
+            time.sleep(1.5)
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_calls_past_their_deadline_fail_and_the_client_stays_usable() -> None:
+    """A heartbeat that waits for a slot longer than the deadline, or for its answer, ends with a
+    retryable error naming the limit; requests are never cancelled from outside httpx (that leaks pool
+    slots), so the client still reaches the server afterwards."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowForSome)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = CloudClient(f"http://127.0.0.1:{server.server_address[1]}", concurrency=2, deadline_s=0.5)
+    try:
+        started = time.monotonic()
+        slow = [client.heartbeat(f"slow-{i}", None, Heartbeat(samples=i)) for i in range(12)]
+        for call in slow:
+            limit = r"(no free connection within|no answer within the) 0\.5 s"
+            with pytest.raises(CloudError, match=limit) as caught:
+                call.result(timeout=30)
+            assert caught.value.retryable
+        assert time.monotonic() - started < 10
+        fast = [client.heartbeat(f"fast-{i}", None, Heartbeat(samples=i)) for i in range(8)]
+        for call in fast:
+            call.result(timeout=30)
+        assert client.peak_in_flight == 2
+    finally:
+        client.close()
+        server.shutdown()

@@ -189,6 +189,12 @@ def test_one_devices_faults_touch_no_other_device(
     b = agent.devices[bad].session
     assert bad_row == {"predicted": 1001, "rejected": 2, "dropped": 0} and b.counters.rejected == 2
     assert b.unauthorized and b.counters.recompute_failures >= 1 and b.model_version is None
+    # heartbeats go in the gateway's batches, under its own credential: the bad device's rotated secret
+    # does not stop them (one request per device with that secret would get 401s)
+    for device in [*good, bad]:
+        c = agent.devices[device].session.counters
+        assert c.heartbeats >= 1 and c.heartbeat_failures == 0, (device, c.heartbeats, c.heartbeat_failures)
+        assert sqlite_cloud.counters(device)["heartbeats"] >= 1
 
 
 def test_the_gateway_api_hands_each_device_secret_once(cloud: CloudServer) -> None:
@@ -219,3 +225,18 @@ def test_the_gateway_api_hands_each_device_secret_once(cloud: CloudServer) -> No
         assert op.delete("/v1/gateways/gw-x/devices/ga-2").status_code == 404
         listed = anon.post("/v1/gateways/gw-x/sync", json={"known": ["ga-1", "dev-a"]}, headers=gw).json()
         assert [d["device_id"] for d in listed["devices"]] == ["dev-a", "ga-1"]
+        # a batch of the gateway's devices' heartbeats, with the gateway's credential
+        beats = [{"device_id": d, "heartbeat": {"samples": 7}} for d in ("ga-1", "dev-a")]
+        stored = anon.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": beats}, headers=gw)
+        assert stored.status_code == 201 and stored.json() == {"stored": 2}, stored.text
+        foreign = [*beats, {"device_id": "ga-2", "heartbeat": {"samples": 8}}]
+        refused = anon.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": foreign}, headers=gw)
+        assert refused.status_code == 403 and "ga-2" in refused.json()["detail"], refused.text
+        assert (
+            anon.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": beats}, headers=own).status_code
+            == 401
+        )
+        assert op.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": beats}).status_code == 201
+        assert op.post("/v1/gateways/gw-none/heartbeats", json={"heartbeats": beats}).status_code == 404
+        assert op.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": []}).status_code == 422
+    assert cloud.counters("ga-1")["heartbeats"] == 2 and cloud.counters("ga-2")["heartbeats"] == 0

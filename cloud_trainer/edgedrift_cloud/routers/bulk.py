@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, status
 from pydantic import Field
 from sqlalchemy.orm import Session
 
-from edgedrift.wire import DEVICE_ID_PATTERN, Heartbeat, WireModel
+from edgedrift.wire import DEVICE_ID_PATTERN, HeartbeatBatch, HeartbeatsStored, WireModel
 from edgedrift_cloud import bulk
 from edgedrift_cloud.auth import new_secret
 from edgedrift_cloud.dependencies import OperatorDep, SessionDep, StateDep
@@ -50,19 +50,6 @@ class BulkRegistered(WireModel):
     rotated: int
     #: The generated secrets (only for devices registered without one); not stored, not shown again.
     secrets: dict[str, str]
-
-
-class DeviceHeartbeat(WireModel):
-    device_id: DeviceId
-    heartbeat: Heartbeat
-
-
-class HeartbeatBatch(WireModel):
-    heartbeats: Annotated[list[DeviceHeartbeat], Field(min_length=1, max_length=MAX_BATCH)]
-
-
-class HeartbeatsStored(WireModel):
-    stored: int
 
 
 @router.post(

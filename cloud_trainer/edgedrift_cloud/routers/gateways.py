@@ -11,9 +11,10 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Path, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import Field
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-from edgedrift.wire import DEVICE_ID_PATTERN, WireModel
-from edgedrift_cloud import gateway_registry
+from edgedrift.wire import DEVICE_ID_PATTERN, HeartbeatBatch, HeartbeatsStored, WireModel
+from edgedrift_cloud import bulk, gateway_registry
 from edgedrift_cloud.auth import new_secret, same_secret
 from edgedrift_cloud.dependencies import DevicePath, OperatorDep, SessionDep, StateDep
 
@@ -182,3 +183,33 @@ def sync_gateway(
     return GatewayDevices(
         gateway_id=gateway_id, devices=[GatewayDevice(device_id=d, secret=s) for d, s in rows]
     )
+
+
+@router.post(
+    "/{gateway_id}/heartbeats",
+    response_model=HeartbeatsStored,
+    status_code=status.HTTP_201_CREATED,
+    summary="Store a batch of the gateway's devices' heartbeats in one request (the gateway)",
+    responses={
+        403: {"description": "Devices the gateway does not serve (named in detail); nothing is stored"},
+        **_UNKNOWN_GATEWAY,
+    },
+)
+async def post_gateway_heartbeats(
+    gateway_id: GatewayPath, _: CallerDep, state: StateDep, batch: HeartbeatBatch
+) -> HeartbeatsStored:
+    """What ``/v1/bulk/heartbeats`` does for the operator, with the gateway's own credential and only for
+    the devices assigned to it; in the heartbeat threads, apart from the devices' requests."""
+    beats = [(h.device_id, h.heartbeat) for h in batch.heartbeats]
+
+    def store(session: Session) -> int:
+        _known_gateway(session, gateway_id)
+        others = sorted({d for d, _ in beats} - set(gateway_registry.devices_of(session, gateway_id)))
+        if others:
+            named = ", ".join(others[:10]) + (" ..." if len(others) > 10 else "")
+            raise HTTPException(status.HTTP_403_FORBIDDEN, f"devices this gateway does not serve: {named}")
+        stored = bulk.add_heartbeats(session, beats)
+        session.commit()
+        return stored
+
+    return HeartbeatsStored(stored=await state.store_heartbeats(store))
