@@ -375,7 +375,7 @@ class CloudClient:
         delay = self.retry_base_s
         while True:
             try:
-                return self.gateway_devices(gateway_id, secret, []).result(
+                return self.gateway_devices(gateway_id, secret, known).result(
                     max(1.0, deadline - time.monotonic())
                 )
             except CloudError as exc:

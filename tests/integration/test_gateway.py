@@ -19,6 +19,7 @@ from edgedrift.data import Stream
 from edgedrift.data.generators import sine1plus
 from edgedrift.protocol import Protocol
 from edgedrift_edge.agent import EdgeAgent
+from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.replay import ReplayPlan, replay
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_eval.runner import RunSpec, run_one
@@ -240,3 +241,11 @@ def test_the_gateway_api_hands_each_device_secret_once(cloud: CloudServer) -> No
         assert op.post("/v1/gateways/gw-none/heartbeats", json={"heartbeats": beats}).status_code == 404
         assert op.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": []}).status_code == 422
     assert cloud.counters("ga-1")["heartbeats"] == 2 and cloud.counters("ga-2")["heartbeats"] == 0
+    client = CloudClient(cloud.url)
+    try:  # a gateway starting with secrets it holds is not handed new ones (they would rotate them)
+        assert client.first_gateway_devices("gw-x", secret, ["dev-a", "ga-1"], 10) == {
+            "dev-a": None,
+            "ga-1": None,
+        }
+    finally:
+        client.close()
