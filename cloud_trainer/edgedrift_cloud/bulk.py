@@ -24,10 +24,13 @@ class UnknownDevicesError(LookupError):
     """Heartbeats for devices that are not registered."""
 
     def __init__(self, device_ids: Sequence[str]) -> None:
-        super().__init__(
-            f"unknown devices: {', '.join(device_ids[:10])}{' ...' if len(device_ids) > 10 else ''}"
-        )
+        super().__init__(f"unknown devices: {named(device_ids)}")
         self.device_ids = list(device_ids)
+
+
+def named(device_ids: Sequence[str]) -> str:
+    """The first ten ids of a list for an error message."""
+    return ", ".join(device_ids[:10]) + (" ..." if len(device_ids) > 10 else "")
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,13 @@ def add_heartbeats(session: Session, beats: Sequence[tuple[str, Heartbeat]]) -> 
         insert_rows(session, HeartbeatRecord, rows[start : start + CHUNK])
     registry.count_heartbeats(session, [d for d, _ in beats], now)
     return len(rows)
+
+
+def commit_heartbeats(session: Session, beats: Sequence[tuple[str, Heartbeat]]) -> int:
+    """:func:`add_heartbeats` and commit (a route's whole write, in its own session)."""
+    stored = add_heartbeats(session, beats)
+    session.commit()
+    return stored
 
 
 def registered(session: Session, device_ids: Sequence[str]) -> set[str]:

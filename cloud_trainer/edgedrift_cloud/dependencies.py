@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Annotated, TypeVar
 
 import anyio
@@ -44,25 +44,19 @@ class AppState:
     misses: MissCache = field(default_factory=lambda: MissCache(0.0))
     #: The fleet summary at default thresholds, computed at most every ``fleet_summary_max_age_s``.
     summary: ViewCache[FleetSummary] = field(default_factory=lambda: ViewCache(0.0))
-    _view_threads: anyio.CapacityLimiter | None = None
-    _heartbeat_threads: anyio.CapacityLimiter | None = None
 
     def note_database_error(self, reason: str) -> None:
         self.database_error = (time.monotonic(), reason)
 
-    @property
+    @cached_property
     def view_threads(self) -> anyio.CapacityLimiter:
         """The operator's fleet views' own threads (created on first use: a limiter needs the loop)."""
-        if self._view_threads is None:
-            self._view_threads = anyio.CapacityLimiter(self.settings.fleet_view_threads)
-        return self._view_threads
+        return anyio.CapacityLimiter(self.settings.fleet_view_threads)
 
-    @property
+    @cached_property
     def heartbeat_threads(self) -> anyio.CapacityLimiter:
         """The gateways' heartbeat batches' own threads (created on first use)."""
-        if self._heartbeat_threads is None:
-            self._heartbeat_threads = anyio.CapacityLimiter(self.settings.heartbeat_threads)
-        return self._heartbeat_threads
+        return anyio.CapacityLimiter(self.settings.heartbeat_threads)
 
     def with_session(self, read: Callable[[Session], T]) -> T:
         """``read`` with a session of its own (blocking)."""

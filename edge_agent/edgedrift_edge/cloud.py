@@ -408,21 +408,18 @@ class CloudClient:
         within the deadline, never cancelled from outside: that can leave httpx's pool with a slot it
         never reclaims (httpcore 1.0.9, encode/httpcore#1093), and a gateway's pool then refused every
         request for good (gateways wedged in the 10,000-device fleet simulation)."""
-        late = CloudError(f"no answer within the {self.deadline_s:g} s deadline", True)
         try:
             async with asyncio.timeout(wait_s):
                 await self._gate.acquire()
         except TimeoutError:
             raise CloudError(f"no free connection within {wait_s:g} s", True) from None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.deadline_s
         self._on_wire += 1
         self.peak_in_flight = max(self.peak_in_flight, self._on_wire)
         try:
-            left = httpx.Timeout(min(self.timeout_s, max(0.1, deadline - loop.time())))
-            response = await self._http.post(url, headers=headers, timeout=left, **body)
+            phase = httpx.Timeout(min(self.timeout_s, self.deadline_s))
+            response = await self._http.post(url, headers=headers, timeout=phase, **body)
         except httpx.TimeoutException:
-            raise late from None
+            raise CloudError(f"no answer within the {self.deadline_s:g} s deadline", True) from None
         except httpx.HTTPError as exc:
             raise CloudError(f"{type(exc).__name__}: {exc}", True) from None
         finally:

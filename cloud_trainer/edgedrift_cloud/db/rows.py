@@ -28,11 +28,11 @@ def insert_rows(session: Session, model: type[DeclarativeBase], rows: Sequence[M
     """Insert ``rows`` (dicts with the same keys) into ``model``'s table (JSON columns take objects)."""
     if not rows:
         return
-    table = _table(model, tuple(rows[0]))
-    if _is_postgresql(session):
-        session.execute(
-            _recordset_insert(table, tuple(rows[0]), session.get_bind().dialect), {"rows": _json_rows(rows)}
-        )
+    columns = tuple(rows[0])
+    table = _table(model, columns)
+    dialect = session.get_bind().dialect
+    if dialect.name == "postgresql":
+        session.execute(_recordset_insert(table, columns, dialect), {"rows": _json_rows(rows)})
     else:
         session.execute(insert(table), list(rows))
 
@@ -51,8 +51,8 @@ def upsert(
         return
     columns = tuple(rows[0])
     table = _table(model, columns)
-    if _is_postgresql(session):
-        dialect = session.get_bind().dialect
+    dialect = session.get_bind().dialect
+    if dialect.name == "postgresql":
         statement = _recordset_upsert(table, columns, tuple(add), tuple(replace), dialect)
         session.execute(statement, {"rows": _json_rows(rows)})
         return
@@ -75,10 +75,6 @@ def _table(model: type[DeclarativeBase], columns: Sequence[str]) -> Table:
     if missing:
         raise ValueError(f"rows for {table.name} need the columns {missing} (defaults are not applied)")
     return table
-
-
-def _is_postgresql(session: Session) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
 
 
 def _keys(table: Table) -> list[str]:

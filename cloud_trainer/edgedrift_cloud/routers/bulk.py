@@ -3,11 +3,11 @@ devices' heartbeats in one request."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, status
 from pydantic import Field
-from sqlalchemy.orm import Session
 
 from edgedrift.wire import DEVICE_ID_PATTERN, HeartbeatBatch, HeartbeatsStored, WireModel
 from edgedrift_cloud import bulk
@@ -82,13 +82,9 @@ def register_devices(
 )
 async def post_heartbeats(batch: HeartbeatBatch, _: OperatorDep, state: StateDep) -> HeartbeatsStored:
     beats = [(h.device_id, h.heartbeat) for h in batch.heartbeats]
-
-    def store(session: Session) -> int:
-        stored = bulk.add_heartbeats(session, beats)
-        session.commit()
-        return stored
-
     try:
-        return HeartbeatsStored(stored=await state.store_heartbeats(store))
+        return HeartbeatsStored(
+            stored=await state.store_heartbeats(partial(bulk.commit_heartbeats, beats=beats))
+        )
     except bulk.UnknownDevicesError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None

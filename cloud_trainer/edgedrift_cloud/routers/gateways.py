@@ -206,10 +206,8 @@ async def post_gateway_heartbeats(
         _known_gateway(session, gateway_id)
         others = sorted({d for d, _ in beats} - set(gateway_registry.devices_of(session, gateway_id)))
         if others:
-            named = ", ".join(others[:10]) + (" ..." if len(others) > 10 else "")
-            raise HTTPException(status.HTTP_403_FORBIDDEN, f"devices this gateway does not serve: {named}")
-        stored = bulk.add_heartbeats(session, beats)
-        session.commit()
-        return stored
+            detail = f"devices this gateway does not serve: {bulk.named(others)}"
+            raise HTTPException(status.HTTP_403_FORBIDDEN, detail)
+        return bulk.commit_heartbeats(session, beats)
 
     return HeartbeatsStored(stored=await state.store_heartbeats(store))
