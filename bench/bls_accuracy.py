@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import os
 
+from edgedrift_harness.results import write_json
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
@@ -186,8 +188,7 @@ def run_job(job: tuple[str, str, int, int, str]) -> dict[str, Any]:
     }
     sub = "sens" if method.startswith("sens-") else "runs"
     path = Path(out) / sub / f"{dataset}_{method}_{seed}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result))
+    write_json(path, result)
     return result
 
 

@@ -47,6 +47,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from edgedrift_harness.mosquitto import ShippedMosquitto
 from edgedrift_harness.proc import cpu_seconds
+from edgedrift_harness.results import write_json
 
 DEVICE = "dev-1"
 TOPIC = f"edgedrift/{DEVICE}/samples"
@@ -342,7 +343,6 @@ def main() -> int:
     print()
     print(table(windows, throughputs, depths))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         data = {
             "argv": sys.argv[1:],
             "trials": trials,
@@ -352,7 +352,7 @@ def main() -> int:
             "windows": [asdict(w) for w in windows],
             "throughput": [asdict(r) for r in throughputs],
         }
-        args.json.write_text(json.dumps(data, indent=2))
+        write_json(args.json, data)
     return 0
 
 

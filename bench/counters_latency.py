@@ -32,6 +32,7 @@ from edgedrift_cloud import registry
 from edgedrift_cloud.db.engine import alembic_config, make_engine, make_sessionmaker, upgrade
 from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelRecord
 from edgedrift_harness.postgres import fresh_database, postgres_server
+from edgedrift_harness.results import write_json
 
 DEVICE = "deep-device"
 
@@ -144,8 +145,7 @@ def main() -> None:
         result["postgresql"] = run(url, args.versions, args.beats, args.repeat)
     print(json.dumps(result, indent=2))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

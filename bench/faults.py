@@ -12,13 +12,13 @@ runs three scenarios (the smoke run of the test suite).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from edgedrift_harness.faults import SCENARIOS, FaultLab, Ledger
+from edgedrift_harness.results import write_json
 
 QUICK = ("agent_sigkill", "bad_items_100k", "crafted_checkpoint")
 
@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     print(f"{len(rows)} scenarios in {time.monotonic() - started:.0f} s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"scenarios": [r.row() for r in rows]}, indent=1, default=str))
+        write_json(args.json, {"scenarios": [r.row() for r in rows]}, indent=1)
     exempt = {"broker_kill9_offline_agent"}
     return 0 if all(r.lost == 0 for r in rows if r.name not in exempt) else 1
 

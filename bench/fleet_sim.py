@@ -43,6 +43,7 @@ from edgedrift_harness.mosquitto import local_mosquitto
 from edgedrift_harness.mqtt import PredictionCollector, Subscriber
 from edgedrift_harness.postgres import fresh_database, postgres_server
 from edgedrift_harness.proc import rss_mb
+from edgedrift_harness.results import write_json
 
 OPERATOR = "fleet-operator-" + secrets.token_hex(16)
 
@@ -351,8 +352,7 @@ def main() -> int:
     for key, value in row.items():
         print(f"{key:<32} {value:,.1f}" if isinstance(value, float) else f"{key:<32} {value:,}")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(row, indent=1))
+        write_json(args.json, row, indent=1)
     ok = summary.lost == 0 and summary.devices_with_ledger_gap == 0
     return 0 if ok else 1
 

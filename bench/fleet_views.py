@@ -19,7 +19,6 @@ devices and scaled to N, so the ratio peer / ``/v1/fleet`` page shows what aggre
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -32,6 +31,7 @@ from edgedrift_cloud.db.engine import make_engine, make_sessionmaker
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.fleet_seed import device_id, seed_fleet
 from edgedrift_harness.postgres import fresh_database, postgres_server
+from edgedrift_harness.results import write_json
 
 OPERATOR = "bench-operator-token-" + "x" * 24
 REQUESTS = {
@@ -141,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(run(backend, url, args, workdir))
             report(results[-1])
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+        write_json(args.json, results)
     return 0
 
 

@@ -31,6 +31,7 @@ from edgedrift_cloud import bulk
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_cloud.db.tables import Device, DeviceCounter, HeartbeatRecord, utcnow
 from edgedrift_harness.postgres import fresh_database, postgres_server
+from edgedrift_harness.results import write_json
 
 Beats = Sequence[tuple[str, Heartbeat]]
 
@@ -126,8 +127,7 @@ def main() -> None:
         f"{figures['cpu_ratio_peer_over_edgedrift']}x less"
     )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        write_json(args.json, figures)
 
 
 if __name__ == "__main__":

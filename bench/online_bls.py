@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import os
 
+from edgedrift_harness.results import write_json
+
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["MKL_NUM_THREADS"] = "1"
 
 import argparse
-import json
 import math
 import time
 from collections.abc import Callable
@@ -351,8 +352,7 @@ def main() -> None:
     )
     if args.json:
         path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(results, indent=1))
+        write_json(path, results, indent=1)
         print(f"\nwritten {path}")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import shlex
 import shutil
 import tempfile
@@ -12,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from edgedrift_harness.proc import py_spy_command
+from edgedrift_harness.results import write_json
 from ingest.data import Data
 from ingest.gateway import GatewayRow, describe_row, gateway_row
 from ingest.lab import Config, IngestLab
@@ -161,7 +161,6 @@ def main(description: str) -> int:
             lab.close()
         report(cfg, results, warmups, memory, startup, imports)
     if cfg.json is not None:
-        cfg.json.parent.mkdir(parents=True, exist_ok=True)
-        cfg.json.write_text(json.dumps({"runs": [r.as_json() for r in rows]}, indent=1))
+        write_json(cfg.json, {"runs": [r.as_json() for r in rows]}, indent=1)
         print(f"wrote {cfg.json}")
     return 0

@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, text
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.postgres import PG_ADMIN_URL, fresh_database, postgres_server
 from edgedrift_harness.proc import load_average
+from edgedrift_harness.results import write_json
 from storm.fleet import (
     Probes,
     RemoteHeartbeats,
@@ -224,7 +225,6 @@ def main(description: str) -> None:
         f"server RSS {figures['server_rss_mb']} MB"
     )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        write_json(args.json, figures)
     if args.quick and (figures["lost"] or figures["errors_5xx"]):
         raise SystemExit("the quick storm lost requests or saw 5xx")

@@ -9,11 +9,15 @@ string ids are confused only if their 128-bit digests agree: for a lookup agains
 probability is about ``n / 2**127`` (below 1e-32 for a million ids), which we treat as impossible.
 
 Layout: a pool of ``capacity`` slots (key and check words, and a doubly linked list in age order through
-``int32`` arrays, so removing or renewing any entry is O(1) and slots never move) and an open-addressing
-hash table (linear probing, backward-shift deletion) from id to slot. The slot arrays grow by doubling
-up to the capacity and the table up to twice the capacity, so a large capacity (a single device's 100,000
-ids, or a gateway configured with large buffers) costs memory only as it fills; :attr:`IdIndex.slots` says
-how many slots are allocated, so that callers grow their parallel arrays with it.
+integer arrays, so removing or renewing any entry is O(1) and slots never move) and an open-addressing
+hash table (linear probing, backward-shift deletion) from id to slot. The links and the table hold
+``slot + 1``, so an index of fewer than 32,767 ids (a gateway's buffers) keeps them in ``int16``; the
+check words of an index that only ever saw int ids are all zero and share one read-only array (copied
+when the first string id arrives), so a gateway's thousand devices do not each hold a vector of zeros.
+The slot arrays grow by doubling up to the capacity and the table up to twice the capacity, so a large
+capacity (a single device's 100,000 ids, or a gateway configured with large buffers) costs memory only
+as it fills; :attr:`IdIndex.slots` says how many slots are allocated, so that callers grow their parallel
+arrays with it.
 Scalars go through the arrays' ``memoryview`` (``.data``): no per-entry Python objects.
 """
 
@@ -38,6 +42,16 @@ _MIN_TABLE = 1024
 _MIN_SLOTS = 1024
 
 IntArray = npt.NDArray[np.int64]
+#: Read-only zero check words by length, shared by every index that holds only int ids.
+_ZERO_CHECKS: dict[int, npt.NDArray[np.uint64]] = {}
+
+
+def _zero_checks(slots: int) -> npt.NDArray[np.uint64]:
+    zeros = _ZERO_CHECKS.get(slots)
+    if zeros is None:
+        zeros = _ZERO_CHECKS[slots] = np.zeros(slots, np.uint64)
+        zeros.flags.writeable = False
+    return zeros
 
 
 def id_key(sid: SampleId) -> tuple[int, int]:
@@ -75,12 +89,15 @@ class IdIndex:
         self.capacity = capacity
         #: Slots allocated (callers' parallel arrays need this many rows); grows up to ``capacity``.
         self.slots = min(capacity, _MIN_SLOTS)
-        #: The key and check words of each slot (meaningful for slots in use).
+        #: ``slot + 1`` fits in it (the links' and the table's entries).
+        self._int = np.int16 if capacity < np.iinfo(np.int16).max else np.int32
+        #: The key and check words of each slot (meaningful for slots in use); ``checks`` is a shared
+        #: read-only zero array until a string id arrives.
         self.keys = np.zeros(self.slots, np.uint64)
-        self.checks = np.zeros(self.slots, np.uint64)
+        self.checks = _zero_checks(self.slots)
         # Age order: slot + 1 of the previous / next entry, 0 for none; free slots chain through _next.
-        self._prev = np.zeros(self.slots, np.int32)
-        self._next = np.zeros(self.slots, np.int32)
+        self._prev = np.zeros(self.slots, self._int)
+        self._next = np.zeros(self.slots, self._int)
         self._views()
         self._head = self._tail = -1
         self._size = 0
@@ -96,12 +113,14 @@ class IdIndex:
     def _grow_slots(self) -> None:
         """Double the slot arrays (up to the capacity); slots keep their numbers."""
         self.slots = min(self.capacity, 2 * self.slots)
-        self.keys, self.checks = grown(self.keys, self.slots), grown(self.checks, self.slots)
+        self.keys = grown(self.keys, self.slots)
+        owned = self.checks.flags.writeable
+        self.checks = grown(self.checks, self.slots) if owned else _zero_checks(self.slots)
         self._prev, self._next = grown(self._prev, self.slots), grown(self._next, self.slots)
         self._views()
 
     def _alloc_table(self, size: int) -> None:
-        self._table = np.zeros(size, np.int32)  # slot + 1; 0 = empty
+        self._table = np.zeros(size, self._int)  # slot + 1; 0 = empty
         self._t = self._table.data
         self._shift = 64 - (size.bit_length() - 1)
         self._mask = size - 1
@@ -137,7 +156,7 @@ class IdIndex:
             if slot == self.slots:
                 self._grow_slots()
             self._fresh += 1
-        self._k[slot], self._c[slot] = key, check
+        self._write(slot, key, check)
         self._link_newest(slot)
         self._size += 1
         if 2 * self._size > self._mask + 1 and self._mask + 1 < self._max_table:
@@ -153,7 +172,7 @@ class IdIndex:
             return self.add(key, check)
         self._unplace(slot)
         self.renew(slot)
-        self._k[slot], self._c[slot] = key, check
+        self._write(slot, key, check)
         self._place(slot, key, check)
         return slot
 
@@ -179,6 +198,16 @@ class IdIndex:
             out[i] = slot
             slot = nxt[slot] - 1
         return out
+
+    def _write(self, slot: int, key: int, check: int) -> None:
+        self._k[slot] = key
+        if check:
+            if not self.checks.flags.writeable:  # the first string id: the checks become this index's own
+                self.checks = self.checks.copy()
+                self._c = self.checks.data
+            self._c[slot] = check
+        elif not self._c.readonly:
+            self._c[slot] = 0
 
     # --- age order --------------------------------------------------------------------------------------
 

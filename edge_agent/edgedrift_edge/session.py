@@ -28,7 +28,6 @@ import hashlib
 import math
 import uuid
 from collections import Counter as Tally
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from typing import Any, Literal
@@ -54,6 +53,7 @@ from edgedrift_edge.messages import (
     parse_samples,
 )
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
+from edgedrift_edge.score_window import ScoreWindow
 from edgedrift_edge.session_recompute import RecomputesMixin
 from edgedrift_edge.session_reports import ReportsMixin
 
@@ -95,7 +95,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         #: id -> content digest of recent samples, to tell redeliveries from reused ids (bounded).
         self.recent_ids = IdWindow(config.dedup_window)
         #: 1.0/0.0 per recent labeled prediction (classification) or squared error (regression).
-        self.recent: deque[float] = deque(maxlen=config.accuracy_window)
+        self.recent = ScoreWindow(config.accuracy_window)
         self.recent_sum = 0.0
         self.next_seq = 0
         self.drift_events = 0
@@ -265,7 +265,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
                 rest = s.subset(list(range(i, len(s.ids))))
                 return preds + self._run(rest)
             row = s.row(i)
-            self.warm_rows.append(row)
+            self.warm_rows.append(row.copy())  # a view would pin the whole parsed message
             self.warm_y.append(ys[i])
             self.warm_ids.append(sid)
             if math.isnan(ys[i]):
@@ -422,9 +422,9 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         if not math.isfinite(y_hat):
             return
         hit = (y - y_hat) * (y - y_hat) if self.config.task == "regression" else float(y == y_hat)
-        if len(self.recent) == self.recent.maxlen:
-            self.recent_sum -= self.recent[0]
-        self.recent.append(hit)
+        evicted = self.recent.push(hit)
+        if evicted is not None:
+            self.recent_sum -= evicted
         self.recent_sum += hit
 
     def _remember(self, sid: SampleId, x: FloatArray, y_hat: float) -> None:
@@ -473,7 +473,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         tree["warm_rows"] = codec.pack_rows(self.warm_rows)
         tree["joins"] = self.joins.snapshot()
         tree["recent_ids"] = self.recent_ids.snapshot()
-        tree["recent"] = np.fromiter(self.recent, np.float64, len(self.recent))
+        tree["recent"] = self.recent.values()
         tree["counters"] = asdict(self.counters)
         tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
         return tree
@@ -486,7 +486,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         # the newest entries that fit this config (older ones count as evicted)
         self.joins, dropped = JoinBuffer.restore(tree["joins"], self.config.join_buffer, self.n_features)
         self.recent_ids = IdWindow.restore(tree["recent_ids"], self.config.dedup_window)
-        self.recent = deque(tree["recent"].tolist(), maxlen=self.config.accuracy_window)
+        self.recent = ScoreWindow(self.config.accuracy_window, tree["recent"].tolist())
         self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})
         self.counters.join_evictions += dropped
         pending = tree.get("pending")

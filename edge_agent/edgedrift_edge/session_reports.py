@@ -4,7 +4,6 @@ heartbeat to the cloud. A mixin of :class:`~edgedrift_edge.session.DeviceSession
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import asdict
 from typing import Any
 
@@ -13,6 +12,7 @@ from edgedrift.loop import EdgeLoop
 from edgedrift.wire import Heartbeat
 from edgedrift_edge.ledger import Counters, SessionConfig
 from edgedrift_edge.recompute import RecomputeRequest
+from edgedrift_edge.score_window import ScoreWindow
 
 
 class ReportsMixin:
@@ -26,7 +26,7 @@ class ReportsMixin:
     model_version: int | None
     pending: RecomputeRequest | None
     unauthorized: bool
-    recent: deque[float]
+    recent: ScoreWindow
     recent_sum: float
     drift_events: int
 

@@ -110,11 +110,15 @@ class RangeGuard:
         if y is not None:
             y_lo, y_hi = self._bounds(np.asarray(y, dtype=np.float64)[finite][:, None])
             self.y_lo, self.y_hi = float(y_lo[0]), float(y_hi[0])
-        self._rows = np.zeros((2 * self.patience, X.shape[1]))
-        self._ys = np.zeros(2 * self.patience)
+        self._release(X.shape[1])
         self._flagged_at.clear()
-        self._kept = 0
         return self
+
+    def _release(self, width: int) -> None:
+        """Drop the rows kept for a refit: they exist only while something was flagged recently (most
+        devices never see a glitch, and a gateway holds a guard per device)."""
+        self._rows, self._ys = np.zeros((0, width)), np.zeros(0)
+        self._kept = 0
 
     def _inside(self, x: FloatArray, y: float | None) -> bool:
         if y is not None and not self.y_lo <= y <= self.y_hi:
@@ -170,8 +174,11 @@ class RangeGuard:
         if flagged:
             flags.append(self.n_seen)
         if not flags:
-            self._kept = 0
+            if self._kept or len(self._ys):
+                self._release(len(x))
             return
+        if not len(self._ys):
+            self._rows, self._ys = np.zeros((window, len(x))), np.zeros(window)
         slot = self._kept % window
         self._rows[slot] = x
         self._ys[slot] = math.nan if y is None else y
@@ -192,7 +199,7 @@ class RangeGuard:
             y_lo, y_hi = self._bounds(y[np.isfinite(y)][:, None])
             self.y_lo, self.y_hi = float(y_lo[0]), float(y_hi[0])
         self._flagged_at.clear()
-        self._kept = 0
+        self._release(X.shape[1])
         self.refits += 1
 
     @property

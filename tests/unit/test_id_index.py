@@ -78,3 +78,25 @@ def test_slots_are_allocated_as_ids_arrive_not_up_front() -> None:
     assert [index.find(*id_key(i)) for i in range(1100)] == slots
     small = IdIndex(100)
     assert small.slots == 100, "never more slots than the capacity"
+
+
+def test_small_indexes_share_their_zero_checks_until_a_string_id_arrives() -> None:
+    """A gateway holds two indexes per device: with int ids their check words are one shared read-only
+    array, and the links and table are int16; a string id gives that index checks of its own and leaves
+    every other index's untouched."""
+    a, b = IdIndex(900), IdIndex(900)
+    assert a.checks is b.checks and not a.checks.flags.writeable
+    assert a._prev.dtype == np.int16 and a._table.dtype == np.int16
+    assert IdIndex(40_000)._prev.dtype == np.int32, "slot + 1 beyond int16 needs int32"
+    for i in range(900):
+        a.add(*id_key(i))
+        b.add(*id_key(i))
+    slot = a.replace_oldest(*id_key("s-1"))
+    assert a.checks is not b.checks and a.checks.flags.writeable
+    assert not b.checks.any(), "the shared zeros were not written"
+    assert a.find(*id_key("s-1")) == slot and a.find(*id_key(0)) == -1
+    a.remove(slot)
+    renewed = a.add(*id_key(12345))
+    assert renewed == slot and a.checks[slot] == 0, "an int id reusing a string id's slot clears its check"
+    assert a.find(*id_key(12345)) == slot and a.find(*id_key("s-1")) == -1
+    assert [b.find(*id_key(i)) for i in range(900)] == list(range(900))

@@ -28,9 +28,7 @@ def insert_rows(session: Session, model: type[DeclarativeBase], rows: Sequence[M
     """Insert ``rows`` (dicts with the same keys) into ``model``'s table (JSON columns take objects)."""
     if not rows:
         return
-    columns = tuple(rows[0])
-    table = _table(model, columns)
-    dialect = session.get_bind().dialect
+    table, columns, dialect = _target(session, model, rows)
     if dialect.name == "postgresql":
         session.execute(_recordset_insert(table, columns, dialect), {"rows": _json_rows(rows)})
     else:
@@ -49,9 +47,7 @@ def upsert(
     appear once per call."""
     if not rows:
         return
-    columns = tuple(rows[0])
-    table = _table(model, columns)
-    dialect = session.get_bind().dialect
+    table, columns, dialect = _target(session, model, rows)
     if dialect.name == "postgresql":
         statement = _recordset_upsert(table, columns, tuple(add), tuple(replace), dialect)
         session.execute(statement, {"rows": _json_rows(rows)})
@@ -75,6 +71,14 @@ def _table(model: type[DeclarativeBase], columns: Sequence[str]) -> Table:
     if missing:
         raise ValueError(f"rows for {table.name} need the columns {missing} (defaults are not applied)")
     return table
+
+
+def _target(
+    session: Session, model: type[DeclarativeBase], rows: Sequence[Mapping[str, object]]
+) -> tuple[Table, tuple[str, ...], Dialect]:
+    """The table, the rows' columns and the session's dialect of one batch."""
+    columns = tuple(rows[0])
+    return _table(model, columns), columns, session.get_bind().dialect
 
 
 def _keys(table: Table) -> list[str]:
