@@ -52,6 +52,7 @@ from edgedrift_edge.messages import (
     parse_labels,
     parse_samples,
 )
+from edgedrift_edge.packed_rows import PackedRows
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.score_window import ScoreWindow
 from edgedrift_edge.session_recompute import RecomputesMixin
@@ -82,7 +83,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         self.counters = Counters()
         self.phase: Phase = "warmup"
         self.n_features: int | None = config.n_features
-        self.warm_rows: list[FloatArray] = []
+        self.warm_rows = PackedRows()
         self.warm_y: list[float] = []
         self.warm_ids: list[SampleId | None] = []
         self.loop: EdgeLoop | None = None
@@ -265,7 +266,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
                 rest = s.subset(list(range(i, len(s.ids))))
                 return preds + self._run(rest)
             row = s.row(i)
-            self.warm_rows.append(row.copy())  # a view would pin the whole parsed message
+            self.warm_rows.append(row)
             self.warm_y.append(ys[i])
             self.warm_ids.append(sid)
             if math.isnan(ys[i]):
@@ -282,7 +283,8 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         cap = self.config.warmup_samples * (2 if self.phase == "warmup" else 1)
         excess = len(self.warm_y) - cap
         if excess > 0:
-            del self.warm_rows[:excess], self.warm_y[:excess], self.warm_ids[:excess]
+            self.warm_rows.drop_oldest(excess)
+            del self.warm_y[:excess], self.warm_ids[:excess]
 
     def _finish_warmup(self) -> None:
         """First window complete: lock the width, fit the guard, ask for the first model (its answer may
@@ -306,7 +308,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
             X0, y0, self.config.task, RangeGuard(self.config.outlier_threshold)
         )
         self._emit("warmup_done", samples=len(self.warm_y), labels=len(y0), outliers=len(y0) - len(y0c))
-        self.warm_rows, self.warm_y, self.warm_ids = [], [], []
+        self.warm_rows, self.warm_y, self.warm_ids = PackedRows(), [], []
         self.phase = "awaiting_model"
         trained = self._submit(self._request(X0c, y0c, reason="initial", stats={}, initial=True))
         if trained is not None:
@@ -337,7 +339,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         self.model_version = trained.version
         self.phase = "running"
         late_rows, late_y = self.warm_rows, self.warm_y
-        self.warm_rows, self.warm_y, self.warm_ids = [], [], []
+        self.warm_rows, self.warm_y, self.warm_ids = PackedRows(), [], []
         self._emit("model_installed", version=trained.version, reason="initial", C=C)
         for x, y in zip(late_rows, late_y, strict=True):  # what arrived while the model was awaited
             if not math.isnan(y):
@@ -470,7 +472,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         :mod:`edgedrift.state`). The large buffers travel as a few arrays (the join buffer's and the
         duplicate window's ids as 64-bit words, rows as one matrix), so a checkpoint costs milliseconds."""
         tree: dict[str, Any] = {name: getattr(self, name) for name in self._SAVED}
-        tree["warm_rows"] = codec.pack_rows(self.warm_rows)
+        tree["warm_rows"] = codec.pack_rows(list(self.warm_rows))
         tree["joins"] = self.joins.snapshot()
         tree["recent_ids"] = self.recent_ids.snapshot()
         tree["recent"] = self.recent.values()
@@ -482,7 +484,7 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         """Continue from :meth:`snapshot` (the loop's trainer is re-bound to this session)."""
         for name in self._SAVED:
             setattr(self, name, tree[name])
-        self.warm_rows = codec.unpack_rows(tree["warm_rows"])
+        self.warm_rows = PackedRows(codec.unpack_rows(tree["warm_rows"]))
         # the newest entries that fit this config (older ones count as evicted)
         self.joins, dropped = JoinBuffer.restore(tree["joins"], self.config.join_buffer, self.n_features)
         self.recent_ids = IdWindow.restore(tree["recent_ids"], self.config.dedup_window)

@@ -17,6 +17,7 @@ from edgedrift.strategies.channel import EdgeTune
 from edgedrift.strategies.retuned import RetunedLearner
 from edgedrift.wire import RetuneRequest
 from edgedrift_edge.ledger import Counters, Event, SessionConfig
+from edgedrift_edge.packed_rows import PackedRows
 from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.session_codec import scalar_stats
 
@@ -41,7 +42,7 @@ class RecomputesMixin:
     pending: RecomputeRequest | None
     cooldown_until: float
     unauthorized: bool
-    warm_rows: list[FloatArray]
+    warm_rows: PackedRows
     warm_y: list[float]
     warm_ids: list[Any]
     _events: list[Event]
@@ -195,7 +196,7 @@ class RecomputesMixin:
             self.cooldown_until = self.clock() + self.config.retry_cooldown_s
             if request.initial:  # collect again, starting from the refused window
                 self.phase = "warmup"
-                self.warm_rows = [*request.X, *self.warm_rows]
+                self.warm_rows = PackedRows([*request.X, *self.warm_rows])
                 self.warm_y = [*request.y.tolist(), *self.warm_y]
                 self.warm_ids = [*([None] * len(request.y)), *self.warm_ids]
         events, self._events = self._events, []

@@ -223,3 +223,29 @@ def test_malformed_messages_are_rejected_and_counted(payload: bytes) -> None:
     s = session(FakeCloud())
     out = s.handle("samples", payload)
     assert out.predictions == [] and s.counters.rejected == 1 and out.events[0]["type"] == "rejected"
+
+
+def test_a_warm_up_survives_a_checkpoint_and_a_refused_first_window_exactly() -> None:
+    """The first window's rows (kept packed while warming up, a stray width among them) come back
+    bit-exact from a checkpoint, and a first window the cloud refused is collected again in front of
+    what arrived meanwhile: the next initial request carries the very same rows."""
+    X, y = rows(300, seed=5)
+    cloud_a, cloud_b, clock = FakeCloud(sync=False), FakeCloud(sync=False), FakeClock()
+    a = session(cloud_a, clock, retry_cooldown_s=30.0)
+    a.handle("samples", sample(10_000, np.array([1.0, 2.0])))  # another width: discarded at the lock
+    feed(a, X[:60], y[:60])
+    b = session(cloud_b, clock, retry_cooldown_s=30.0)
+    tree, _ = state.loads(state.dumps(a.snapshot()))
+    b.restore(tree)
+    for s, cloud in ((a, cloud_a), (b, cloud_b)):
+        feed(s, X[60:100], y[60:100], start=60)
+        first = cloud.requests[0]
+        assert first.X.tobytes() == X[:100:2].tobytes(), "the labeled rows of the window, bit-exact"
+        s.recompute_failed(RecomputeFailure(first.request_id, 0, "HTTP 422: bad window", final=True))
+        assert s.phase == "warmup" and len(s.warm_rows) == 50 + 1, "the window's rows, then X[99]"
+        clock.now = 31.0  # past the cool-down: 49 more samples complete the window again
+        feed(s, X[100:149], y[100:149], start=100)
+        clock.now = 0.0
+        again = cloud.requests[1]
+        assert again.initial and again.X[:50].tobytes() == first.X.tobytes()
+        assert again.X[50:].tobytes() == X[100:149:2].tobytes()
