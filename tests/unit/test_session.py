@@ -236,6 +236,7 @@ def test_a_warm_up_survives_a_checkpoint_and_a_refused_first_window_exactly() ->
     feed(a, X[:60], y[:60])
     b = session(cloud_b, clock, retry_cooldown_s=30.0)
     tree, _ = state.loads(state.dumps(a.snapshot()))
+    assert isinstance(tree, dict)
     b.restore(tree)
     for s, cloud in ((a, cloud_a), (b, cloud_b)):
         feed(s, X[60:100], y[60:100], start=60)
