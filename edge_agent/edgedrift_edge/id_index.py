@@ -42,6 +42,10 @@ _MIN_TABLE = 1024
 _MIN_SLOTS = 1024
 
 IntArray = npt.NDArray[np.int64]
+WordArray = npt.NDArray[np.uint64]
+#: :meth:`IdIndex.add_many` rebuilds the whole table, vectorised, when it has at most this many entries
+#: per id added (a gateway's 900-id buffers with batches of 100); a larger table takes the ids one by one.
+_REBUILD_PER_ID = 64
 #: Read-only zero check words by length, shared by every index that holds only int ids.
 _ZERO_CHECKS: dict[int, npt.NDArray[np.uint64]] = {}
 
@@ -68,6 +72,13 @@ def grown(array: npt.NDArray[Any], rows: int) -> npt.NDArray[Any]:
     out = np.zeros((rows, *array.shape[1:]), array.dtype)
     out[: len(array)] = array
     return out
+
+
+def _runs(home: IntArray) -> IntArray:
+    """Linear probing's positions of ids sorted by home, without wrapping: each at its home or right
+    after the one before, whichever is later (``max(home[i], pos[i - 1] + 1)`` as one running maximum)."""
+    step = np.arange(home.size)
+    return np.asarray(np.maximum.accumulate(home - step) + step, np.int64)
 
 
 def _table_size(entries: int) -> int:
@@ -139,6 +150,126 @@ class IdIndex:
             if k[s - 1] == key and c[s - 1] == check:
                 return s - 1
             pos = (pos + 1) & mask
+
+    def find_many(self, keys: WordArray, checks: WordArray) -> IntArray:
+        """:meth:`find` for many ids at once (vectorised probing): their slots, -1 where absent."""
+        table, mask = self._table, self._mask
+        pos = (((keys ^ checks) * np.uint64(_GOLDEN)) >> np.uint64(self._shift)).astype(np.int64)
+        out = np.full(len(keys), -1, np.int64)
+        todo = np.arange(len(keys))
+        while todo.size:
+            s = table[pos[todo]].astype(np.int64) - 1
+            hit = s >= 0
+            same = hit.copy()
+            same[hit] = (self.keys[s[hit]] == keys[todo[hit]]) & (self.checks[s[hit]] == checks[todo[hit]])
+            out[todo[same]] = s[same]
+            todo = todo[hit & ~same]
+            pos[todo] = (pos[todo] + 1) & mask
+        return out
+
+    def add_many(self, keys: WordArray, checks: WordArray) -> tuple[IntArray, IntArray]:
+        """Add distinct ids that are not in the index as the newest, in order, the oldest ids leaving a
+        full index first: ``(slots of the new ids, slots evicted)`` (an evicted slot is reused). The same
+        index as adding them one by one with :meth:`add` / :meth:`replace_oldest`; a small table is
+        rebuilt in one vectorised pass instead of probing per id."""
+        k = len(keys)
+        if k > self.capacity:
+            raise OverflowError("more ids than the index holds")
+        if k == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if (self._mask + 1) > _REBUILD_PER_ID * k:
+            added: list[int] = []
+            left: list[int] = []
+            for key, check in zip(keys.tolist(), checks.tolist(), strict=True):
+                if self._size >= self.capacity:
+                    left.append(self._head)
+                    added.append(self.replace_oldest(key, check))
+                else:
+                    added.append(self.add(key, check))
+            return np.array(added, np.int64), np.array(left, np.int64)
+        evict = max(0, self._size + k - self.capacity)
+        gone_list, slot = [], self._head
+        for _ in range(evict):
+            gone_list.append(slot)
+            slot = self._n[slot] - 1
+        gone = np.array(gone_list, np.int64)
+        if evict:  # the oldest leave: the list starts after them
+            self._head = slot
+            if slot >= 0:
+                self._p[slot] = 0
+            else:
+                self._tail = -1
+        room: list[int] = []  # the ids that fit take released slots, then fresh ones, as add() does
+        while len(room) < k - evict and self._free >= 0:
+            room.append(self._free)
+            self._free = self._n[self._free] - 1
+        fresh = k - evict - len(room)
+        while self._fresh + fresh > self.slots:
+            self._grow_slots()
+        room.extend(range(self._fresh, self._fresh + fresh))
+        self._fresh += fresh
+        new = np.array(room + gone_list, np.int64)  # the rest take the evicted ids' slots
+        self.keys[new] = keys
+        if checks.any() and not self.checks.flags.writeable:
+            self.checks = self.checks.copy()
+            self._views()
+        if self.checks.flags.writeable:
+            self.checks[new] = checks
+        self._link_many(new)
+        table = self._table
+        old = table[table != 0].astype(np.int64) - 1
+        if evict:
+            alive = np.ones(self.slots, bool)
+            alive[gone] = False
+            old = old[alive[old]]
+        self._size += k - evict
+        size = self._mask + 1
+        while 2 * self._size > size and size < self._max_table:
+            size *= 2
+        if size != self._mask + 1:
+            self._alloc_table(size)
+        self._build(np.concatenate([old, new]))
+        return new, gone
+
+    def _link_many(self, new: IntArray) -> None:
+        """Link ``new`` (slots, oldest first) after the newest entry."""
+        prev, nxt = self._prev, self._next
+        nxt[new[:-1]] = new[1:] + 1
+        nxt[new[-1]] = 0
+        prev[new[1:]] = new[:-1] + 1
+        prev[new[0]] = self._tail + 1
+        if self._tail >= 0:
+            nxt[self._tail] = new[0] + 1
+        else:
+            self._head = int(new[0])
+        self._tail = int(new[-1])
+
+    def _build(self, slots: IntArray) -> None:
+        """Lay ``slots`` out in the table, vectorised: sorted by home, each goes to the first position at
+        or after its home that the ones before it left (linear probing's layout, whatever the order of
+        insertion), started after an empty position so that no run wraps past the end of the table;
+        probed one by one if one would anyway."""
+        size = self._mask + 1
+        words = (self.keys[slots] ^ self.checks[slots]) * np.uint64(_GOLDEN)
+        home = (words >> np.uint64(self._shift)).astype(np.int64)
+        order = np.argsort(home, kind="stable")
+        pos = _runs(home[order])
+        if pos.size and pos[-1] >= size:
+            taken = np.zeros(size, bool)
+            taken[pos % size] = True
+            empty = np.flatnonzero(~taken)
+            start = int(empty[-1]) + 1 if empty.size else 0
+            shifted = (home - start) % size
+            order = np.argsort(shifted, kind="stable")
+            pos = _runs(shifted[order])
+            if pos[-1] >= size:
+                self._table[:] = 0
+                for slot in slots.tolist():
+                    self._place(slot, self._k[slot], self._c[slot])
+                return
+            pos = (pos + start) % size
+        self._table[:] = 0
+        self._table[pos] = slots[order] + 1
 
     def oldest(self) -> int:
         """The slot of the oldest id, or -1 when empty."""

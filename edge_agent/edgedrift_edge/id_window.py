@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from edgedrift_edge.id_index import IdIndex, grown, id_key
+from edgedrift_edge.id_index import IdIndex, IntArray, WordArray, grown, id_key
 from edgedrift_edge.messages import SampleId
 
 
@@ -59,6 +59,18 @@ class IdWindow:
                 self._keys = grown(self._keys, index.slots)
                 self._kv = self._keys.data
         self._kv[slot] = content
+
+    def put_many(self, keys: WordArray, checks: WordArray, contents: IntArray) -> None:
+        """:meth:`put_words` for distinct ids known to be absent, in order, in one vectorised pass."""
+        if len(keys) > self.capacity:
+            for key, check, content in zip(keys.tolist(), checks.tolist(), contents.tolist(), strict=True):
+                self.put_words(key, check, content, absent=True)
+            return
+        slots, _ = self.index.add_many(keys, checks)
+        if self.index.slots > len(self._keys):
+            self._keys = grown(self._keys, self.index.slots)
+            self._kv = self._keys.data
+        self._keys[slots] = contents
 
     # --- checkpoints ------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from edgedrift.models.losses import FloatArray
-from edgedrift_edge.id_index import IdIndex, grown, id_key
+from edgedrift_edge.id_index import IdIndex, WordArray, grown, id_key
 from edgedrift_edge.messages import SampleId
 from edgedrift_edge.session_codec import pack_rows, unpack_rows
 
@@ -47,8 +47,35 @@ class JoinBuffer:
     def push(self, sid: SampleId, x: FloatArray, y_hat: float) -> int:
         """Keep ``x`` and ``y_hat`` under ``sid`` (a known id keeps its place, with the new values) and
         evict the oldest entry when full; returns the number evicted (0 or 1)."""
+        return self.push_words(*id_key(sid), x, y_hat)
+
+    def push_many(self, keys: WordArray, checks: WordArray, X: FloatArray, y_hat: FloatArray) -> int:
+        """:meth:`push` for many samples in order (their ids as words); returns the number evicted. New,
+        distinct ids of the buffer's width go in one vectorised pass, anything else one by one."""
         index = self.index
-        key, check = id_key(sid)
+        simple = (
+            not self._ragged
+            and X.shape[1] == self.width
+            and len(keys) <= self.capacity
+            and np.unique(keys).size == len(keys)
+            and bool((index.find_many(keys, checks) < 0).all())
+        )
+        if not simple:
+            return sum(
+                self.push_words(key, check, x, p)
+                for key, check, x, p in zip(keys.tolist(), checks.tolist(), X, y_hat.tolist(), strict=True)
+            )
+        slots, gone = index.add_many(keys, checks)
+        if index.slots > len(self._y_hat):
+            self._X, self._y_hat = grown(self._X, index.slots), grown(self._y_hat, index.slots)
+            self._y = cast("memoryview[float]", self._y_hat.data)
+        self._X[slots] = X
+        self._y_hat[slots] = y_hat
+        return len(gone)
+
+    def push_words(self, key: int, check: int, x: FloatArray, y_hat: float) -> int:
+        """:meth:`push` by the id's words (:func:`~edgedrift_edge.id_index.id_key`)."""
+        index = self.index
         slot = index.find(key, check)
         evicted = 0
         if slot < 0:

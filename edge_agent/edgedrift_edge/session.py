@@ -39,7 +39,7 @@ from edgedrift.loop import EdgeLoop
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import Context, get_strategy
 from edgedrift_edge import session_codec as codec
-from edgedrift_edge.id_index import id_key
+from edgedrift_edge.id_index import WordArray
 from edgedrift_edge.id_window import IdWindow
 from edgedrift_edge.join_buffer import JoinBuffer
 from edgedrift_edge.ledger import Counters, Event, Output, Prediction, SessionConfig
@@ -48,13 +48,13 @@ from edgedrift_edge.messages import (
     Rejection,
     SampleId,
     Samples,
-    content_keys,
     parse_labels,
     parse_samples,
 )
 from edgedrift_edge.packed_rows import PackedRows
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.score_window import ScoreWindow
+from edgedrift_edge.session_dedup import DedupMixin
 from edgedrift_edge.session_recompute import RecomputesMixin
 from edgedrift_edge.session_reports import ReportsMixin
 
@@ -67,7 +67,7 @@ REASONS_PER_EVENT = 5
 Phase = Literal["warmup", "awaiting_model", "running"]
 
 
-class DeviceSession(RecomputesMixin, ReportsMixin):
+class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
     """The per-device state machine (see the module docstring)."""
 
     def __init__(
@@ -171,7 +171,8 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
 
     def _samples(self, s: Samples) -> list[Prediction]:
         """Deduplicate, then warm-up or run; returns the predictions of every sample kept."""
-        keep, repeats = self._dedup(s)
+        words = self._dedup_new(s)
+        keep, repeats = (None, []) if words is not None else self._dedup(s)
         preds: list[Prediction] = []
         if repeats:
             preds.extend(self._repeat(s, repeats))
@@ -180,42 +181,10 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
         if s.ids:
             self.counters.samples += len(s.ids)
             self.counters.labeled += sum(1 for v in s.y.tolist() if v == v)
-            fresh = self._run(s) if self.phase == "running" else self._warmup(s)
+            fresh = self._run(s, words) if self.phase == "running" else self._warmup(s)
             self.counters.predictions += len(fresh)
             preds.extend(fresh)
         return preds
-
-    def _dedup(self, s: Samples) -> tuple[list[int] | None, list[int]]:
-        """Positions to process (None = all) and positions that repeat a sample already processed.
-
-        Every sample of a message is looked up against the window as it was before the message (and the
-        message's own earlier samples); the window is updated afterwards, the oldest ids leaving it then.
-        """
-        recent = self.recent_ids
-        keep: list[int] = []
-        repeats: list[int] = []
-        rows = s.X.tolist() if s.rows is None else [r.tolist() for r in s.rows]
-        keys = content_keys(rows, s.y.tolist(), s.ts.tolist())
-        seen: dict[SampleId, int] = {}  # this message's ids so far -> their content keys
-        puts: list[tuple[int, int, int, bool]] = []  # id words, content key, known to be absent
-        for i, sid in enumerate(s.ids):
-            key = keys[i]
-            words = id_key(sid)
-            old = seen[sid] if sid in seen else recent.lookup(*words)
-            if old is None:
-                keep.append(i)
-            elif old == key:
-                repeats.append(i)
-                continue
-            else:
-                self.counters.id_reused += 1
-                self._emit("id_reused", id=sid, reason="same id, different content: processed as new")
-                keep.append(i)
-            puts.append((*words, key, old is None))
-            seen[sid] = key
-        for put in puts:
-            recent.put_words(*put)
-        return (None if len(keep) == len(s.ids) else keep), repeats
 
     def _repeat(self, s: Samples, positions: list[int]) -> list[Prediction]:
         """Exact redeliveries: predicted again with the current state (nothing is learned twice), so that
@@ -347,7 +316,8 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
 
     # --- running --------------------------------------------------------------------------------------------
 
-    def _run(self, s: Samples) -> list[Prediction]:
+    def _run(self, s: Samples, words: tuple[WordArray, WordArray] | None = None) -> list[Prediction]:
+        """Predict and learn; ``words``: the samples' id words when :meth:`_dedup_new` took them."""
         loop = self.loop
         assert loop is not None
         if s.rows is not None:  # width decided while this message was parsed: keep the rows that fit
@@ -376,16 +346,25 @@ class DeviceSession(RecomputesMixin, ReportsMixin):
             outlier = flags.tolist() if flags.size else [False] * len(s.ids)
             X, remember, score = s.X, self._remember, self._score
             finite = math.isfinite
+            waiting: list[int] = []  # unlabeled (NaN) samples: they wait for a late label
             for i, (sid, y, p) in enumerate(zip(s.ids, s.y.tolist(), y_hat.tolist(), strict=True)):
                 if outlier[i]:
                     preds.append(self._prediction(sid, p, source, True, version))
                     continue
-                if y != y:  # unlabeled (NaN): wait for a late label
-                    remember(sid, X[i], p)
+                if y != y:
+                    if words is None:
+                        remember(sid, X[i], p)
+                    else:
+                        waiting.append(i)
                 else:
                     score(y, p)
                 preds.append(
                     {"id": sid, "y_hat": p if finite(p) else None, "model_version": version, "source": source}
+                )
+            if waiting and words is not None:
+                keys, checks = words
+                self.counters.join_evictions += self.joins.push_many(
+                    keys[waiting], checks[waiting], X[waiting], y_hat[waiting]
                 )
             if any(outlier):
                 self._report_outliers([sid for sid, f in zip(s.ids, outlier, strict=True) if f])

@@ -10,16 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from edgedrift import state
 from edgedrift.training.linear import train_linear
 from edgedrift.window import delay_buffer_size
 from edgedrift_edge import session_codec as codec
+from edgedrift_edge import session_dedup
 from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.device import session_config
 from edgedrift_edge.id_index import id_key
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
-from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.session import DeviceSession, Output
 from edgedrift_edge.settings import AgentSettings
 
 D = 3
@@ -188,3 +190,57 @@ def test_a_checkpoint_written_by_the_ordered_dict_buffers_still_restores(tmp_pat
     assert (
         again.handle("labels", json.dumps({"id": 110, "y": 1.0}).encode()).events[0]["type"] == "label_miss"
     )
+
+
+def batch(start: int, X: np.ndarray, n: int) -> bytes:
+    """Samples ``start`` to ``start + n`` in one message, every 10th labeled."""
+    rows: list[dict[str, Any]] = []
+    for i in range(start, start + n):
+        rows.append({"id": i, "x": X[i].tolist()})
+        if i % 10 == 0:
+            rows[-1]["y"] = 1.0 if X[i].sum() > 0 else -1.0
+    return json.dumps({"samples": rows}).encode()
+
+
+def same_events(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Equal but for the request ids (each session draws its own epoch)."""
+    strip = [{k: v for k, v in e.items() if k != "request_id"} for e in a + b]
+    return strip[: len(a)] == strip[len(a) :]
+
+
+def test_a_batch_through_the_windows_in_one_pass_equals_one_id_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of new int ids take the vectorised path (``session_dedup.BATCH_WORDS``); with it turned
+    off the same messages go one id at a time. Both sessions must agree on everything: predictions,
+    the windows' contents and order, counters, and what redeliveries, a reused id and late labels do."""
+    fast, X = running(gateway(tmp_path))
+    slow, _ = running(gateway(tmp_path / "slow"))
+
+    def both(kind: str, payload: bytes) -> Output:
+        a = fast.handle(kind, payload)
+        with monkeypatch.context() as m:
+            m.setattr(session_dedup, "BATCH_WORDS", 10**9)
+            b = slow.handle(kind, payload)
+        assert a.predictions == b.predictions and same_events(a.events, b.events)
+        return a
+
+    for start in range(100, 100 + 3 * SIZE, 50):  # the windows fill and evict
+        both("samples", batch(start, X, 50))
+    a = both("samples", batch(450, X, 50))  # a redelivery of a whole batch still in the window
+    assert all(p.get("repeat") for p in a.predictions) and fast.counters.duplicates == 50
+    reused = json.loads(batch(560, X, 20))
+    reused["samples"][0]["id"] = 545  # an id still in the window, with other content
+    a = both("samples", json.dumps(reused).encode())
+    assert [e["type"] for e in a.events].count("id_reused") == 1
+    for i in (541, 543, 101):  # two joins and one long evicted
+        both("labels", json.dumps({"id": i, "y": 1.0}).encode())
+    assert fast.counters == slow.counters and fast.counters.label_misses == 1
+    pairs = (
+        (fast.joins.snapshot(), slow.joins.snapshot()),
+        (fast.recent_ids.snapshot(), slow.recent_ids.snapshot()),
+    )
+    for mine, other in pairs:
+        assert mine.keys() == other.keys()
+        for name in mine:
+            assert np.array_equal(mine[name], other[name]), name

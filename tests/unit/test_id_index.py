@@ -100,3 +100,55 @@ def test_small_indexes_share_their_zero_checks_until_a_string_id_arrives() -> No
     assert renewed == slot and a.checks[slot] == 0, "an int id reusing a string id's slot clears its check"
     assert a.find(*id_key(12345)) == slot and a.find(*id_key("s-1")) == -1
     assert [b.find(*id_key(i)) for i in range(900)] == list(range(900))
+
+
+@pytest.mark.parametrize("capacity", [900, 150, 5000])
+def test_adding_a_batch_equals_adding_its_ids_one_by_one(capacity: int) -> None:
+    """``add_many`` (a rebuilt table for small indexes, one id at a time for large ones) against the
+    same ids through ``add`` / ``replace_oldest``, with removals in between (labels leaving the join
+    buffer) and string ids: the same slots, the same evictions, the same age order, every id found by
+    ``find`` and ``find_many`` alike."""
+    rng = np.random.default_rng(capacity)
+    bulk, single = IdIndex(capacity), IdIndex(capacity)
+    next_id = 0
+    for _ in range(120):
+        k = int(rng.integers(1, min(capacity, 100) + 1))
+        sids: list[int | str] = [i if i % 7 else f"s{i}" for i in range(next_id, next_id + k)]
+        next_id += k
+        words = [id_key(sid) for sid in sids]
+        keys = np.array([w[0] for w in words], np.uint64)
+        checks = np.array([w[1] for w in words], np.uint64)
+        new, gone = bulk.add_many(keys, checks)
+        expected_new, expected_gone = [], []
+        for key, check in words:
+            if len(single) >= capacity:
+                expected_gone.append(single.oldest())
+                expected_new.append(single.replace_oldest(key, check))
+            else:
+                expected_new.append(single.add(key, check))
+        assert new.tolist() == expected_new and gone.tolist() == expected_gone
+        for slot in rng.choice(single.order(), size=min(len(single), 5), replace=False).tolist():
+            bulk.remove(slot)
+            single.remove(slot)
+        order = single.order()
+        assert bulk.order().tolist() == order.tolist()
+        found = bulk.find_many(single.keys[order], single.checks[order])
+        assert found.tolist() == order.tolist()
+        assert [bulk.find(int(a), int(b)) for a, b in zip(keys, checks, strict=True)] == [
+            single.find(int(a), int(b)) for a, b in zip(keys, checks, strict=True)
+        ]
+    absent = np.array([id_key(i)[0] for i in range(next_id, next_id + 50)], np.uint64)
+    assert (bulk.find_many(absent, np.zeros(50, np.uint64)) == -1).all()
+
+
+def test_a_batch_whose_run_wraps_past_the_end_of_the_table_is_still_found() -> None:
+    """Ids hashing to the table's last positions: their run must wrap to its start (the vectorised
+    layout starts after an empty position instead), and every one of them is found."""
+    index = IdIndex(500)  # a table of 1,024 positions
+    shift = 64 - 10
+    tail = [i for i in range(200_000) if ((i * 0x9E3779B97F4A7C15) & ((1 << 64) - 1)) >> shift >= 1020][:12]
+    keys = np.array(tail, np.uint64)
+    new, _ = index.add_many(keys, np.zeros(len(tail), np.uint64))
+    assert [index.find(k, 0) for k in tail] == new.tolist()
+    assert index.find_many(keys, np.zeros(len(tail), np.uint64)).tolist() == new.tolist()
+    assert (index._table[:8] != 0).sum() >= 12 - 4, "the run went on at the start of the table"

@@ -1,0 +1,77 @@
+"""The duplicate-window half of a device's session: which samples of a message are new, which repeat
+one already processed (a QoS-1 redelivery) and which reuse an id with other content (a sensor that
+restarted its count). A mixin of :class:`~edgedrift_edge.session.DeviceSession` (no state of its own)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from edgedrift_edge.id_index import WordArray, id_key
+from edgedrift_edge.id_window import IdWindow
+from edgedrift_edge.ledger import Counters
+from edgedrift_edge.messages import SampleId, Samples, content_keys
+
+#: Samples of a message from which its ids go through the windows in one vectorised pass.
+BATCH_WORDS = 8
+
+
+class DedupMixin:
+    """Sorting a message's samples against the duplicate window (see the module docstring)."""
+
+    recent_ids: IdWindow
+    counters: Counters
+
+    if TYPE_CHECKING:
+
+        def _emit(self, kind: str, **values: Any) -> None: ...
+
+    def _dedup_new(self, s: Samples) -> tuple[WordArray, WordArray] | None:
+        """A batch of distinct int ids none of which is in the window (the usual case): put them all in
+        one vectorised pass and return their words; None (nothing done) otherwise, for :meth:`_dedup`."""
+        ids = s.ids
+        if len(ids) < BATCH_WORDS or s.rows is not None or not all(type(i) is int for i in ids):
+            return None
+        try:
+            keys = np.array(ids, np.int64).view(np.uint64)
+        except OverflowError:
+            return None
+        checks = np.zeros(len(ids), np.uint64)
+        if np.unique(keys).size < len(ids) or (self.recent_ids.index.find_many(keys, checks) >= 0).any():
+            return None
+        contents = content_keys(s.X.tolist(), s.y.tolist(), s.ts.tolist())
+        self.recent_ids.put_many(keys, checks, np.array(contents, np.int64))
+        return keys, checks
+
+    def _dedup(self, s: Samples) -> tuple[list[int] | None, list[int]]:
+        """Positions to process (None = all) and positions that repeat a sample already processed.
+
+        Every sample of a message is looked up against the window as it was before the message (and the
+        message's own earlier samples); the window is updated afterwards, the oldest ids leaving it then.
+        """
+        recent = self.recent_ids
+        keep: list[int] = []
+        repeats: list[int] = []
+        rows = s.X.tolist() if s.rows is None else [r.tolist() for r in s.rows]
+        keys = content_keys(rows, s.y.tolist(), s.ts.tolist())
+        seen: dict[SampleId, int] = {}  # this message's ids so far -> their content keys
+        puts: list[tuple[int, int, int, bool]] = []  # id words, content key, known to be absent
+        for i, sid in enumerate(s.ids):
+            key = keys[i]
+            words = id_key(sid)
+            old = seen[sid] if sid in seen else recent.lookup(*words)
+            if old is None:
+                keep.append(i)
+            elif old == key:
+                repeats.append(i)
+                continue
+            else:
+                self.counters.id_reused += 1
+                self._emit("id_reused", id=sid, reason="same id, different content: processed as new")
+                keep.append(i)
+            puts.append((*words, key, old is None))
+            seen[sid] = key
+        for put in puts:
+            recent.put_words(*put)
+        return (None if len(keep) == len(s.ids) else keep), repeats
