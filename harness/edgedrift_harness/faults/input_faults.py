@@ -87,6 +87,7 @@ def wrong_width_first(lab: FaultLab) -> Ledger:
         pub.send(samples_topic(device), [b'{"id": "first", "x": [0.0]}'], [["first"]])
         pub.send(samples_topic(device), *single_payloads(s, range(1000)))
         watch.wait_ids(range(1000))
+        watch.wait_event("model_installed", 120)  # restarted running: the first model may come late
         agent.stop()
         agent.start()
         pub.send(samples_topic(device), *single_payloads(s, range(1000, 2000)))
