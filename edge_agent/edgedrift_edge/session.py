@@ -140,6 +140,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         out.history = self.take_history()
         out.events = self._events
         self._events = []
+        self._payload = b""  # a gateway's thousand sessions would each keep their last message
         return out
 
     def _emit(self, kind: str, **values: Any) -> None:
