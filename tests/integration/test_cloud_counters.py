@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from alembic import command
 from sqlalchemy import event, insert
-from support.cloud import DEVICES, OPERATOR, CloudServer
+from support.cloud import DEVICES, OPERATOR, CloudServer, seeded_registry
 
 from edgedrift_cloud import counters_query, registry
 from edgedrift_cloud.db.engine import alembic_config, make_engine, make_sessionmaker, upgrade
@@ -173,13 +173,8 @@ def test_a_device_page_read_while_a_first_version_is_stored(database_url: str) -
     """``GET /v1/devices`` reads the versions in more than one statement; a device's first version stored
     between them (PostgreSQL reads each at its own snapshot) must not break the page (it was a KeyError,
     a 500, under the 10,000-device fleet simulation)."""
-    engine, writer = make_engine(database_url), make_engine(database_url)
-    upgrade(engine)
-    sessions = make_sessionmaker(engine)
-    with sessions() as session:
-        for device in ("d1", "d2"):
-            registry.upsert_device(session, device, f"secret-of-{device}-0123456789")
-        session.commit()
+    engine, sessions = seeded_registry(database_url, ("d1", "d2"))
+    writer = make_engine(database_url)
     stored: list[int] = []
 
     @event.listens_for(engine, "before_cursor_execute")

@@ -3,10 +3,15 @@ tests' operator token and two provisioned devices."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
 
+from edgedrift_cloud import registry
+from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_harness.cloud import CloudProcess
 
 __all__ = ["DEVICES", "OPERATOR", "CloudServer", "field_error"]
@@ -42,3 +47,15 @@ def field_error(r: httpx.Response, status: int, *fields: str) -> None:
     locs = [".".join(str(p) for p in d["loc"]) for d in detail]
     assert any(all(f in loc for f in fields) for loc in locs), (fields, detail)
     assert all(d["msg"] for d in detail)
+
+
+def seeded_registry(url: str, devices: Iterable[str]) -> tuple[Engine, sessionmaker[Session]]:
+    """A migrated registry at ``url`` with ``devices`` registered (each with a valid secret)."""
+    engine = make_engine(url)
+    upgrade(engine)
+    sessions = make_sessionmaker(engine)
+    with sessions() as session:
+        for device in devices:
+            registry.upsert_device(session, device, f"secret-of-device-{device}-0123456789")
+        session.commit()
+    return engine, sessions

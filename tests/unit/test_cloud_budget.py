@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.cloud import seeded_registry
 
-from edgedrift_cloud import budget, registry
-from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
+from edgedrift_cloud import budget
 
 
 def test_evidence_reads_the_monitor_statistics() -> None:
@@ -35,13 +35,7 @@ def test_retry_after_points_into_the_next_minute(now: float) -> None:
 
 
 def test_admission_counts_per_minute_and_rolls_back_a_refusal(tmp_path: Path) -> None:
-    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
-    upgrade(engine)
-    sessions = make_sessionmaker(engine)
-    with sessions() as session:
-        for device in ("a", "b"):
-            registry.upsert_device(session, device, f"secret-of-device-{device}-0123456789")
-        session.commit()
+    engine, sessions = seeded_registry(f"sqlite:///{tmp_path / 'r.db'}", ("a", "b"))
     limits = budget.BudgetLimits(fleet=3, per_device=2)
     outcomes = []
     with sessions() as session:
