@@ -8,7 +8,8 @@ PY=${PYTHON:-python3}
   || { echo "EdgeDrift needs Python 3.11+ (found $("$PY" --version 2>&1)); set PYTHON=..." >&2; exit 1; }
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PARTS="shared cloud_trainer edge_agent evaluator harness demo"
-stamp=$(for part in $PARTS; do cat "$part/pyproject.toml"; done | cat - \
+# The compiled kernels (shared/setup.py, shared/edgedrift/_kernels.c) are rebuilt when they change too.
+stamp=$(for part in $PARTS; do cat "$part/pyproject.toml"; done | cat - shared/setup.py shared/edgedrift/*.c \
         requirements-dev.txt constraints.txt | sha256sum | cut -c1-16)
 if [ "$(cat .venv/.edgedrift-installed 2>/dev/null)" != "$stamp" ]; then
   echo "[setup] installing EdgeDrift into .venv (first run takes a minute) ..."

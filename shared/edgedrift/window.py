@@ -129,12 +129,19 @@ class CountWindow(_RingWindow):
 
     def push(self, x: FloatArray, y: float, ts: float = math.nan) -> int:
         """Add a sample; evict the oldest one when full. Returns the number evicted (0 or 1)."""
-        evicted = 0
-        if self._size == self.size:
-            self._evict_oldest(1)
-            evicted = 1
-        self._append(x, y, ts)
-        return evicted
+        if self._size < self.size:
+            self._append(x, y, ts)
+            return 0
+        # Full (the ring's capacity is the size): the new sample takes the oldest one's place.
+        s = self._start
+        self.evicted_X[0] = self._X[s]
+        self.evicted_y[0] = self._y[s]
+        self._X[s] = x
+        self._y[s] = y
+        self._ts[s] = ts
+        self._start = (s + 1) % self.size
+        self.n_pushed += 1
+        return 1
 
     def push_many(self, X: FloatArray, y: FloatArray, ts: FloatArray | None = None) -> int:
         """Add k samples in order; returns how many were evicted (oldest first in ``evicted_X``).

@@ -12,7 +12,8 @@ from typing import Literal
 
 import numpy as np
 
-from edgedrift.learners.base import DELTA_SQ_MAX, STEP_MAX, IncrementalLearner, sqnorm
+from edgedrift import kernels
+from edgedrift.learners.base import DELTA_SQ_MAX, MAX_SQNORM, STEP_MAX, IncrementalLearner, sqnorm
 from edgedrift.models.losses import FloatArray, Loss, Task
 
 
@@ -73,6 +74,21 @@ class AdaptiveSGD(IncrementalLearner):
         self.eps = eps
         self._v = np.zeros(n_features + 1)
         self._g = np.empty(n_features + 1)
+
+    def _learn_compiled(self, x: FloatArray, y: float) -> int | None:
+        found = kernels.for_loss(self._loss)
+        if found is None:
+            return None
+        k, code = found
+        mean, var, inv_std, scratch, a, eps = self._scaler_arrays()
+        try:
+            status: int = k.adaptive_learn(
+                x, y, code, self.w, self._xa, self._g, self._v, mean, var, inv_std, scratch, a, eps,
+                self.lr, self.rho, self.eps, STEP_MAX, MAX_SQNORM, self.method == "rmsprop",
+            )  # fmt: skip
+        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+            return None
+        return status
 
     def _update(self, xa: FloatArray, y: float) -> bool:
         c = self._loss.dz_one(y, float(xa.dot(self.w)))

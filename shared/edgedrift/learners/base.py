@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from edgedrift import kernels
 from edgedrift.base import Estimator
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray, Loss, Task, get_loss
@@ -34,6 +35,10 @@ def sqnorm(a: FloatArray) -> float:
     flat = a.reshape(-1)
     return float(flat.dot(flat))
 
+
+#: How :meth:`IncrementalLearner.learn_one` ended (the compiled kernels return the same numbers): the
+#: weights moved; the sample was too large and changed nothing; the step was not taken.
+LEARNED, SKIPPED_SIZE, SKIPPED_STEP = 0, 1, 2
 
 #: Largest |scalar step| of one update (SGD's η·∂ℓ/∂z, a Newton step's coefficient); beyond it: skipped.
 STEP_MAX = 1e50
@@ -214,9 +219,23 @@ class IncrementalLearner(Estimator, ABC):
             self._raw_w[:] = self.w[:-1]
             self._raw_b = float(self.w[-1])
         else:
-            np.multiply(self.w[:-1], self._scaler.inv_std, out=self._raw_w)
-            self._raw_b = float(self.w[-1]) - float(self._raw_w @ self._scaler.mean)
+            raw_b = self._raw_compiled()
+            if raw_b is None:
+                np.multiply(self.w[:-1], self._scaler.inv_std, out=self._raw_w)
+                raw_b = float(self.w[-1]) - float(self._raw_w @ self._scaler.mean)
+            self._raw_b = raw_b
         self._stale = False
+
+    def _raw_compiled(self) -> float | None:
+        """:meth:`_refresh_raw` with a standardiser in one compiled call; None without the kernels."""
+        k = kernels.MODULE
+        if k is None:
+            return None
+        assert self._scaler is not None
+        try:
+            return float(k.raw_weights(self.w, self._scaler.inv_std, self._scaler.mean, self._raw_w))
+        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+            return None
 
     def predict_one(self, x: FloatArray) -> float:
         z = self.score_one(x)
@@ -238,16 +257,35 @@ class IncrementalLearner(Estimator, ABC):
         """
         if type(x) is not np.ndarray or x.dtype is not _F64:
             x = np.asarray(x, dtype=np.float64)
-        if not float(x.dot(x)) + y * y <= MAX_SQNORM:
-            self.n_skipped += 1
-            self.n_learned += 1
-            return
-        if self._scaler is not None:
-            self._scaler.update(x)
-        if not self._update(self._features(x), y):
-            self.n_skipped += 1
+        status = self._learn_compiled(x, y)
+        if status is None:
+            if not float(x.dot(x)) + y * y <= MAX_SQNORM:
+                status = SKIPPED_SIZE
+            else:
+                if self._scaler is not None:
+                    self._scaler.update(x)
+                status = LEARNED if self._update(self._features(x), y) else SKIPPED_STEP
+        elif status != SKIPPED_SIZE and self._scaler is not None:
+            self._scaler.n += 1
         self.n_learned += 1
-        self._stale = True
+        if status != LEARNED:
+            self.n_skipped += 1
+        if status != SKIPPED_SIZE:
+            self._stale = True
+
+    def _learn_compiled(self, x: FloatArray, y: float) -> int | None:
+        """:meth:`learn_one`'s size check, standardiser update and step in one compiled call
+        (:mod:`edgedrift.kernels`): LEARNED, SKIPPED_SIZE or SKIPPED_STEP; None where there is no kernel
+        for this learner, its loss or these arrays (then the numpy code runs)."""
+        return None
+
+    def _scaler_arrays(self) -> tuple[Any, Any, Any, Any, float, float]:
+        """The standardiser's (mean, var, inv_std, scratch, weight of this sample, eps) for a kernel; Nones
+        without a standardiser."""
+        s = self._scaler
+        if s is None:
+            return None, None, None, None, 0.0, 0.0
+        return s.mean, s.var, s.inv_std, s._d, max(s.alpha, 1.0 / (s.n + 1)), s.eps
 
     @abstractmethod
     def _update(self, xa: FloatArray, y: float) -> bool:

@@ -34,7 +34,8 @@ import math
 
 import numpy as np
 
-from edgedrift.learners.base import DELTA_SQ_MAX, STEP_MAX, IncrementalLearner, sqnorm
+from edgedrift import kernels
+from edgedrift.learners.base import DELTA_SQ_MAX, MAX_SQNORM, STEP_MAX, IncrementalLearner, sqnorm
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray, Loss, Task
 
@@ -106,6 +107,23 @@ class ForgettingNewton(IncrementalLearner):
         self.m = np.zeros(dim)
         self._rho = prior * (1.0 - forgetting) * dim
         self._Px = np.empty(dim)
+
+    def _learn_compiled(self, x: FloatArray, y: float) -> int | None:
+        found = kernels.for_loss(self._loss)
+        if found is None:
+            return None
+        k, code = found
+        mean, var, inv_std, scratch, a, eps = self._scaler_arrays()
+        n = self.n_learned
+        try:
+            status: int = k.newton_learn(
+                x, y, code, self.w, self.P, self.m, self._xa, self._Px, mean, var, inv_std, scratch, a,
+                eps, 1.0 / self.forgetting, self._rho, n % self.w.size, self.h_min, STEP_MAX,
+                MAX_SQNORM, n % 16 == 0,
+            )  # fmt: skip
+        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+            return None
+        return status
 
     def _update(self, xa: FloatArray, y: float) -> bool:
         w, P = self.w, self.P

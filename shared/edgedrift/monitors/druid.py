@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from edgedrift import kernels
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, eviction_steps, require_linear
@@ -259,8 +260,20 @@ class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
         W: FloatArray = (U[:, keep] / np.sqrt(lam[keep])).T / sd
         return W, int(keep.sum())
 
+    def _whitened_sq(self, v: FloatArray) -> float:
+        """‖W v‖² (compiled where :mod:`edgedrift.kernels` is, else two numpy calls)."""
+        k = kernels.MODULE
+        if k is not None:
+            try:
+                return float(k.whitened_sq(self._W, v))
+            except ValueError:  # W not C-contiguous
+                pass
+        u = self._W.dot(v)
+        return float(u.dot(u))
+
     def _set_whitener(self, S: FloatArray) -> None:
-        self._W, df = self._whitener(S)
+        W, df = self._whitener(S)
+        self._W = np.ascontiguousarray(W)
         if df != self.df:
             self.df = df
             self.threshold = chi2_quantile(self.alpha, df)
@@ -290,8 +303,7 @@ class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
             return
         if dg.n_added >= self._next_refresh:
             self._refresh_covariance()
-        u = self._W.dot(dg.robust)
-        self.statistic = float(u.dot(u)) / (dg.n_new_in_window + dg.n_removed)
+        self.statistic = self._whitened_sq(dg.robust) / (dg.n_new_in_window + dg.n_removed)
         self.n_tests += 1
         if self.statistic > self.threshold:
             self.n_exceedances += 1

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from edgedrift import kernels
 from edgedrift.bounds import radius_vector
 from edgedrift.models.document import BatchModel
 from edgedrift.models.linear import LinearModel
@@ -94,9 +95,33 @@ class DeltaG:
             xa[:-1] *= self._inv_scale
         return xa
 
+    def _track_compiled(self, x: FloatArray, y: float, added: bool) -> bool | None:
+        """:meth:`add` (or one row of :meth:`remove`) in one compiled call (:mod:`edgedrift.kernels`):
+        whether the gradient was taken; None where there is no kernel for the loss or these arrays."""
+        found = kernels.for_loss(self._loss)
+        if found is None:
+            return None
+        k, code = found
+        metric = self._metric
+        robust = metric is not None
+        try:
+            taken: bool = k.grad_track(
+                x, y, code, self._raw_coef, self._raw_intercept, self._mean, self._inv_scale, self._bias,
+                self._xa, self._tmp, G2_MAX, self.vec, 1.0 if added else -1.0, metric,
+                self._mg if robust else None, self._radius2 if robust else 0.0, self.robust,
+                self.added_sum if robust and added else None, self.added_outer,
+            )  # fmt: skip
+        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+            return None
+        return taken
+
     def add(self, x: FloatArray, y: float) -> None:
         """Δg += ∇ℓ(β₁) of a new labeled sample (nothing if the gradient is not finite and moderate)."""
         self.n_added += 1
+        taken = self._track_compiled(x, y, added=True)
+        if taken is not None:
+            self.n_skipped += not taken
+            return
         if not self._gradient(x, y):
             self.n_skipped += 1
             return
@@ -116,6 +141,8 @@ class DeltaG:
     def remove(self, X: FloatArray, y: FloatArray, k: int) -> None:
         """Δg −= ∇ℓ(β₁) of the k samples the window just evicted (rows of X, y)."""
         for i in range(k):
+            if self._track_compiled(X[i], float(y[i]), added=False) is not None:
+                continue
             if not self._gradient(X[i], float(y[i])):
                 continue  # skipped when it was added
             self.vec -= self._tmp

@@ -1,0 +1,55 @@
+"""The compiled kernels of the per-labeled-sample path, and whether they are in use.
+
+One labeled step of the edge loop at d = 5 is about 25 small numpy calls in the learner and the DRUiD
+monitor, each a microsecond of interpreter and dispatch overhead on a few numbers. ``edgedrift._kernels``
+(C, ``_kernels.c``, built from source when the package is installed) does each of these steps in one call,
+in the same order of operations as the numpy code it replaces:
+
+* ``newton_learn``, ``adaptive_learn``: the standardiser's update, x̃ and one step of
+  :class:`~edgedrift.learners.ForgettingNewton` or :class:`~edgedrift.learners.AdaptiveSGD`;
+* ``grad_track``: one sample into or out of Δg (:class:`~edgedrift.monitors.gradient.DeltaG`), with the
+  robust clip and the moments DRUiD calibrates on;
+* ``raw_weights``: a standardised learner's weights in raw feature space, for one-dot predictions;
+* ``whitened_sq``: ‖W v‖², DRUiD's statistic before it is divided by the count.
+
+The numpy code stays the reference. Only the dot products may sum in another order than BLAS does, so
+the two agree to rounding (``tests/unit/test_kernels.py``), not bit for bit: the extension is built when
+the package is installed (a C compiler is required, as for liblinear-official), so that a deployed edge
+and the evaluator take the same path. :data:`MODULE` is None when ``EDGEDRIFT_NO_KERNELS=1`` is set (to
+measure or check the numpy code) or the extension is missing (a source tree on ``PYTHONPATH`` that was
+never built); an array a kernel does not take (not C-contiguous) also runs the numpy code.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+from edgedrift.models.losses import LogisticLoss, Loss, SquaredHingeLoss, SquaredLoss
+
+__all__ = ["MODULE", "for_loss"]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("EDGEDRIFT_NO_KERNELS", "") not in ("", "0"):
+        return None
+    try:
+        from edgedrift import _kernels
+    except ImportError:
+        return None
+    return _kernels
+
+
+#: ``edgedrift._kernels``, or None: the learners and monitors then run their numpy code.
+MODULE: ModuleType | None = _load()
+
+_LOSS_CODES: dict[type[Loss], int] = {LogisticLoss: 0, SquaredHingeLoss: 1, SquaredLoss: 2}
+
+
+def for_loss(loss: Loss) -> tuple[ModuleType, int] | None:
+    """The kernels and their number for one of the three losses of Table 1, or None when there are no
+    kernels or the loss is another one (then the numpy code runs)."""
+    code = _LOSS_CODES.get(type(loss))
+    if MODULE is None or code is None:
+        return None
+    return MODULE, code

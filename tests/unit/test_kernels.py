@@ -1,0 +1,237 @@
+"""The compiled kernels (edgedrift.kernels) against the numpy code they replace: same states to rounding,
+same skips, same predictions, recomputes and drift points through the whole edge loop."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edgedrift import kernels
+from edgedrift.data.generators import sine1plus
+from edgedrift.learners import AdaptiveSGD, ForgettingNewton, IncrementalLearner
+from edgedrift.models.losses import FloatArray, LogisticLoss, Loss
+from edgedrift.monitors import DruidMonitor
+from edgedrift.protocol import Protocol
+from edgedrift.training.linear import train_linear
+from edgedrift.window import CountWindow
+from edgedrift_eval.runner import RunSpec, run_one
+
+COMPILED = kernels.MODULE
+# The huge and NaN rows overflow in the numpy path's size checks, as they should.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+needs_kernels = pytest.mark.skipif(COMPILED is None, reason="edgedrift._kernels not built")
+
+
+@pytest.fixture
+def numpy_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Run the numpy reference code: the kernels switched off for the test."""
+    monkeypatch.setattr(kernels, "MODULE", None)
+    yield
+
+
+def both_paths(run: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """``run()`` with the kernels, then with the numpy code."""
+    compiled = run()
+    monkeypatch.setattr(kernels, "MODULE", None)
+    reference = run()
+    monkeypatch.setattr(kernels, "MODULE", COMPILED)
+    return compiled, reference
+
+
+def labeled_stream(n: int, d: int, seed: int, task: str = "classification") -> tuple[FloatArray, FloatArray]:
+    """Features on different scales with a flip half-way, a huge row and a NaN row among them."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * np.geomspace(0.1, 100.0, d)
+    score = X / np.geomspace(0.1, 100.0, d) @ rng.normal(size=d)
+    y = np.where(score > 0, 1.0, -1.0) if task == "classification" else score + 0.1 * rng.normal(size=n)
+    y[n // 2 :] *= -1
+    X[n // 3] = 1e200  # skipped for its size
+    X[n // 3 + 1, 0] = np.nan  # skipped: not finite
+    return X, y
+
+
+def test_the_kernels_are_built_here() -> None:
+    # CI builds edgedrift._kernels from source with pip; a build that silently fell back to numpy
+    # would leave every other test here skipped.
+    if os.environ.get("EDGEDRIFT_NO_KERNELS", "") not in ("", "0"):
+        pytest.skip("EDGEDRIFT_NO_KERNELS is set")
+    assert isinstance(COMPILED, ModuleType)
+    names = {"newton_learn", "adaptive_learn", "grad_track", "raw_weights", "whitened_sq"}
+    assert names <= set(dir(COMPILED))
+
+
+def learner_state(learner: IncrementalLearner) -> dict[str, Any]:
+    state: dict[str, Any] = {"w": learner.w.copy(), "skipped": learner.n_skipped, "n": learner.n_learned}
+    if isinstance(learner, ForgettingNewton):
+        state["P"] = learner.P.copy()
+    if learner.scaler is not None:
+        state["mean"], state["var"] = learner.scaler.mean.copy(), learner.scaler.var.copy()
+        state["scaler_n"] = learner.scaler.n
+    return state
+
+
+LEARNERS: dict[str, Callable[[int], IncrementalLearner]] = {
+    "newton logistic": lambda d: ForgettingNewton(d, "logistic", forgetting=0.95, prior=0.1),
+    "newton squared_hinge unscaled": lambda d: ForgettingNewton(d, "squared_hinge", scale=False),
+    "newton squared no forgetting": lambda d: ForgettingNewton(d, "squared", forgetting=1.0),
+    "rmsprop logistic": lambda d: AdaptiveSGD(d, "logistic", lr=0.05),
+    "adagrad squared_hinge unscaled": lambda d: AdaptiveSGD(
+        d, "squared_hinge", method="adagrad", scale=False
+    ),
+    "rmsprop squared": lambda d: AdaptiveSGD(d, "squared", lr=0.01),
+}
+
+
+def task_of(name: str) -> str:
+    return "regression" if name.endswith(" squared") or "squared no" in name else "classification"
+
+
+@needs_kernels
+@pytest.mark.parametrize("name", list(LEARNERS))
+@pytest.mark.parametrize("d", [1, 5, 54])
+def test_one_step_is_the_numpy_step(name: str, d: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the same state, one compiled step lands where the numpy step does, to rounding."""
+    X, y = labeled_stream(60, d, seed=d, task=task_of(name))
+    warm = LEARNERS[name](d)
+    monkeypatch.setattr(kernels, "MODULE", None)
+    for i in range(50):
+        warm.learn_one(X[i], float(y[i]))
+    state = warm
+    for i in (50, 51):  # two states: the cyclic prior term on two coordinates
+        after = []
+        for module in (COMPILED, None):
+            monkeypatch.setattr(kernels, "MODULE", module)
+            learner = copy.deepcopy(state)
+            learner.learn_one(X[i], float(y[i]))
+            after.append(learner)
+        compiled, reference = (learner_state(learner) for learner in after)
+        for key, value in reference.items():
+            np.testing.assert_allclose(compiled[key], value, rtol=1e-12, atol=1e-14, err_msg=key)
+        state = after[1]
+
+
+@needs_kernels
+@pytest.mark.parametrize("name", list(LEARNERS))
+@pytest.mark.parametrize("d", [1, 5])
+def test_a_learner_moves_as_its_numpy_code_does(name: str, d: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = task_of(name)
+    X, y = labeled_stream(600, d, seed=d, task=task)
+
+    def run() -> tuple[dict[str, Any], list[float]]:
+        learner = LEARNERS[name](d)
+        predictions = []
+        for x, label in zip(X, y, strict=True):
+            predictions.append(learner.predict_one(x))
+            learner.learn_one(x, float(label))
+        return learner_state(learner), predictions
+
+    (compiled, pred_c), (reference, pred_r) = both_paths(run, monkeypatch)
+    assert compiled["skipped"] == reference["skipped"] >= 2  # the huge row and the NaN row
+    assert compiled["n"] == reference["n"] == len(y)
+    for key, value in reference.items():
+        np.testing.assert_allclose(compiled[key], value, rtol=1e-9, atol=1e-12, err_msg=key)
+    if task == "classification":
+        assert pred_c == pred_r
+    else:
+        np.testing.assert_allclose(pred_c, pred_r, rtol=1e-9)
+
+
+@needs_kernels
+def test_a_row_the_kernel_does_not_take_runs_the_numpy_code() -> None:
+    X, y = labeled_stream(50, 4, seed=1)
+    strided, contiguous = ForgettingNewton(4), ForgettingNewton(4)
+    Xf = np.asfortranarray(X)  # its rows are not contiguous
+    for i in range(40):
+        strided.learn_one(Xf[i], float(y[i]))
+        contiguous.learn_one(X[i], float(y[i]))
+    np.testing.assert_allclose(strided.w, contiguous.w, rtol=1e-9)
+    assert strided.n_learned == contiguous.n_learned == 40
+
+
+@needs_kernels
+def test_the_kernels_reject_arrays_of_the_wrong_shape_with_a_clear_error() -> None:
+    assert COMPILED is not None
+    learner = ForgettingNewton(3)
+    args: list[Any] = [
+        np.ones(3), 1.0, 0, learner.w, learner.P, learner.m, learner._xa, learner._Px,
+        None, None, None, None, 0.0, 0.0, 1.0, 0.1, 0, 1e-3, 1e50, 1e100, False,
+    ]  # fmt: skip
+    assert COMPILED.newton_learn(*args) == 0
+    args[0] = np.ones(4)
+    with pytest.raises(ValueError, match="w: expected a C-contiguous float64 array of 5 values"):
+        COMPILED.newton_learn(*args)
+    args[0] = np.ones(3, np.float32)
+    with pytest.raises(ValueError, match="x: expected"):
+        COMPILED.newton_learn(*args)
+    with pytest.raises(TypeError, match="21 arguments"):
+        COMPILED.newton_learn(*args[:5])
+    read_only = np.ones(3)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="raw_w: array is read-only"):
+        COMPILED.raw_weights(np.ones(4), np.ones(3), np.ones(3), read_only)
+    with pytest.raises(ValueError, match="shape"):
+        COMPILED.whitened_sq(np.ones((2, 3)), np.ones(4))
+
+
+def druid_trace(X: FloatArray, y: FloatArray, loss: Loss) -> tuple[list[float], list[int], dict[str, Any]]:
+    """DRUiD over a stream: the statistic after every label, the labels where it fired, its Δg."""
+    model = train_linear(X[:200], y[:200], loss.name, C=10.0)
+    window = CountWindow(200, n_features=X.shape[1])
+    monitor = DruidMonitor(alpha=0.999, t_n=50)
+    monitor.reset(model, X[:200], y[:200])
+    window.push_many(X[:200], y[:200])
+    stats, fired = [], []
+    for i in range(200, len(y)):
+        error = float(model.predict_one(X[i]) != y[i])
+        monitor.update(X[i], float(y[i]), error, window, window.push(X[i], float(y[i])))
+        stats.append(monitor.statistic)
+        if monitor.drift_detected:
+            fired.append(i)
+            monitor.num_warnings = 0
+    dg = monitor.delta_g
+    state = {"vec": dg.vec.copy(), "robust": dg.robust.copy(), "outer": dg.added_outer.copy()}
+    state["skipped"] = np.array(dg.n_skipped)
+    return stats, fired, state
+
+
+@needs_kernels
+@pytest.mark.parametrize("d", [2, 5, 54])
+def test_druid_sees_the_same_statistic_and_drifts(d: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(d)
+    X = rng.normal(size=(1500, d))
+    w = rng.normal(size=d)
+    y = np.where(np.arange(1500) < 700, np.sign(X @ w), np.sign(X @ -w))
+    X[900, 0] = np.nan  # a gradient Δg skips (and skips again when the window evicts it)
+
+    (stats_c, fired_c, dg_c), (stats_r, fired_r, dg_r) = both_paths(
+        lambda: druid_trace(X, y, LogisticLoss()), monkeypatch
+    )
+    assert fired_c == fired_r and fired_r  # the flip is found, at the same labels
+    assert dg_c["skipped"] == dg_r["skipped"] == 1
+    np.testing.assert_allclose(stats_c, stats_r, rtol=1e-7, atol=1e-9)
+    for key in ("vec", "robust", "outer"):
+        np.testing.assert_allclose(dg_c[key], dg_r[key], rtol=1e-8, atol=1e-9, err_msg=key)
+
+
+@needs_kernels
+@pytest.mark.parametrize("strategy", ["druid", "druid-rmsprop", "newton"])
+def test_the_edge_loop_predicts_and_recomputes_as_with_numpy(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = sine1plus(d=5, n_concepts=3, concept_length=3000, seed=3)
+    protocol = Protocol(every=10, window=1000)
+    spec = RunSpec(strategy, 0.999 if strategy.startswith("druid") else None, 0)
+
+    compiled, reference = both_paths(lambda: run_one(stream, protocol, spec, curves=True), monkeypatch)
+    assert compiled.recomputes == reference.recomputes
+    assert compiled.recompute_at == reference.recompute_at
+    if strategy.startswith("druid"):
+        assert reference.recomputes >= 1
+    assert compiled.predictions is not None and reference.predictions is not None
+    np.testing.assert_array_equal(compiled.predictions, reference.predictions)
