@@ -41,7 +41,7 @@ def status_line(run: DeviceRun, collector: PredictionCollector, now: float) -> s
     version = "-" if st.model_version is None else f"v{st.model_version}"
     return (
         f"  {run.spec.device_id:<6} {done:>7,}/{run.n:<7,} {pct:5.1f}%  {learning:<30} "
-        f"recomputes {recomputes:<3} model {version:<4} queue {agent.transport.inbox.qsize():>6,}  "
+        f"recomputes {recomputes:<3} model {version:<4} queue {agent.waiting:>6,}  "
         f"{rate:>6,.0f}/s  published {collector.received(run.spec.device_id):,}"
     )
 

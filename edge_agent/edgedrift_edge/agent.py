@@ -14,14 +14,14 @@ Pieces (each in its own module):
 * :class:`~edgedrift_edge.cloud.CloudClient`: recomputes, label batches, heartbeats and the gateway's
   device list on their own thread, with deadlines and backoff.
 
-Threads: paho's network thread only enqueues; the *worker* owns every session and does everything else
-(handling messages, installing models that arrived, checkpoints, heartbeats, status); the cloud client's
-thread runs HTTP; a *watchdog* reports ``degraded`` when work is queued and nothing progresses for
-``watchdog_s`` seconds. Isolation: a message that raises is counted as rejected on its own device;
-:data:`MAX_CONSECUTIVE_ERRORS` in a row take that device out of service (status ``error``), never
-another. Supervision: when no device can work any more, or the worker dies, the agent publishes
-``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and a restart policy
-restarts it; a component that cannot work never keeps reporting ``online``.
+Threads: the transport's I/O thread reads and writes the socket and hands over messages in batches; the
+*worker* owns every session and does everything else (handling messages, installing models that arrived,
+checkpoints, heartbeats, status); the cloud client's thread runs HTTP; a *watchdog* reports ``degraded``
+when work is queued and nothing progresses for ``watchdog_s`` seconds. Isolation: a message that raises
+is counted as rejected on its own device; :data:`MAX_CONSECUTIVE_ERRORS` in a row take that device out of
+service (status ``error``), never another. Supervision: when no device can work any more, or the worker
+dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
+a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.session import DeviceSession, Output
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport import Inbound, MqttTransport
+from edgedrift_edge.watchdog import watch
 
 __all__ = ["MAX_CONSECUTIVE_ERRORS", "EdgeAgent", "configured_devices", "session_config"]
 
@@ -53,6 +54,7 @@ log = logging.getLogger("edgedrift_edge")
 
 #: Consecutive messages of one device whose handling raised before that device is given up on.
 MAX_CONSECUTIVE_ERRORS = 20
+BATCH = 256  #: messages the worker takes from the inbox at once (their publishes leave in one write)
 
 
 @dataclass
@@ -101,7 +103,7 @@ class EdgeAgent:
             max_inbox_bytes=int(settings.max_inbox_mb * 1024 * 1024),
             tls_ca_file=settings.tls_ca_file,
             on_connected=self._on_connected,
-            on_fatal=lambda reason: self._die(reason),
+            on_fatal=self.die,
         )
         self.devices: dict[str, DeviceRuntime] = {}
         self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
@@ -112,12 +114,16 @@ class EdgeAgent:
         self.fatal: str | None = None
         self.degraded: str | None = None
         self.progress = 0
+        self.in_hand = 0  # messages of the worker's batch not handled yet
         self._threads: list[threading.Thread] = []
-        self._next_periodic = 0.0
-        self._next_sync = 0.0
-        self._syncing = False
+        self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
         for device_id, secret in (configured_devices(settings) if devices is None else devices).items():
             self._add(device_id, secret)
+
+    @property
+    def waiting(self) -> int:
+        """Messages received and not handled yet: in the inbox or in the worker's batch."""
+        return self.transport.queued + self.in_hand
 
     @property
     def session(self) -> DeviceSession:
@@ -133,10 +139,11 @@ class EdgeAgent:
             wait = max(timeout, 2 * self.settings.http_deadline_s)
             self._apply_devices(self.cloud.first_gateway_devices(*self._sync_request(), wait))
             self._next_sync = time.monotonic() + self.settings.gateway_sync_s
-        for target, name in ((self._work, "worker"), (self._watch, "watchdog")):
-            thread = threading.Thread(target=target, name=f"edgedrift-{name}", daemon=True)
+        worker = threading.Thread(target=self._work, name="edgedrift-worker", daemon=True)
+        watchdog = threading.Thread(target=watch, args=(self, worker), name="edgedrift-watchdog", daemon=True)
+        self._threads += [worker, watchdog]
+        for thread in self._threads:
             thread.start()
-            self._threads.append(thread)
         self.transport.start(timeout)
         return self
 
@@ -150,7 +157,7 @@ class EdgeAgent:
             self.transport.wait_flushed(5.0)
             for device in self.devices.values():
                 device.checkpoint()
-        self._publish_all_status("error" if self.fatal else "offline")
+        self.publish_all_status("error" if self.fatal else "offline")
         self.transport.stop()
         self.cloud.close()
         self.finished.set()
@@ -163,7 +170,7 @@ class EdgeAgent:
         """Block until the inbox is empty and the worker waits (for tests and the demo)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.transport.inbox.empty() and self.idle.is_set():
+            if not self.waiting and self.idle.is_set():
                 return True
             time.sleep(0.01)
         return False
@@ -175,7 +182,7 @@ class EdgeAgent:
         self._next_periodic = 0.0
 
     def _on_connected(self) -> None:
-        self._publish_all_status(None)
+        self.publish_all_status(None)
 
     # --- devices ------------------------------------------------------------------------------------------
 
@@ -242,28 +249,31 @@ class EdgeAgent:
                 self._publish_startup(device)
             while not self.stopping.is_set():
                 self._drain_control()
-                message = self.transport.get(timeout=0.05)
-                if message is None:
+                batch = self.transport.get_batch(timeout=0.05, limit=BATCH)
+                if not batch:
                     self.idle.set()
                     self._periodic()
                     continue
                 self.idle.clear()
-                self._handle(message)
-                self.progress += 1
+                self.in_hand = len(batch)
+                for message in batch:
+                    if not self.stopping.is_set():  # the rest stays unacknowledged: delivered again
+                        self._handle(message)
+                        self.progress += 1
+                        self.in_hand -= 1
                 self._periodic()
         except Exception as exc:
-            self._die(f"worker died: {type(exc).__name__}: {exc}", traceback.format_exc())
+            self.die(f"worker died: {type(exc).__name__}: {exc}", traceback.format_exc())
 
-    def _die(self, reason: str, details: str = "") -> None:
+    def die(self, reason: str, details: str = "") -> None:
         """Report the death (status ``error``, an event) and let :meth:`wait` return (exit non-zero)."""
         if self.fatal is not None:
             return
         self.fatal = reason
         log.error("%s\n%s", reason, details)
         try:
-            for device in list(self.devices.values()):
-                device.event("error", reason=reason)
-            self._publish_all_status("error")
+            self.event_all("error", reason)
+            self.publish_all_status("error")
         finally:
             self.stopping.set()
             threading.Thread(target=self._finish_after_death, name="edgedrift-shutdown", daemon=True).start()
@@ -313,7 +323,7 @@ class EdgeAgent:
         device.failed = reason
         log.error("%s: %s", device.device_id, reason)
         if all(d.failed is not None for d in self.devices.values()):
-            self._die(reason)
+            self.die(reason)
             return
         device.event("error", reason=reason)
         device.publish_status(self.status("error", device))
@@ -423,12 +433,12 @@ class EdgeAgent:
             "state": state or self.state_name(device),
             **device.session.status(),
             "reason": self.fatal or device.failed or self.degraded,
-            "queue": self.transport.inbox.qsize(),
+            "queue": self.waiting,
             "gateway": self.gateway_id,
             "ts": time.time(),
         }
 
-    def _publish_all_status(self, state: str | None) -> None:
+    def publish_all_status(self, state: str | None) -> None:
         for device in list(self.devices.values()):
             device.publish_status(self.status(state, device))
         if self.gateway_id is not None:
@@ -458,6 +468,11 @@ class EdgeAgent:
             for device in devices:
                 batch.add_done_callback(partial(self._hand_over, "batch", device))
 
+    def event_all(self, kind: str, reason: str) -> None:
+        """One event on every device's topic."""
+        for device in list(self.devices.values()):
+            device.event(kind, reason=reason)
+
     def _hand_over(self, kind: str, device: DeviceRuntime, future: concurrent.futures.Future[Any]) -> None:
         self.control.put(_Control(kind, future, device))
 
@@ -469,30 +484,3 @@ class EdgeAgent:
         pending = device.session.resubmit()
         if pending is not None:
             self._submit(device, pending).add_done_callback(lambda f: self._deliver(device, f))
-
-    # --- the watchdog ---------------------------------------------------------------------------------------
-
-    def _watch(self) -> None:
-        """Degraded when work waits and nothing moves for ``watchdog_s``; error when the worker is gone."""
-        last_progress, since = self.progress, time.monotonic()
-        worker = self._threads[0] if self._threads else None
-        while not self.stopping.wait(min(1.0, self.settings.watchdog_s / 4)):
-            if worker is not None and not worker.is_alive() and self.fatal is None:
-                self._die("the worker thread is gone")
-                return
-            now = time.monotonic()
-            if self.progress != last_progress or self.transport.inbox.empty():
-                last_progress, since = self.progress, now
-                if self.degraded:
-                    self.degraded = None
-                    for device in list(self.devices.values()):
-                        device.event("recovered", reason="work is progressing again")
-                    self._publish_all_status(None)
-            elif now - since >= self.settings.watchdog_s and not self.degraded:
-                self.degraded = (
-                    f"{self.transport.inbox.qsize()} messages queued, no progress for {now - since:.0f} s"
-                )
-                log.error("degraded: %s", self.degraded)
-                for device in list(self.devices.values()):
-                    device.event("degraded", reason=self.degraded)
-                self._publish_all_status("degraded")

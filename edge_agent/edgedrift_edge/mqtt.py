@@ -1,12 +1,14 @@
-"""paho-mqtt 2.x client construction shared by the agent and the replay command."""
+"""Broker URLs (the agent's connection reads them) and the paho-mqtt 2.x client of the replay command and
+the harness (paho is imported only by :func:`make_client`: the agent does not load it)."""
 
 from __future__ import annotations
 
 import ssl
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
+if TYPE_CHECKING:
+    import paho.mqtt.client as mqtt
 
 
 def broker_address(url: str) -> tuple[str, int, bool]:
@@ -20,6 +22,9 @@ def make_client(
     url: str, client_id: str, *, clean_session: bool, tls_ca_file: str | None = None
 ) -> mqtt.Client:
     """A VERSION2-callback client with the URL's credentials, TLS for mqtts, and reconnect backoff."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
     parts = urlsplit(url)
     client = mqtt.Client(
         CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean_session, protocol=mqtt.MQTTv311

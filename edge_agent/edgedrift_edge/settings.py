@@ -92,8 +92,10 @@ class AgentSettings(BaseModel):
     )
     tls_ca_file: str | None = _described("CA file for mqtts (the system store when unset)", default=None)
     topic_prefix: str = _described("first level of every topic", default="edgedrift")
-    qos: Annotated[int, Field(ge=0, le=2)] = _described(
-        "QoS of the subscriptions and of the predictions and events published", default=1
+    qos: Annotated[int, Field(ge=0, le=1)] = _described(
+        "QoS of the subscriptions and of the predictions and events published: 0 or 1 (samples carry ids "
+        "and redeliveries are deduplicated, so QoS 2 would add a round trip and nothing else)",
+        default=1,
     )
     cloud_url: str = _described("the cloud trainer's base URL", default="http://127.0.0.1:8000")
     strategy: str = _described(
@@ -134,7 +136,7 @@ class AgentSettings(BaseModel):
         default="binary-float64",
     )
     queue_size: Annotated[int, Field(ge=1)] = _described(
-        "messages the inbox holds between the network thread and the worker (then back-pressure)",
+        "messages the inbox holds between the MQTT I/O thread and the worker (then back-pressure)",
         default=20_000,
     )
     max_inbox_mb: Annotated[float, Field(gt=0)] = _described(

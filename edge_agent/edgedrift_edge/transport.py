@@ -1,28 +1,35 @@
-"""The MQTT side of an agent: a bounded inbox, acknowledgements after processing, checked publishes.
+"""The agent's side of MQTT: a bounded inbox, acknowledgements after processing, checked publishes.
 
-At-least-once, end to end. paho acknowledges a QoS-1 message as soon as ``on_message`` returns unless
-the client runs with manual acknowledgements, so it does (paho 2.x ``manual_ack=True``): the worker
-processes a message, publishes its predictions and events, and the message is acknowledged only when
-the broker has confirmed every one of those publishes (``on_publish``). An agent killed at any moment
-therefore leaves every sample it has not answered unacknowledged, and the broker delivers it again to
-the restarted agent (persistent session, ``clean_session=False``). Acknowledgements go out in the order
-the messages came in, as MQTT requires.
+Threads. :class:`~edgedrift_edge.mqtt_connection.MqttConnection` keeps the connection on an asyncio loop
+in a thread of its own (the *I/O thread*) and hands every read's messages over at once; the worker takes
+them in batches (:meth:`MqttTransport.get_batch`), and what it publishes is coalesced into one write per
+batch. Per message the I/O thread runs a few microseconds of Python, so the worker and it seldom fight for
+the GIL (paho's network thread, with three ``recv`` calls and a callback per packet, held the GIL half the
+time: docs/benchmarks.md).
+
+At-least-once, end to end. A QoS-1 message is acknowledged (PUBACK) only once the worker processed it and
+the broker has confirmed every one of its publishes (their PUBACKs). An agent killed at any moment
+therefore leaves every sample it has not answered unacknowledged, and the broker delivers it again to the
+restarted agent (persistent session, ``clean_session=False``). Acknowledgements go out in the order the
+messages came in, as MQTT requires. QoS-1 publishes the broker has not confirmed are sent again, with the
+DUP flag, after a reconnect (MQTT 3.1.1, 4.4).
 
 Back-pressure instead of drops. The broker sends at most ``max_inflight_messages`` unacknowledged QoS-1
-messages (deploy/mosquitto/mosquitto.conf) and keeps the rest queued for the agent; the inbox is sized
-above that. Should it fill anyway, the network thread waits for room (``backpressure_waits``) instead of
-dropping: the broker then holds the messages. Only QoS-0 messages, which the broker will never send
-again, are dropped when the inbox is full, and every drop is counted.
+messages (deploy/mosquitto/mosquitto.conf) and keeps the rest queued for the agent. When a QoS-1 message
+finds the inbox holding ``inbox_size`` messages or ``max_inbox_bytes`` (it is kept, with the rest of that
+read), the I/O thread stops reading the socket (``backpressure_waits``) until the worker has taken half:
+the broker then holds the messages. Only QoS-0 messages, which the broker will never send again, are
+dropped when the inbox is full, and every drop is counted.
 
-Publishes are checked: a publish paho refuses (its outgoing queue is full) is counted and retried by
-the worker, and the message that produced it stays unacknowledged until it went out.
+Publishes are checked: a publish that cannot be queued (``publish_queue`` unconfirmed QoS-1 publishes, or
+QoS 0 while disconnected) is counted and retried by the worker, and the message that produced it stays
+unacknowledged until it went out.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 import time
 from collections import deque
@@ -30,11 +37,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import paho.mqtt.client as mqtt
+import msgspec
 
-from edgedrift_edge.mqtt import broker_address, make_client, redact
+from edgedrift_edge import mqtt_packets as mp
+from edgedrift_edge.mqtt_connection import CONTROL_IDS, Link, MqttConnection
 
 log = logging.getLogger("edgedrift_edge.transport")
+
+_encode = msgspec.json.Encoder().encode
+
+#: Packet ids of publishes: 1 to this (the connection's SUBSCRIBE and UNSUBSCRIBE use the ids above).
+MAX_UNCONFIRMED = CONTROL_IDS - 1
 
 
 class Inbound(NamedTuple):
@@ -60,7 +73,7 @@ class _Pending:
 
 
 class _Retry(NamedTuple):
-    """A publish paho refused (its queue was full), to be tried again."""
+    """A publish that could not be queued, to be tried again."""
 
     topic: str
     body: bytes
@@ -80,7 +93,8 @@ class TransportCounters:
 
 
 class MqttTransport:
-    """paho client with manual acks, a bounded inbox and checked publishes (see the module docstring)."""
+    """The worker's MQTT client: inbox, acknowledgements after processing, checked publishes (module
+    docstring); the connection itself is :attr:`connection`."""
 
     def __init__(
         self,
@@ -94,70 +108,69 @@ class MqttTransport:
         publish_queue: int = 100_000,
         max_inbox_bytes: int = 256 * 1024 * 1024,
         tls_ca_file: str | None = None,
+        keepalive: int = 30,
+        reconnect_delay: tuple[float, float] = (1.0, 30.0),
         on_connected: Callable[[], None] | None = None,
         on_fatal: Callable[[str], None] | None = None,
     ) -> None:
+        if qos not in (0, 1):
+            raise ValueError(f"QoS {qos}: the agent subscribes and publishes with QoS 0 or 1")
         self.broker_url = broker_url
-        self.subscriptions = subscriptions
         self.status_topic = status_topic
         self.qos = qos
-        self.inbox: queue.Queue[Inbound] = queue.Queue(maxsize=inbox_size)
+        self.inbox_size = inbox_size
+        self.max_inbox_bytes = max_inbox_bytes
+        self.publish_queue = min(publish_queue, MAX_UNCONFIRMED)
         self.counters = TransportCounters()
-        self.connected = threading.Event()
-        self.subscribed = threading.Event()
-        self.stopping = threading.Event()
-        self.on_connected = on_connected
-        self.on_fatal = on_fatal
-        #: Why the network thread can no longer be trusted (an exception in a callback), or None.
-        self.failure: str | None = None
-        self._generation = 0
+        self.connection = MqttConnection(
+            broker_url,
+            client_id,
+            self,
+            subscriptions=subscriptions,
+            qos=qos,
+            will=mp.Will(status_topic, json.dumps({"state": "offline"}).encode(), qos=1, retain=True),
+            keepalive=keepalive,
+            reconnect_delay=reconnect_delay,
+            tls_ca_file=tls_ca_file,
+            max_packet=max_inbox_bytes,
+            on_connected=on_connected,
+            on_fatal=on_fatal,
+        )
+        self.connected = self.connection.connected
+        self.subscribed = self.connection.subscribed
+        self.stopping = self.connection.stopping
         self._lock = threading.Lock()
+        self._has_mail = threading.Condition(self._lock)
+        self._generation = 0
+        self._inbox: deque[Inbound] = deque()
+        self._inbox_bytes = 0
+        self._paused = False
         self._pending: deque[_Pending] = deque()
         self._entries: dict[int, _Pending] = {}  # id(Inbound) -> its entry in _pending
-        self._by_mid: dict[int, _Pending | None] = {}  # mid of a publish -> the message waiting for it
-        self._confirmed_early: set[int] = set()
+        self._unconfirmed: dict[int, bytes] = {}  # packet id of a QoS-1 publish -> the packet
+        self._by_mid: dict[int, _Pending | None] = {}  # packet id -> the message waiting for it
+        self._next_mid = 1
+        self._out = bytearray()
+        self._flush_scheduled = False
         self._retry: deque[_Retry] = deque()
         self._dropped_by_topic: dict[str, int] = {}
-        self.max_inbox_bytes = max_inbox_bytes
-        self._bytes_in = 0
-        self._bytes_out = 0
-        self.client = make_client(broker_url, client_id, clean_session=False, tls_ca_file=tls_ca_file)
-        self.client.manual_ack_set(True)
-        self.client.will_set(status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
-        self.client.max_queued_messages_set(publish_queue)
-        # No client-side cap on QoS-1 messages in flight (paho's default is 20): the cap made predictions
-        # wait a broker round trip per 20 messages; max_queued_messages still bounds what paho holds.
-        self.client.max_inflight_messages_set(0)
-        self.client.on_connect = self._guarded(self._on_connect)
-        self.client.on_disconnect = self._guarded(self._on_disconnect)
-        self.client.on_subscribe = self._guarded(self._on_subscribe)
-        self.client.on_message = self._guarded(self._on_message)
-        self.client.on_publish = self._guarded(self._on_publish)
+        self._topic_bytes: dict[str, bytes] = {}
 
-    def _guarded(self, callback: Callable[..., None]) -> Callable[..., None]:
-        """An exception in a callback would end paho's network thread silently (the agent would stop
-        receiving while it still looks alive): record it and report it as fatal instead."""
+    @property
+    def failure(self) -> str | None:
+        """Why the I/O thread can no longer be trusted, or None."""
+        return self.connection.failure
 
-        def run(*args: Any) -> None:
-            try:
-                callback(*args)
-            except Exception as exc:
-                self.failure = f"MQTT callback {callback.__name__} failed: {type(exc).__name__}: {exc}"
-                log.exception(self.failure)
-                if self.on_fatal is not None:
-                    self.on_fatal(self.failure)
-
-        return run
+    @property
+    def refused(self) -> str | None:
+        """Why the broker refused the last connection, or None."""
+        return self.connection.refused
 
     # --- connection -------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> None:
         """Connect in the background and return once subscribed (TimeoutError otherwise)."""
-        host, port, _tls = broker_address(self.broker_url)
-        self.client.connect_async(host, port, keepalive=30)
-        self.client.loop_start()
-        if not self.subscribed.wait(timeout):
-            raise TimeoutError(f"not subscribed to {redact(self.broker_url)} after {timeout} s")
+        self.connection.start(timeout)
 
     def stop(self, drain_s: float = 5.0) -> None:
         """Wait up to ``drain_s`` for the broker to confirm what was published, then disconnect."""
@@ -165,130 +178,121 @@ class MqttTransport:
         deadline = time.monotonic() + drain_s
         while time.monotonic() < deadline and self.connected.is_set():
             with self._lock:
-                if not self._by_mid and not self._retry:
+                if not self._unconfirmed and not self._retry:
                     break
             time.sleep(0.01)
-        self.client.disconnect()
-        self.client.loop_stop()
+        self.connection.call_soon(self._flush_now)
+        self.connection.stop(drain_s + 5)
 
     def subscribe(self, topics: list[str]) -> None:
         """Add subscriptions (a gateway's new device); sent at once when connected, else on connect."""
-        with self._lock:
-            self.subscriptions = [*self.subscriptions, *(t for t in topics if t not in self.subscriptions)]
-        if self.connected.is_set():
-            self._send_subscribe(topics)
+        self.connection.subscribe(topics)
 
     def unsubscribe(self, topics: list[str]) -> None:
         """Drop subscriptions (a device a gateway no longer serves)."""
-        with self._lock:
-            self.subscriptions = [t for t in self.subscriptions if t not in set(topics)]
-        if self.connected.is_set() and topics:
-            self.client.unsubscribe(topics)
-
-    def _send_subscribe(self, topics: list[str]) -> None:
-        """SUBSCRIBE in packets of at most 100 topics (a gateway may serve thousands of devices)."""
-        for start in range(0, len(topics), 100):
-            self.client.subscribe([(topic, self.qos) for topic in topics[start : start + 100]])
+        self.connection.unsubscribe(topics)
 
     def dropped_for(self, topic: str) -> int:
         """QoS-0 messages of ``topic`` dropped because the inbox was full."""
         return self._dropped_by_topic.get(topic, 0)
 
-    def _on_connect(self, client: mqtt.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
-        if reason.is_failure:
-            log.error("broker refused the connection: %s", reason)
-            return
-        # Subscribing here renews the subscriptions after every reconnect.
+    # --- the I/O thread (the connection's session) ------------------------------------------------------
+
+    def resend(self) -> bytes:
+        """A new connection: the publishes the broker has not confirmed, in the order they were made."""
         with self._lock:
-            topics = list(self.subscriptions)
-        self._send_subscribe(topics)
-        if not topics:  # a gateway that serves no device yet
-            self.subscribed.set()
-        self.connected.set()
-        log.info("connected to %s", redact(self.broker_url))
-        if self.on_connected is not None:
-            self.on_connected()
+            self._out.clear()
+            return b"".join(mp.as_duplicate(p) for p in self._unconfirmed.values())
 
-    def _on_subscribe(self, _c: mqtt.Client, _u: Any, _mid: int, _codes: Any, _p: Any) -> None:
-        self.subscribed.set()
+    def traffic(self, link: Link, messages: list[mp.Publish], confirmed: list[int]) -> None:
+        """One read: confirmations release their messages, messages go into the inbox; one write."""
+        if confirmed or messages:
+            with self._lock:
+                for mid in confirmed:
+                    self._confirm(mid)
+                if messages:
+                    self._enqueue(messages)
+        self._flush_now()
 
-    def _on_disconnect(self, _c: mqtt.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
-        self.connected.clear()
+    def lost(self, exc: Exception | None) -> None:
         with self._lock:
             # Messages of the lost connection are delivered again on the next one (and deduplicated
             # there); their packet ids may be reused, so they must never be acknowledged now.
             self._generation += 1
+            self._out.clear()
+            self._paused = False
             self._ack_ready()  # forgets them
-        if not self.stopping.is_set():
-            self.counters.reconnects += 1
-            log.warning("disconnected from the broker (%s); paho reconnects with backoff", reason)
+        self.counters.reconnects = self.connection.reconnects
 
-    # --- in -------------------------------------------------------------------------------------------------
+    def _enqueue(self, messages: list[mp.Publish]) -> None:
+        """Lock held: into the inbox (QoS 0 dropped and counted when full; QoS 1 pauses the reading)."""
+        generation = self._generation
+        inbox = self._inbox
+        full = False
+        for m in messages:
+            size = len(m.payload)
+            over = len(inbox) >= self.inbox_size or self._inbox_bytes + size > self.max_inbox_bytes
+            if over and m.qos == 0:
+                self._drop(m.topic)
+                continue
+            full = full or over
+            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation))
+            self._inbox_bytes += size
+        if full and not self._paused:
+            self._paused = True
+            self.counters.backpressure_waits += 1
+            self.connection.pause_reading()
+        self._has_mail.notify()
 
-    def _on_message(self, _c: mqtt.Client, _u: Any, message: mqtt.MQTTMessage) -> None:
-        """Network thread: enqueue (wait for room when QoS > 0; drop and count when QoS 0)."""
-        item = Inbound(message.topic, bytes(message.payload), message.mid, message.qos, self._generation)
-        size = len(item.payload)
-        if message.qos == 0:
-            if self._inbox_bytes + size > self.max_inbox_bytes:
-                self._drop(item.topic)
-                return
-            try:
-                self.inbox.put_nowait(item)
-            except queue.Full:
-                self._drop(item.topic)
-                return
-            self._bytes_in += size
-            return
-        waited = False
-        while not self.stopping.is_set():
-            if self._inbox_bytes + size <= self.max_inbox_bytes or self.inbox.empty():
-                try:
-                    self.inbox.put(item, timeout=0.5 if waited else 0.0)
-                    self._bytes_in += size
-                    return
-                except queue.Full:
-                    pass
-            else:
-                time.sleep(0.05)
-            if not waited:
-                self.counters.backpressure_waits += 1
-                waited = True
+    # --- the worker: messages in ------------------------------------------------------------------------
 
-    def _drop(self, topic: str) -> None:
-        self.counters.dropped += 1
-        self._dropped_by_topic[topic] = self._dropped_by_topic.get(topic, 0) + 1
-
-    def get(self, timeout: float) -> Inbound | None:
-        try:
-            item = self.inbox.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        self._bytes_out += len(item.payload)
-        return item
+    def get_batch(self, timeout: float, limit: int = 1000) -> list[Inbound]:
+        """Up to ``limit`` messages in arrival order, waiting up to ``timeout`` for the first."""
+        with self._has_mail:
+            if not self._inbox and not self._has_mail.wait_for(lambda: bool(self._inbox), timeout):
+                return []
+            inbox = self._inbox
+            batch = [inbox.popleft() for _ in range(min(limit, len(inbox)))]
+            self._inbox_bytes -= sum(len(m.payload) for m in batch)
+            if (
+                self._paused
+                and len(inbox) <= self.inbox_size // 2
+                and self._inbox_bytes <= self.max_inbox_bytes // 2
+            ):
+                self._paused = False
+                self.connection.call_soon(self.connection.resume_reading)
+        return batch
 
     @property
-    def _inbox_bytes(self) -> int:
-        """Payload bytes in the inbox: counted in by the network thread, out by the worker (each counter
-        has one writer, so no lock is needed)."""
-        return self._bytes_in - self._bytes_out
+    def queued(self) -> int:
+        """Messages received and not taken by the worker yet."""
+        return len(self._inbox)
 
-    # --- out ------------------------------------------------------------------------------------------------
+    # --- out --------------------------------------------------------------------------------------------
 
     def publish(
         self, topic: str, payload: dict[str, Any], *, retain: bool = False, owner: Inbound | None = None
     ) -> None:
-        """Publish a JSON payload; with ``owner``, that message is acknowledged only once this is out."""
-        body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+        """Publish a JSON payload (a float that is not finite becomes null); with ``owner``, that message is
+        acknowledged only once this is out."""
+        self.publish_raw(topic, _encode(payload), retain=retain, owner=owner)
+
+    def publish_raw(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        retain: bool = False,
+        qos: int | None = None,
+        owner: Inbound | None = None,
+    ) -> None:
+        """Publish bytes (a status, an encoded payload); a publish that cannot be queued is counted and
+        retried; with ``owner``, that message is acknowledged only once this is out."""
         entry = None
         if owner is not None and owner.qos > 0:
             with self._lock:
                 entry = self._entry(owner)
-        self._attempt(topic, body, self.qos, retain, entry)
-
-    def publish_raw(self, topic: str, body: bytes, *, retain: bool = False, qos: int | None = None) -> None:
-        """Publish outside any message (status, for instance); a refused publish is counted and retried."""
-        self._attempt(topic, body, self.qos if qos is None else qos, retain, None)
+        self._attempt(topic, body, self.qos if qos is None else min(qos, 1), retain, entry)
 
     def _entry(self, message: Inbound) -> _Pending | None:
         """The pending-ack entry of ``message`` (created on first use; lock held); None if it must not be
@@ -301,26 +305,50 @@ class MqttTransport:
             self._pending.append(entry)
         return entry
 
+    def _allocate_mid(self) -> int:
+        """A packet id not in use (lock held; fewer than MAX_UNCONFIRMED are)."""
+        mid = self._next_mid
+        while mid in self._unconfirmed:
+            mid = mid % MAX_UNCONFIRMED + 1
+        self._next_mid = mid % MAX_UNCONFIRMED + 1
+        return mid
+
     def _attempt(self, topic: str, body: bytes, qos: int, retain: bool, entry: _Pending | None) -> bool:
-        """One publish; the broker's confirmation (``on_publish``) releases ``entry`` later."""
-        info = self.client.publish(topic, body, qos=qos, retain=retain)
-        if info.rc == mqtt.MQTT_ERR_QUEUE_SIZE or (qos == 0 and info.rc != mqtt.MQTT_ERR_SUCCESS):
-            self.counters.publish_failures += 1
-            with self._lock:
+        """One publish into the outgoing buffer; the broker's PUBACK releases ``entry`` later."""
+        encoded = self._topic_bytes.get(topic)
+        if encoded is None:
+            encoded = self._topic_bytes[topic] = topic.encode()
+        with self._lock:
+            refused = len(self._unconfirmed) >= self.publish_queue if qos else not self.connected.is_set()
+            if refused:
+                self.counters.publish_failures += 1
                 if entry is not None:
                     entry.outstanding += 1
                 self._retry.append(_Retry(topic, body, qos, retain, entry))
-            return False
-        if qos == 0:
-            return True
-        with self._lock:
-            if info.mid in self._confirmed_early:  # the broker was faster than this thread
-                self._confirmed_early.discard(info.mid)
-            else:
-                self._by_mid[info.mid] = entry
+                return False
+            if qos:
+                mid = self._allocate_mid()
+                packet = mp.publish(encoded, body, qos, mid, retain)
+                self._unconfirmed[mid] = packet
+                self._by_mid[mid] = entry
                 if entry is not None:
                     entry.outstanding += 1
+            else:
+                packet = mp.publish(encoded, body, 0, 0, retain)
+            if self.connected.is_set():
+                self._out += packet
+                self._schedule_flush()
         return True
+
+    def _confirm(self, mid: int) -> None:
+        """Lock held: the broker confirmed publish ``mid``; release its message."""
+        if self._unconfirmed.pop(mid, None) is None:
+            return
+        entry = self._by_mid.pop(mid, None)
+        if entry is not None:
+            entry.outstanding -= 1
+            if entry.done and not entry.outstanding and self._pending and self._pending[0] is entry:
+                self._ack_ready()
 
     def done(self, message: Inbound) -> None:
         """The worker finished ``message``: acknowledge it as soon as its publishes are confirmed
@@ -333,32 +361,47 @@ class MqttTransport:
                 entry.done = True
                 self._ack_ready()
 
-    def _on_publish(self, _c: mqtt.Client, _u: Any, mid: int, _rc: Any, _p: Any) -> None:
-        """Network thread: the broker confirmed ``mid``; release its message (one lock, little work)."""
-        with self._lock:
-            if mid not in self._by_mid:
-                self._confirmed_early.add(mid)
-                return
-            entry = self._by_mid.pop(mid)
-            if entry is not None:
-                entry.outstanding -= 1
-                if entry.done and not entry.outstanding and self._pending and self._pending[0] is entry:
-                    self._ack_ready()
-
     def _ack_ready(self) -> None:
         """Acknowledge finished messages from the head of the queue, in arrival order (lock held)."""
-        while self._pending:
-            head = self._pending[0]
+        pending = self._pending
+        acked = False
+        while pending:
+            head = pending[0]
             stale = head.message.generation != self._generation
             if not stale and not (head.done and not head.outstanding):
-                return
-            self._pending.popleft()
+                break
+            pending.popleft()
             del self._entries[id(head.message)]
             if not stale:
-                self.client.ack(head.message.mid, head.message.qos)
+                self._out += mp.puback(head.message.mid)
+                acked = True
+        if acked:
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        """Lock held: write the outgoing buffer soon (once per batch of publishes from the worker; the
+        I/O thread writes at the end of what it is doing)."""
+        if self._flush_scheduled or self.connection.in_io_thread():
+            return
+        self._flush_scheduled = True
+        self.connection.call_soon(self._flush_now)
+
+    def _flush_now(self) -> None:
+        """I/O thread: write what was queued, in one call."""
+        with self._lock:
+            self._flush_scheduled = False
+            if not self._out:
+                return
+            data = bytes(self._out)
+            self._out.clear()
+        self.connection.write(data)
+
+    def _drop(self, topic: str) -> None:
+        self.counters.dropped += 1
+        self._dropped_by_topic[topic] = self._dropped_by_topic.get(topic, 0) + 1
 
     def retry_failed(self) -> int:
-        """Publish again what paho refused; returns how many are still waiting."""
+        """Publish again what could not be queued; returns how many are still waiting."""
         with self._lock:
             waiting = len(self._retry)
         for _ in range(waiting):
@@ -375,7 +418,7 @@ class MqttTransport:
     def unacked(self) -> int:
         """Messages processed or in the inbox whose acknowledgement is still due."""
         with self._lock:
-            return len(self._pending) + self.inbox.qsize()
+            return len(self._pending) + len(self._inbox)
 
     def wait_flushed(self, timeout: float) -> bool:
         """Wait until every processed message is acknowledged (used on stop)."""

@@ -28,6 +28,7 @@ QUICK: dict[str, list[str]] = {
     "footprint.py": ["--quick", "--json", "{tmp}/footprint.json"],
     "heartbeat_store.py": ["--quick", "--json", "{tmp}/heartbeat_store.json"],
     "liblinear_speed.py": ["--quick"],
+    "mqtt_clients.py": ["--quick", "--json", "{tmp}/clients.json"],
     "mqtt_ingest.py": ["--quick", "--json", "{tmp}/ingest.json"],
     "online_bls.py": ["--quick", "--json", "{tmp}/speed.json"],
     "rebalance_stream.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],

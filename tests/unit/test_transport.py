@@ -1,157 +1,292 @@
-"""Tests of edgedrift_edge.transport.MqttTransport without a broker: the inbox, back-pressure and the
-acknowledgement bookkeeping (paho's client is real but never connects; PUBACKs are simulated)."""
+"""edgedrift_edge.transport.MqttTransport without a broker: the inbox, back-pressure, the acknowledgement
+bookkeeping and reconnect resends. A fake link stands for the socket: the test thread plays the I/O
+thread, feeds it broker packets and reads back what the transport wrote."""
 
 from __future__ import annotations
 
 import json
 import threading
-import time
-from typing import Any, cast
+from typing import Any
 
-import paho.mqtt.client as mqtt
 import pytest
-from paho.mqtt.enums import MQTTErrorCode
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.reasoncodes import ReasonCode
 
+from edgedrift_edge import mqtt_packets as mp
 from edgedrift_edge.settings import AgentSettings, SettingsError
 from edgedrift_edge.transport import Inbound, MqttTransport
 
-
-def transport(**kw: int) -> tuple[MqttTransport, list[tuple[int, int]]]:
-    t = MqttTransport("mqtt://127.0.0.1:1", "t-client", ["edgedrift/d/samples"], "edgedrift/d/status", **kw)  # type: ignore[arg-type]
-    acks: list[tuple[int, int]] = []
-
-    def ack(mid: int, qos: int) -> MQTTErrorCode:
-        acks.append((mid, qos))
-        return MQTTErrorCode.MQTT_ERR_SUCCESS
-
-    t.client.ack = ack  # type: ignore[method-assign]
-    return t, acks
+TOPIC = "edgedrift/d/samples"
 
 
-def message(mid: int, qos: int = 1, payload: bytes = b"{}") -> mqtt.MQTTMessage:
-    msg = mqtt.MQTTMessage(mid=mid, topic=b"edgedrift/d/samples")
-    msg.payload = payload
-    msg.qos = qos
-    return msg
+class FakeSocket:
+    """What asyncio's transport would be: records writes and pause/resume."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.paused = False
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
 
 
-def receive(t: MqttTransport, msg: mqtt.MQTTMessage) -> None:
-    t._on_message(t.client, None, msg)
+class FakeLink:
+    """A connection as the transport sees one (the attributes of ``_Link`` it uses)."""
+
+    def __init__(self) -> None:
+        self.transport = FakeSocket()
+        self.reader = mp.PacketReader()
+        self.connack = False
+
+        class Answered:
+            def done(self) -> bool:
+                return True
+
+        self.answered = Answered()
+
+    def close(self) -> None:
+        self.transport.close()
 
 
-def puback(t: MqttTransport, mid: int) -> None:
-    t._on_publish(t.client, None, mid, None, None)
+def connected(**kw: Any) -> tuple[MqttTransport, FakeLink]:
+    """A transport on a fake link, after the broker's CONNACK (and the SUBACK of its one topic)."""
+    t = MqttTransport("mqtt://127.0.0.1:1", "t-client", [TOPIC], "edgedrift/d/status", **kw)
+    t.connection._io_ident = threading.get_ident()  # this thread plays the I/O thread
+    return t, reconnect(t)
+
+
+def reconnect(t: MqttTransport) -> FakeLink:
+    link = FakeLink()
+    t.connection.link = link  # type: ignore[assignment]
+    broker(t, link, b"\x20\x02\x00\x00")  # CONNACK, accepted
+    subscribe = [p for p in sent(link) if p[0] & 0xF0 == 0x80]
+    for _first, body in subscribe:
+        broker(t, link, b"\x90\x03" + body[:2] + b"\x01")  # SUBACK, QoS 1 granted
+    return link
+
+
+def broker(t: MqttTransport, link: FakeLink, data: bytes) -> None:
+    """Bytes from the broker, as the socket would hand them over."""
+    t.connection.received(link, data)  # type: ignore[arg-type]
+
+
+def receive(t: MqttTransport, link: FakeLink, mid: int, qos: int = 1, payload: bytes = b"{}") -> None:
+    broker(t, link, mp.publish(TOPIC.encode(), payload, qos, mid))
+
+
+def sent(link: FakeLink) -> list[tuple[int, bytes]]:
+    return mp.PacketReader().feed(bytes(link.transport.written))
+
+
+def acks(link: FakeLink) -> list[int]:
+    """Packet ids the transport acknowledged (PUBACKs it wrote), in order."""
+    return [(b[0] << 8) | b[1] for f, b in sent(link) if f == 0x40]
+
+
+def published(link: FakeLink) -> list[mp.Publish]:
+    return [mp.decode_publish(f, b) for f, b in sent(link) if f & 0xF0 == 0x30]
+
+
+def confirm(t: MqttTransport, link: FakeLink, mid: int) -> None:
+    broker(t, link, mp.puback(mid))
+
+
+def flush(t: MqttTransport) -> None:
+    """What the I/O thread does when the worker asked for a write."""
+    t._flush_now()
 
 
 def test_qos0_overflow_is_dropped_and_counted() -> None:
-    t, _ = transport(inbox_size=3)
+    t, link = connected(inbox_size=3)
     for i in range(10):
-        receive(t, message(i, qos=0))
-    assert t.inbox.qsize() == 3 and t.counters.dropped == 7
+        receive(t, link, i, qos=0)
+    assert t.queued == 3 and t.counters.dropped == 7 and t.dropped_for(TOPIC) == 7
+    assert not link.transport.paused
 
 
-def test_qos1_waits_for_room_instead_of_dropping() -> None:
-    t, _ = transport(inbox_size=2)
-    receive(t, message(1))
-    receive(t, message(2))
-    blocked = threading.Thread(target=receive, args=(t, message(3)), daemon=True)
-    blocked.start()
-    time.sleep(0.3)
-    assert blocked.is_alive() and t.counters.backpressure_waits == 1 and t.counters.dropped == 0
-    first = t.get(1.0)
-    assert first is not None and first.mid == 1
-    blocked.join(2.0)
-    assert not blocked.is_alive() and t.inbox.qsize() == 2
+def test_qos1_pauses_reading_instead_of_dropping_and_resumes_when_half_is_taken() -> None:
+    t, link = connected(inbox_size=4)
+    for i in range(1, 6):
+        receive(t, link, i)
+    assert link.transport.paused and t.counters.backpressure_waits == 1 and t.counters.dropped == 0
+    assert t.queued == 5, "what was read is kept: the broker holds the rest"
+    scheduled: list[Any] = []
+    t.connection.call_soon = lambda callback, *args: scheduled.append(callback)  # type: ignore[method-assign]
+    assert [m.mid for m in t.get_batch(0.1, limit=2)] == [1, 2]
+    assert scheduled == [], "3 left: more than half of the inbox"
+    assert [m.mid for m in t.get_batch(0.1, limit=1)] == [3]
+    assert scheduled == [t.connection.resume_reading]
+    t.connection.resume_reading()
+    assert not link.transport.paused
 
 
 def test_a_message_is_acknowledged_after_its_publishes_and_in_arrival_order() -> None:
-    t, acks = transport()
-    receive(t, message(11))
-    receive(t, message(12))
-    m1, m2 = t.get(1.0), t.get(1.0)
-    assert m1 is not None and m2 is not None
+    t, link = connected()
+    receive(t, link, 11)
+    receive(t, link, 12)
+    m1, m2 = t.get_batch(1.0)
     t.publish("edgedrift/d/predictions", {"id": 1}, owner=m1)
     t.publish("edgedrift/d/predictions", {"id": 2}, owner=m2)
     t.done(m1)
     t.done(m2)
-    assert acks == [], "nothing is acknowledged before the broker confirmed the predictions"
-    out1, out2 = sorted(t._by_mid)
-    puback(t, out2)
-    assert acks == [], "m2 must wait for m1 (acknowledgements go out in order)"
-    puback(t, out1)
-    assert acks == [(11, 1), (12, 1)]
+    flush(t)
+    assert acks(link) == [], "nothing is acknowledged before the broker confirmed the predictions"
+    out1, out2 = (p.packet_id for p in published(link))
+    assert [json.loads(p.payload) for p in published(link)] == [{"id": 1}, {"id": 2}]
+    confirm(t, link, out2)
+    assert acks(link) == [], "m2 must wait for m1 (acknowledgements go out in order)"
+    confirm(t, link, out1)
+    assert acks(link) == [11, 12]
+
+
+def test_a_batch_of_publishes_leaves_in_one_write() -> None:
+    t, link = connected()
+    for i in range(1, 4):
+        receive(t, link, i)
+    writes: list[bytes] = []
+    link.transport.write = writes.append  # type: ignore[method-assign, assignment]
+    scheduled: list[Any] = []
+    t.connection._io_ident = None  # the worker's thread now
+    t.connection.call_soon = lambda callback, *args: scheduled.append(callback)  # type: ignore[method-assign]
+    for m in t.get_batch(1.0):
+        t.publish("edgedrift/d/predictions", {"id": m.mid}, owner=m)
+        t.done(m)
+    assert scheduled == [t._flush_now], "one flush asked for the whole batch"
+    flush(t)
+    assert len(writes) == 1 and len(mp.PacketReader().feed(writes[0])) == 3
 
 
 def test_a_message_with_nothing_to_publish_is_acknowledged_when_done() -> None:
-    t, acks = transport()
-    receive(t, message(5))
-    m = t.get(1.0)
-    assert m is not None
+    t, link = connected()
+    receive(t, link, 5)
+    (m,) = t.get_batch(1.0)
     t.done(m)
-    assert acks == [(5, 1)]
+    flush(t)
+    assert acks(link) == [5]
 
 
 def test_messages_of_a_lost_connection_are_never_acknowledged() -> None:
-    t, acks = transport()
-    receive(t, message(7))
-    m = t.get(1.0)
-    assert m is not None
+    t, link = connected()
+    receive(t, link, 7)
+    (m,) = t.get_batch(1.0)
     t.publish("edgedrift/d/predictions", {"id": 7}, owner=m)
-    t._on_disconnect(t.client, None, None, ReasonCode(PacketTypes.DISCONNECT, "Normal disconnection"), None)
+    flush(t)
+    t.connection.lost(link, None)  # type: ignore[arg-type]
     t.done(m)
-    puback(t, next(iter(t._by_mid)))
-    assert acks == [], "the broker delivers it again on the new connection"
+    new = reconnect(t)
+    confirm(t, new, published(link)[0].packet_id)
+    flush(t)
+    assert acks(link) == [] and acks(new) == [], "the broker delivers it again on the new connection"
+    assert t.counters.reconnects == 1
+
+
+def test_unconfirmed_publishes_are_sent_again_with_dup_first_after_a_reconnect() -> None:
+    t, link = connected()
+    t.publish("edgedrift/d/events", {"n": 1})
+    t.publish("edgedrift/d/events", {"n": 2})
+    flush(t)
+    first, second = published(link)
+    confirm(t, link, first.packet_id)
+    t.connection.lost(link, None)  # type: ignore[arg-type]
+    t.publish("edgedrift/d/events", {"n": 3})  # made while disconnected: kept for the next connection
+    new = reconnect(t)
+    again = published(new)
+    assert [json.loads(p.payload) for p in again] == [{"n": 2}, {"n": 3}]
+    assert again[0].dup and again[0].packet_id == second.packet_id
+    assert [f & 0xF0 for f, _ in sent(new)][:2] == [0x30, 0x30], "resends before the SUBSCRIBE"
 
 
 def test_a_confirmation_after_the_connection_was_lost_is_harmless() -> None:
-    """The broker confirms a prediction of a message whose connection is gone: nothing to acknowledge,
-    and the network thread must not fail (it once raised IndexError on the emptied queue)."""
-    t, acks = transport()
+    t, link = connected()
     fatal: list[str] = []
-    t.on_fatal = fatal.append
-    receive(t, message(8))
-    m = t.get(1.0)
-    assert m is not None
+    t.connection.on_fatal = fatal.append
+    receive(t, link, 8)
+    (m,) = t.get_batch(1.0)
     t.publish("edgedrift/d/predictions", {"id": 8}, owner=m)
     t.done(m)
-    t._on_disconnect(t.client, None, None, ReasonCode(PacketTypes.DISCONNECT, "Normal disconnection"), None)
-    cast(Any, t.client.on_publish)(t.client, None, next(iter(t._by_mid)), None, None)
-    assert acks == [] and fatal == [] and t.failure is None
+    flush(t)
+    t.connection.lost(link, None)  # type: ignore[arg-type]
+    confirm(t, link, published(link)[0].packet_id)
+    assert acks(link) == [] and fatal == [] and t.failure is None
 
 
-def test_an_exception_in_a_callback_is_reported_not_swallowed() -> None:
-    t, _ = transport()
+def test_an_exception_in_the_io_thread_is_reported_not_swallowed() -> None:
+    t, link = connected()
     fatal: list[str] = []
-    t.on_fatal = fatal.append
-    t.inbox = None  # type: ignore[assignment]  # any bug in the callback
-    cast(Any, t.client.on_message)(t.client, None, message(1))
-    assert t.failure is not None and fatal == [t.failure] and "on_message" in t.failure
+    t.connection.on_fatal = fatal.append
+    t._inbox = None  # type: ignore[assignment]  # any bug while receiving
+    receive(t, link, 1)
+    assert t.failure is not None and fatal == [t.failure] and "receive failed" in t.failure
+    assert link.transport.closed
+
+
+def test_a_protocol_error_closes_the_connection_without_killing_the_agent() -> None:
+    t, link = connected()
+    fatal: list[str] = []
+    t.connection.on_fatal = fatal.append
+    broker(t, link, b"\x34\x05\x00\x01t\x00\x01")  # a PUBLISH with QoS 2
+    assert link.transport.closed and fatal == [] and t.failure is None
+
+
+def test_a_refused_connection_is_recorded_with_its_reason() -> None:
+    t = MqttTransport("mqtt://u:p@127.0.0.1:1", "t-client", [TOPIC], "edgedrift/d/status")
+    link = FakeLink()
+    t.connection.link = link  # type: ignore[assignment]
+    broker(t, link, b"\x20\x02\x00\x05")
+    assert t.refused == "not authorized" and link.transport.closed and not t.connected.is_set()
 
 
 def test_a_refused_publish_is_counted_retried_and_holds_the_ack() -> None:
-    t, acks = transport(publish_queue=1)
-    receive(t, message(21))
-    m = t.get(1.0)
-    assert m is not None
-    t.publish("edgedrift/d/events", {"type": "a"})  # fills paho's outgoing queue (not connected)
+    t, link = connected(publish_queue=1)
+    receive(t, link, 21)
+    (m,) = t.get_batch(1.0)
+    t.publish("edgedrift/d/events", {"type": "a"})  # the one unconfirmed publish allowed
     t.publish("edgedrift/d/predictions", {"id": 21}, owner=m)
     assert t.counters.publish_failures == 1 and t.retry_failed() == 1
     t.done(m)
-    assert acks == []
-    puback(t, next(iter(t._by_mid)))  # the event went out: room again
-    t.client._out_messages.clear()
+    flush(t)
+    assert acks(link) == []
+    confirm(t, link, published(link)[0].packet_id)  # the event went out: room again
     assert t.retry_failed() == 0
-    puback(t, max(t._by_mid))
-    assert acks == [(21, 1)]
+    flush(t)
+    confirm(t, link, published(link)[1].packet_id)
+    assert acks(link) == [21]
+
+
+def test_qos0_publishes_while_disconnected_are_retried_not_lost() -> None:
+    t, link = connected(qos=0)
+    t.connection.lost(link, None)  # type: ignore[arg-type]
+    t.publish("edgedrift/d/events", {"n": 1})
+    assert t.counters.publish_failures == 1 and t.retry_failed() == 1
+    new = reconnect(t)
+    assert t.retry_failed() == 0
+    flush(t)
+    assert [json.loads(p.payload) for p in published(new)] == [{"n": 1}]
 
 
 def test_inbound_carries_its_connection_generation() -> None:
-    t, _ = transport()
-    receive(t, message(1))
-    item = t.get(1.0)
+    t, link = connected()
+    receive(t, link, 1)
+    (item,) = t.get_batch(1.0)
     assert isinstance(item, Inbound) and item.generation == 0 and json.loads(item.payload) == {}
+
+
+def test_qos2_is_refused_by_the_transport_and_the_settings() -> None:
+    with pytest.raises(ValueError, match="QoS 0 or 1"):
+        MqttTransport("mqtt://127.0.0.1:1", "c", [], "s", qos=2)
+    with pytest.raises(SettingsError, match="QOS"):
+        AgentSettings.load({"device_id": "d", "qos": 2})
 
 
 def test_settings_come_from_the_environment_and_flags_win() -> None:
