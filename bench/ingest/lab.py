@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,21 +81,15 @@ class IngestLab:
             "qos": qos,
             "checkpoint_dir": self.workdir / "state",
             "heartbeat_every_s": 2,
+            **({"switch_interval_s": self.cfg.switch_interval} if self.cfg.switch_interval else {}),
             **settings,
         }
         env: dict[str, str] = {}
         if self.cfg.agent_pythonpath:
             paths = [self.cfg.agent_pythonpath, os.environ.get("PYTHONPATH", "")]
             env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
-        command = list(AGENT_COMMAND)
-        if self.cfg.switch_interval:
-            code = (
-                f"import sys; sys.setswitchinterval({self.cfg.switch_interval}); "
-                "from edgedrift_edge.cli import main; sys.exit(main())"
-            )
-            command = [sys.executable, "-c", code, "run"]
         log = self.workdir / f"agent-{device}.log"
-        return AgentProcess(log, values, env=env, command=command).spawn()
+        return AgentProcess(log, values, env=env, command=list(AGENT_COMMAND)).spawn()
 
     def close(self) -> None:
         self.cloud.stop()

@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgedrift-edge agent: error: invalid settings: {problems}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.setswitchinterval(settings.switch_interval_s)
     try:
         agent = EdgeAgent(settings)
     except SettingsError as exc:

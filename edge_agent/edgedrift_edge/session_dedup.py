@@ -38,7 +38,9 @@ class DedupMixin:
         except OverflowError:
             return None
         checks = np.zeros(len(ids), np.uint64)
-        if np.unique(keys).size < len(ids) or (self.recent_ids.index.find_many(keys, checks) >= 0).any():
+        ints = keys.view(np.int64)
+        distinct = bool((ints[1:] > ints[:-1]).all()) or np.unique(keys).size == len(ids)  # ids mostly rise
+        if not distinct or (self.recent_ids.index.find_many(keys, checks) >= 0).any():
             return None
         contents = content_keys(s.X.tolist(), s.y.tolist(), s.ts.tolist())
         self.recent_ids.put_many(keys, checks, np.array(contents, np.int64))

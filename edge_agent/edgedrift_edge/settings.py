@@ -214,6 +214,12 @@ class AgentSettings(BaseModel):
         "labeled samples in the recent accuracy (or RMSE) of heartbeats and status", default=1000
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = _described("log level", default="INFO")
+    switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
+        "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: short, so "
+        "the MQTT I/O thread gets the GIL back from a busy worker soon (Python's 5 ms cost a third of "
+        "the ingest rate: docs/benchmarks.md)",
+        default=0.0005,
+    )
 
     @field_validator("broker_url")
     @classmethod

@@ -176,6 +176,7 @@ def test_cloud_down_mid_stream(broker: MosquittoProcess, tmp_path: Path) -> None
         s = stream(2, 1500)
         replay(ReplayPlan(s, (device,), Protocol(every=5), limit=800), broker.url, progress=False)
         watch.wait_predictions(800)
+        watch.wait_events("model_installed", timeout=30)  # the first model may come after the 800th sample
         assert agent.session.phase == "running"
         cloud.stop()
         replay(

@@ -153,6 +153,7 @@ def test_one_devices_faults_touch_no_other_device(
             )
         for device in good:
             watches[device].wait_predictions(1000, timeout=90)
+            watches[device].wait_event("model_installed", timeout=60)  # may come after the last sample
         watches[bad].wait_event("unauthorized", timeout=60)
         watches[bad].wait_predictions(1000, timeout=60)
         # provisioning: a device assigned now is served without a restart, and dropped when unassigned
