@@ -91,7 +91,7 @@ class AdaptiveSGD(IncrementalLearner):
         return status
 
     def _update(self, xa: FloatArray, y: float) -> bool:
-        c = self._loss.dz_one(y, float(xa.dot(self.w)))
+        c = self._loss.dz_one(y, float(xa @ self.w))
         if not abs(c) <= STEP_MAX:
             return False
         g = np.multiply(xa, c, out=self._g)
@@ -106,14 +106,14 @@ class AdaptiveSGD(IncrementalLearner):
 
     def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """Gradients at the batch's starting weights; v takes them in as k sequential steps would."""
-        G = self._loss.dz(y, Xa.dot(self.w))[:, None] * Xa
+        G = self._loss.dz(y, Xa @ self.w)[:, None] * Xa
         if not sqnorm(G) <= DELTA_SQ_MAX:
             return False
         k = len(y)
         if self.method == "rmsprop":
             decay = self.rho ** np.arange(k - 1, -1, -1)
             self._v *= self.rho**k
-            self._v += (1.0 - self.rho) * decay.dot(G * G)
+            self._v += (1.0 - self.rho) * (decay @ (G * G))
         else:
             self._v += np.einsum("ij,ij->j", G, G)
         self.w -= self.lr * G.sum(axis=0) / (np.sqrt(self._v) + self.eps)

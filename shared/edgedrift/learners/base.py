@@ -33,7 +33,7 @@ _F64 = np.dtype(np.float64)
 def sqnorm(a: FloatArray) -> float:
     """Σ a², one BLAS call; not finite if an entry is not (or the sum overflows)."""
     flat = a.reshape(-1)
-    return float(flat.dot(flat))
+    return float(flat @ flat)
 
 
 #: How :meth:`IncrementalLearner.learn_one` ended (the compiled kernels return the same numbers): the
@@ -109,8 +109,8 @@ class EWStandardizer(Estimator):
         a = self.alpha
         decay = (1.0 - a) ** k
         w = a * (1.0 - a) ** np.arange(k - 1, -1, -1)
-        mean = decay * self.mean + w.dot(X)
-        self.var = decay * (self.var + (self.mean - mean) ** 2) + w.dot((X - mean) ** 2)
+        mean = decay * self.mean + w @ X
+        self.var = decay * (self.var + (self.mean - mean) ** 2) + w @ ((X - mean) ** 2)
         self.mean = mean
         self.n += k
         self.inv_std = 1.0 / np.sqrt(self.var + self.eps)
@@ -212,7 +212,7 @@ class IncrementalLearner(Estimator, ABC):
         """The linear score x̃ᵀw."""
         if self._stale:
             self._refresh_raw()
-        return float(self._raw_w.dot(x)) + self._raw_b
+        return float(self._raw_w @ x) + self._raw_b
 
     def _refresh_raw(self) -> None:
         if self._scaler is None:
@@ -245,7 +245,7 @@ class IncrementalLearner(Estimator, ABC):
 
     def predict_many(self, X: FloatArray) -> FloatArray:
         """Vectorised predictions for a batch (the scaler is not updated)."""
-        z = self._features_many(X).dot(self.w)
+        z = self._features_many(X) @ self.w
         if self.task == "regression":
             return np.asarray(z, dtype=np.float64)
         return np.where(z >= 0.0, 1.0, -1.0)
@@ -259,7 +259,7 @@ class IncrementalLearner(Estimator, ABC):
             x = np.asarray(x, dtype=np.float64)
         status = self._learn_compiled(x, y)
         if status is None:
-            if not float(x.dot(x)) + y * y <= MAX_SQNORM:
+            if not float(x @ x) + y * y <= MAX_SQNORM:
                 status = SKIPPED_SIZE
             else:
                 if self._scaler is not None:
@@ -301,7 +301,7 @@ class IncrementalLearner(Estimator, ABC):
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         n = len(y)
-        if not sqnorm(X) + float(y.dot(y)) <= MAX_SQNORM:  # some row is too large: keep the others
+        if not sqnorm(X) + float(y @ y) <= MAX_SQNORM:  # some row is too large: keep the others
             ok = np.einsum("ij,ij->i", X, X) + y * y <= MAX_SQNORM
             self.n_skipped += n - int(np.count_nonzero(ok))
             X, y = X[ok], y[ok]

@@ -134,11 +134,11 @@ class ForgettingNewton(IncrementalLearner):
             s = 1.0 + self._rho * Pj[j]
             P -= np.multiply.outer(Pj, Pj * (self._rho / s))
             w -= Pj * (self._rho * (w[j] - self.m[j]) / s)
-        z = float(xa.dot(w))
+        z = float(xa @ w)
         c = self._loss.dz_one(y, z)
         h = max(self._loss.d2z_one(y, z), self.h_min)
-        Px = np.dot(P, xa, out=self._Px)
-        denom = 1.0 / h + float(xa.dot(Px))
+        Px = np.matmul(P, xa, out=self._Px)
+        denom = 1.0 / h + float(xa @ Px)
         if not 0.0 < denom < math.inf:
             return False  # P lost definiteness or x̃ᵀPx̃ overflowed; the forgetting and prior steps stay
         step = c / (h * denom)
@@ -167,10 +167,10 @@ class ForgettingNewton(IncrementalLearner):
         w, k = self.w, len(y)
         dim = w.size
         P = self.P * self.forgetting ** (-k)
-        z = Xa.dot(w)
+        z = Xa @ w
         c = self._loss.dz(y, z)
         h = np.maximum(self._loss.d2z(y, z), self.h_min)
-        grad = c.dot(Xa)
+        grad = c @ Xa
         rows, weights = [Xa], [h]
         if self._rho > 0.0:
             hits = np.bincount((self.n_learned + np.arange(k)) % dim, minlength=dim)
@@ -182,10 +182,10 @@ class ForgettingNewton(IncrementalLearner):
         U, wt = np.vstack(rows), np.concatenate(weights)
         try:
             if len(wt) < dim:
-                UP = U.dot(P)
-                S = UP.dot(U.T)
+                UP = U @ P
+                S = UP @ U.T
                 S[np.diag_indices_from(S)] += 1.0 / wt
-                P -= UP.T.dot(np.linalg.solve(S, UP))
+                P -= UP.T @ np.linalg.solve(S, UP)
             else:
                 A = np.linalg.inv(P) + (U.T * wt).dot(U)
                 P = np.ascontiguousarray(np.linalg.inv(A))
@@ -193,7 +193,7 @@ class ForgettingNewton(IncrementalLearner):
             return False
         P += P.T
         P *= 0.5
-        step = P.dot(grad)
+        step = P @ grad
         if not (math.isfinite(sqnorm(P)) and sqnorm(step) <= DELTA_SQ_MAX):
             return False
         self.P = P

@@ -88,7 +88,7 @@ class SGD(IncrementalLearner):
 
     def _update(self, xa: FloatArray, y: float) -> bool:
         w = self.w
-        c = self._loss.dz_one(y, float(xa.dot(w)))
+        c = self._loss.dz_one(y, float(xa @ w))
         eta = self.step_size()
         step = eta * c
         if not abs(step) <= STEP_MAX:
@@ -100,9 +100,9 @@ class SGD(IncrementalLearner):
 
     def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """k steps with the gradients taken at the batch's starting weights."""
-        c = self._loss.dz(y, Xa.dot(self.w))
+        c = self._loss.dz(y, Xa @ self.w)
         eta = self.step_size()
-        delta = eta * c.dot(Xa)
+        delta = eta * (c @ Xa)
         if not sqnorm(delta) <= DELTA_SQ_MAX:
             return False
         if self.l2:
@@ -145,7 +145,7 @@ class Perceptron(IncrementalLearner):
         self.lr = lr
 
     def _update(self, xa: FloatArray, y: float) -> bool:
-        if y * float(xa.dot(self.w)) <= 0.0:
+        if y * float(xa @ self.w) <= 0.0:
             step = self.lr * y
             if not abs(step) <= STEP_MAX:
                 return False

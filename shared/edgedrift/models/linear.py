@@ -116,7 +116,7 @@ class LinearModel:
         return np.where(z >= 0.0, 1.0, -1.0)
 
     def predict_one(self, x: FloatArray) -> float:
-        z = float(self.raw_coef.dot(x)) + self.raw_intercept
+        z = float(self.raw_coef @ x) + self.raw_intercept
         if self.task == "regression":
             return z
         return 1.0 if z >= 0.0 else -1.0

@@ -268,8 +268,8 @@ class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
                 return float(k.whitened_sq(self._W, v))
             except ValueError:  # W not C-contiguous
                 pass
-        u = self._W.dot(v)
-        return float(u.dot(u))
+        u = self._W @ v
+        return float(u @ u)
 
     def _set_whitener(self, S: FloatArray) -> None:
         W, df = self._whitener(S)
@@ -336,7 +336,7 @@ class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
         tested = n_added0 + added >= self.min_labels
         if not tested.any():
             return
-        U = traj[tested].dot(self._W.T)
+        U = traj[tested] @ self._W.T
         stat = np.einsum("ij,ij->i", U, U) / counts[tested]
         exc = stat > self.threshold
         run = consecutive_counts(self.num_warnings, exc)

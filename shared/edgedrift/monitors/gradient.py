@@ -80,7 +80,7 @@ class DeltaG:
 
     def _clipped(self, g: FloatArray) -> FloatArray:
         assert self._metric is not None
-        q = float(g.dot(np.dot(self._metric, g, out=self._mg)))
+        q = float(g @ np.matmul(self._metric, g, out=self._mg))
         if q > self._radius2:
             g *= (self._radius2 / q) ** 0.5
         return g
@@ -134,9 +134,9 @@ class DeltaG:
 
     def _gradient(self, x: FloatArray, y: float) -> bool:
         """∇ℓ(β₁) of one sample into ``self._tmp``; False (skip it) unless its squared norm ≤ G2_MAX."""
-        c = self._loss.dz_one(y, float(self._raw_coef.dot(x)) + self._raw_intercept)
+        c = self._loss.dz_one(y, float(self._raw_coef @ x) + self._raw_intercept)
         g = np.multiply(self.augment(x), c, out=self._tmp)
-        return float(g.dot(g)) <= G2_MAX
+        return float(g @ g) <= G2_MAX
 
     def remove(self, X: FloatArray, y: FloatArray, k: int) -> None:
         """Δg −= ∇ℓ(β₁) of the k samples the window just evicted (rows of X, y)."""
@@ -157,7 +157,7 @@ class DeltaG:
 
     def _gradients(self, X: FloatArray, y: FloatArray) -> tuple[FloatArray, int]:
         """:meth:`gradients` and the number of rows skipped (zeroed)."""
-        c = self._loss.dz(y, X.dot(self._raw_coef) + self._raw_intercept)
+        c = self._loss.dz(y, X @ self._raw_coef + self._raw_intercept)
         G = np.empty((len(y), X.shape[1] + 1))
         if self._mean is None:
             G[:, :-1] = X
@@ -166,7 +166,7 @@ class DeltaG:
         G[:, -1] = self._bias
         G *= c[:, None]
         flat = G.reshape(-1)
-        if float(flat.dot(flat)) <= G2_MAX:  # then every row passes :meth:`add`'s test
+        if float(flat @ flat) <= G2_MAX:  # then every row passes :meth:`add`'s test
             return G, 0
         bad = ~(np.einsum("ij,ij->i", G, G) <= G2_MAX)
         G[bad] = 0.0

@@ -85,8 +85,8 @@ class PredSignMonitor(BoundMonitor, UnlabeledHook):
 
     def update_unlabeled(self, x: FloatArray) -> None:
         xa = self.delta_g.augment(x)
-        centre = float(xa.dot(self._centre))
-        half = math.sqrt(float(xa.dot(xa))) * self._r_norm
+        centre = float(xa @ self._centre)
+        half = math.sqrt(float(xa @ xa)) * self._r_norm
         if not (math.isfinite(centre) and math.isfinite(half)):
             self.n_skipped += 1
             return
