@@ -341,7 +341,7 @@ class OnlineBLS(Estimator):
         """
         y = float(y)
         a = self._features(np.asarray(x, dtype=np.float64))
-        if not (math.isfinite(y) and float(a.dot(a)) <= MAX_SQNORM and self._moderate(a.dot(self.W))):
+        if not (math.isfinite(y) and float(a @ a) <= MAX_SQNORM and self._moderate(a @ self.W)):
             self.n_skipped += 1
             self.n_learned += 1
             if self.forgetting is not None and self.n_learned % self.refactor_every == 0:
@@ -369,7 +369,7 @@ class OnlineBLS(Estimator):
     @staticmethod
     def _moderate(v: FloatArray) -> bool:
         """Whether the squared norm of v is finite and at most ``MAX_SQNORM``."""
-        return float(v.dot(v)) <= MAX_SQNORM
+        return float(v @ v) <= MAX_SQNORM
 
     def learn_many(self, X: FloatArray, y: FloatArray) -> None:
         """``learn_one`` for every row (in order)."""

@@ -187,7 +187,7 @@ class ForgettingNewton(IncrementalLearner):
                 S[np.diag_indices_from(S)] += 1.0 / wt
                 P -= UP.T @ np.linalg.solve(S, UP)
             else:
-                A = np.linalg.inv(P) + (U.T * wt).dot(U)
+                A = np.linalg.inv(P) + (U.T * wt) @ U
                 P = np.ascontiguousarray(np.linalg.inv(A))
         except np.linalg.LinAlgError:
             return False
