@@ -339,7 +339,7 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
-            workdir = args.keep
+            workdir = args.keep.resolve()  # the broker and the gateways run from other directories
         else:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="edgedrift-fleet-")))
         if args.sqlite:

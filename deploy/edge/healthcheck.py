@@ -2,7 +2,7 @@
 
 * Connected: an ESTABLISHED TCP connection to the port of ``EDGEDRIFT_EDGE_BROKER_URL`` in
   ``/proc/net/tcp`` or ``/proc/net/tcp6`` (the container's own network namespace: every connection there
-  is the agent's). paho reconnects by itself, so a broker outage shows as unhealthy until it is back.
+  is the agent's). The agent reconnects by itself, so a broker outage shows as unhealthy until it is back.
 * Alive: the agent's worker writes a checkpoint into ``EDGEDRIFT_EDGE_CHECKPOINT_DIR`` every
   ``EDGEDRIFT_EDGE_CHECKPOINT_EVERY_S`` seconds (30 by default), busy or idle. The newest file there, or
   the container's start when it is newer (a fresh start has not checkpointed yet, a restart finds the
