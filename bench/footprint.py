@@ -8,9 +8,10 @@ and the agent's modules, no training stack) and reports VmRSS:
   10th sample labeled, the DRUiD protocol) after N samples in total, fed one sample at a time round-robin.
 
 ``--sessions`` measures a gateway's per-device sessions instead (``DeviceSession``, as the gateway's
-worker holds them: loop, warm-up, join buffer of unlabeled samples, duplicate window of recent ids,
-counters), fed the same samples as single JSON messages, once with the former fixed buffers (50,000 /
-100,000 entries per device) and once sized from the label delay (the gateway's defaults,
+worker holds them: loop, warm-up, the recent samples (ids for deduplication, rows of the unlabeled ones
+for late labels; a checkout from before has a join buffer and a duplicate window instead), counters), fed
+the same samples as single JSON messages, once with the former fixed buffers (50,000 entries per device;
+50,000 / 100,000 in a checkout from before) and once sized from the label delay (the gateway's defaults,
 ``edgedrift.window.delay_buffer_size``; ``--label-delay-s`` / ``--device-rate`` change them); with
 ``--baseline`` both also for the other checkout. Each row also gives the mean time inside
 ``DeviceSession.handle`` per message (µs).
@@ -99,11 +100,10 @@ def child(data_dir: Path, devices: int, checkpoints: list[int]) -> dict[str, Any
     return out
 
 
-def child_sessions(
-    data_dir: Path, devices: int, checkpoints: list[int], sizing: str, delay: str
-) -> dict[str, Any]:
-    """A gateway's sessions in the child: ``sizing`` "fixed" (the former 50k / 100k entries per device)
-    or "sized" (the gateway's buffers from ``delay`` = "label_delay_s,device_rate_per_s")."""
+def gateway_sessions(data_dir: Path, devices: int, values: dict[str, Any]) -> tuple[list[Any], Any, Any]:
+    """``devices`` ``DeviceSession``s as a gateway's worker holds them (druid, d of the stream, ``WARMUP``
+    samples of warm-up, the settings in ``values`` on top), each recompute answered with the first model
+    from ``data_dir`` (the cloud's work is not the edge's), and the stream (X, y) they read."""
     from edgedrift.models.document import model_from_document
     from edgedrift_edge.agent import EdgeAgent  # noqa: F401  (the agent's modules, as a gateway has them)
     from edgedrift_edge.device import session_config
@@ -116,24 +116,34 @@ def child_sessions(
     doc = json.loads((data_dir / "model.json").read_text())
     model = model_from_document(doc)
 
-    def trainer(request: RecomputeRequest) -> TrainedModel:  # the cloud's work is not the edge's footprint
+    def trainer(request: RecomputeRequest) -> TrainedModel:
         return TrainedModel(request.request_id, 1, model, doc, 1.0, 0, 0)
 
+    base = {"gateway_id": "gw-bench", "n_features": X.shape[1], "strategy": "druid", "warmup_samples": WARMUP}
+    settings = AgentSettings.model_validate(base | values)
+    config = [session_config(settings, f"dev-{i}") for i in range(devices)]
+    return [DeviceSession(c, trainer, lambda: 0.0) for c in config], X, y
+
+
+def child_sessions(
+    data_dir: Path, devices: int, checkpoints: list[int], sizing: str, delay: str
+) -> dict[str, Any]:
+    """A gateway's sessions in the child: ``sizing`` "fixed" (the former 50k entries per device; 50k /
+    100k in a checkout with a separate join buffer and duplicate window) or "sized" (the gateway's
+    buffers from ``delay`` = "label_delay_s,device_rate_per_s")."""
+    from edgedrift_edge.ledger import SessionConfig
+
+    merged = "recent_samples" in SessionConfig.__dataclass_fields__  # one window (this tree) or two
     label_delay_s, rate = (float(v) for v in delay.split(","))
-    values: dict[str, Any] = {"gateway_id": "gw-footprint", "n_features": X.shape[1], "strategy": "druid"}
-    values["warmup_samples"] = WARMUP
-    if sizing == "fixed":  # the former sizes (settings a checkout from before the sizing knows too)
-        values |= {"join_buffer": 50_000, "dedup_window": 100_000}
-    else:
-        values |= {"label_delay_s": label_delay_s, "device_rate_per_s": rate}
-    settings = AgentSettings.model_validate(values)
-    sessions = [
-        DeviceSession(session_config(settings, f"dev-{i}"), trainer, lambda: 0.0) for i in range(devices)
-    ]
+    values: dict[str, Any] = {"label_delay_s": label_delay_s, "device_rate_per_s": rate}
+    if sizing == "fixed":
+        values = {"recent_samples": 50_000} if merged else {"join_buffer": 50_000, "dedup_window": 100_000}
+    sessions, X, y = gateway_sessions(data_dir, devices, values)
     gc.collect()
-    out: dict[str, Any] = {"sizing": sizing, "join_buffer": sessions[0].config.join_buffer}
+    config = sessions[0].config
+    buffers = f"{config.recent_samples:,}" if merged else f"{config.join_buffer:,} / {config.dedup_window:,}"
+    out: dict[str, Any] = {"sizing": sizing, "buffers": buffers}
     out["code"] = str(Path(sys.modules["edgedrift_edge"].__file__ or "").parent.parent)
-    out["dedup_window"] = sessions[0].config.dedup_window
     out["rss_ready_mb"] = rss_mb(os.getpid())
     n_stream = len(y) - FIRST
     offsets = [FIRST + (i * 7919) % n_stream for i in range(devices)]
@@ -160,8 +170,10 @@ def child_sessions(
         gc.collect()
         out[f"rss_{target}_mb"] = rss_mb(os.getpid())
         out[f"recomputes_{target}"] = sum(s.counters.recomputes_requested for s in sessions)
-        out[f"join_entries_{target}"] = sum(len(s.joins) for s in sessions)
-        out[f"dedup_entries_{target}"] = sum(len(s.recent_ids) for s in sessions)
+        if merged:
+            out[f"entries_{target}"] = sum(len(s.recent_samples) for s in sessions)
+        else:
+            out[f"entries_{target}"] = sum(len(s.joins) + len(s.recent_ids) for s in sessions)
     out["handle_us"] = handling / done * 1e6
     return out
 
@@ -268,14 +280,14 @@ def sessions_table(
     first, last = checkpoints
     print(
         f"| code | buffers per device | devices | RSS ready MB | RSS {first:,} MB | RSS {last:,} MB | growth "
-        f"| join + dedup entries at {last:,} | µs per message |"
+        f"| ids held at {last:,} | µs per message |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         growth = r[f"rss_{last}_mb"] / r[f"rss_{first}_mb"] - 1.0
-        entries = r[f"join_entries_{last}"] + r[f"dedup_entries_{last}"]
+        entries = r[f"entries_{last}"]
         print(
-            f"| {r['version']} | {r['sizing']} ({r['join_buffer']:,} / {r['dedup_window']:,}) "
+            f"| {r['version']} | {r['sizing']} ({r['buffers']}) "
             f"| {r['devices']} | {r['rss_ready_mb']:.1f} | {r[f'rss_{first}_mb']:.1f} "
             f"| {r[f'rss_{last}_mb']:.1f} | {growth:+.1%} | {entries:,} | {r['handle_us']:.1f} |"
         )

@@ -106,7 +106,7 @@ def gateway_row(
         "gateway_sync_s": 60,
         "log_level": "WARNING",
     }
-    agent = AgentProcess(lab.workdir / f"{gateway}.log", values).spawn()
+    agent = AgentProcess(lab.workdir / f"{gateway}.log", values, env=lab.agent_env()).spawn()
     total = n_devices * (warmup + 100) + 4 * cfg.samples + rss_points[1]
     data = Data(total, cfg.d, cfg.seed + n_devices)
     pub = Publisher(lab.broker.port, 1)

@@ -84,12 +84,15 @@ class IngestLab:
             **({"switch_interval_s": self.cfg.switch_interval} if self.cfg.switch_interval else {}),
             **settings,
         }
-        env: dict[str, str] = {}
-        if self.cfg.agent_pythonpath:
-            paths = [self.cfg.agent_pythonpath, os.environ.get("PYTHONPATH", "")]
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         log = self.workdir / f"agent-{device}.log"
-        return AgentProcess(log, values, env=env, command=list(AGENT_COMMAND)).spawn()
+        return AgentProcess(log, values, env=self.agent_env(), command=list(AGENT_COMMAND)).spawn()
+
+    def agent_env(self) -> dict[str, str]:
+        """What an agent (or a gateway) gets on top of this environment: ``--agent-pythonpath`` first."""
+        if not self.cfg.agent_pythonpath:
+            return {}
+        paths = [self.cfg.agent_pythonpath, os.environ.get("PYTHONPATH", "")]
+        return {"PYTHONPATH": os.pathsep.join(filter(None, paths))}
 
     def close(self) -> None:
         self.cloud.stop()

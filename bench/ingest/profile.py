@@ -36,7 +36,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("parse + validate + numpy rows (parse_samples)", ("parse_samples (", "parse_labels (")),
     ("dedup by id (_seen)", ("_seen (",)),
     ("EdgeLoop (process_one / process_many / learn)", ("edgedrift/loop.py", "learn_one (")),
-    ("accuracy + join buffer (_track)", ("_track (", "_score (", "_remember (")),
+    ("accuracy + recent samples (_track)", ("_track (", "_score (", "_remember (")),
     ("prediction dicts (_run)", ("_run (",)),
     ("JSON encode of predictions (json.dumps)", ("json/__init__.py", "json/encoder.py")),
     ("paho publish (client.publish, socketpair wake-up)", ("paho/",)),

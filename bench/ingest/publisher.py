@@ -10,20 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-
-def _remaining_length(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        n, digit = divmod(n, 128)
-        out.append(digit | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def mqtt_publish_packet(topic: bytes, payload: bytes, qos: int, packet_id: int) -> bytes:
-    """One MQTT 3.1.1 PUBLISH packet, ready for the socket."""
-    var = len(topic).to_bytes(2, "big") + topic + (packet_id.to_bytes(2, "big") if qos else b"")
-    return bytes([0x30 | (qos << 1)]) + _remaining_length(len(var) + len(payload)) + var + payload
+from edgedrift_edge import mqtt_packets as mp
 
 
 class Publisher:
@@ -36,12 +23,10 @@ class Publisher:
         self.pongs = 0
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        client_id = f"bench-pub-{secrets.token_hex(4)}".encode()
-        # CONNECT: protocol MQTT level 4, clean session, keep-alive 0 (off).
-        var = b"\x00\x04MQTT\x04\x02\x00\x00" + len(client_id).to_bytes(2, "big") + client_id
-        self.sock.sendall(b"\x10" + _remaining_length(len(var)) + var)
+        client_id = f"bench-pub-{secrets.token_hex(4)}"
+        self.sock.sendall(mp.connect(client_id, clean_session=True, keepalive=0))
         connack = self._recv_exact(4)
-        if connack[0] != 0x20 or connack[3] != 0:
+        if connack[0] != mp.CONNACK or connack[3] != 0:
             raise RuntimeError(f"broker refused the publisher: {connack!r}")
         self._next_id = 1
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -72,9 +57,9 @@ class Publisher:
                 kind, length = buf[pos], buf[pos + 1]  # PUBACK and PINGRESP: remaining length < 128
                 if len(buf) - pos < 2 + length:
                     break
-                if kind == 0x40:
+                if kind == mp.PUBACK:
                     self.acked += 1
-                elif kind == 0xD0:
+                elif kind == mp.PINGRESP:
                     self.pongs += 1
                 pos += 2 + length
             buf = buf[pos:]
@@ -85,7 +70,7 @@ class Publisher:
         t = topic.encode()
         out = []
         for p in payloads:
-            out.append(mqtt_publish_packet(t, p, self.qos, self._next_id))
+            out.append(mp.publish(t, p, self.qos, self._next_id))
             self._next_id = self._next_id % 65535 + 1
         return out
 
@@ -94,14 +79,14 @@ class Publisher:
         encoded = [t.encode() for t in topics]
         out = []
         for i, p in enumerate(payloads):
-            out.append(mqtt_publish_packet(encoded[i % len(encoded)], p, self.qos, self._next_id))
+            out.append(mp.publish(encoded[i % len(encoded)], p, self.qos, self._next_id))
             self._next_id = self._next_id % 65535 + 1
         return out
 
     def sync(self, timeout: float = 120.0) -> float:
         """PINGREQ -> PINGRESP: the broker has read everything sent before (QoS 0 has no other receipt)."""
         pongs = self.pongs
-        self.sock.sendall(b"\xc0\x00")
+        self.sock.sendall(mp.PINGREQ)
         deadline = time.monotonic() + timeout
         while self.pongs == pongs:
             if time.monotonic() > deadline:
@@ -156,6 +141,6 @@ class Publisher:
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            self.sock.sendall(b"\xe0\x00")  # DISCONNECT
+            self.sock.sendall(mp.DISCONNECT)
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()

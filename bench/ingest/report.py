@@ -187,7 +187,7 @@ def report_memory(memory: Memory) -> None:
     )
     if not math.isnan(steady_drift):
         print(
-            f"| drift from 200k (join buffer and id window full) -> end | {100 * steady_drift:+.1f}% | "
+            f"| drift from 200k (recent samples full) -> end | {100 * steady_drift:+.1f}% | "
             f"(info) | {'yes' if abs(steady_drift) <= flat else 'no'} |"
         )
 

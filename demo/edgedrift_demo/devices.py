@@ -118,7 +118,7 @@ def agent_settings(
             "heartbeat_every_s": HEARTBEAT_S,
             # the whole stream may sit in the agent's queue when the replay outruns it: never drop
             "queue_size": max(20_000, len(spec.stream) + 1_000),
-            "join_buffer": max(50_000, len(spec.stream) + 1_000),
+            "recent_samples": max(50_000, len(spec.stream) + 1_000),
         }
     )
 

@@ -28,7 +28,13 @@ from typing import Any, TypeVar
 import httpx
 
 from edgedrift.models.document import model_from_document
-from edgedrift.wire import WINDOW_CONTENT_TYPE, Heartbeat, WindowHeader, encode_window
+from edgedrift.wire import (
+    WINDOW_CONTENT_TYPE,
+    GatewayHeartbeatsStored,
+    Heartbeat,
+    WindowHeader,
+    encode_window,
+)
 from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel
 
 log = logging.getLogger("edgedrift_edge.cloud")
@@ -154,6 +160,8 @@ class CloudClient:
             log.warning("cloud client did not shut down within %.0f s", timeout)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._loop.close()  # the loop's self-pipe sockets; a stopped loop that is not closed leaks them
 
     # --- recomputes -------------------------------------------------------------------------------------
 
@@ -343,19 +351,24 @@ class CloudClient:
 
     def gateway_heartbeats(
         self, gateway_id: str, secret: str, beats: list[tuple[str, Heartbeat]]
-    ) -> concurrent.futures.Future[None]:
+    ) -> concurrent.futures.Future[set[str]]:
         """Post many devices' heartbeats with the gateway's credential, one request per
-        :data:`HEARTBEAT_CHUNK` (the future raises :class:`CloudError`)."""
+        :data:`HEARTBEAT_CHUNK`; the future holds the devices the cloud says the gateway no longer serves
+        (their beats were not stored) or raises :class:`CloudError`."""
         return self._spawn(self._gateway_heartbeats(gateway_id, secret, beats))
 
     async def _gateway_heartbeats(
         self, gateway_id: str, secret: str, beats: list[tuple[str, Heartbeat]]
-    ) -> None:
+    ) -> set[str]:
         headers = {"Authorization": f"Bearer {secret}"}
+        refused: set[str] = set()
         for start in range(0, len(beats), HEARTBEAT_CHUNK):
             chunk = beats[start : start + HEARTBEAT_CHUNK]
             body = [{"device_id": d, "heartbeat": b.model_dump(mode="json")} for d, b in chunk]
-            await self._post(f"/v1/gateways/{gateway_id}/heartbeats", headers, json={"heartbeats": body})
+            url = f"/v1/gateways/{gateway_id}/heartbeats"
+            response = await self._post(url, headers, json={"heartbeats": body})
+            refused.update(GatewayHeartbeatsStored.model_validate_json(response.content).refused)
+        return refused
 
     # --- a gateway's devices --------------------------------------------------------------------------
 

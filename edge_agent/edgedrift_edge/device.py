@@ -33,28 +33,22 @@ log = logging.getLogger("edgedrift_edge")
 SHARED_COUNTERS = ("backpressure_waits", "publish_failures", "reconnects")
 
 
-#: A single-device agent's join buffer and duplicate window when unset (one device can afford them).
-SINGLE_DEVICE_JOIN_BUFFER = 50_000
-SINGLE_DEVICE_DEDUP_WINDOW = 100_000
+#: A single-device agent's recent samples when unset (one device can afford them).
+SINGLE_DEVICE_RECENT_SAMPLES = 50_000
 
 
-def buffer_sizes(settings: AgentSettings) -> tuple[int, int]:
-    """(join buffer, duplicate window) of each device: the configured sizes, else entries for the
-    samples of one longest label delay (``delay_buffer_size``); a single-device agent keeps at least its
-    fixed sizes, while a gateway of 1,000 devices does not hold 100k ids per device."""
+def recent_samples_size(settings: AgentSettings) -> int:
+    """Recent samples of each device: the configured size, else entries for the samples of one longest
+    label delay (``delay_buffer_size``); a single-device agent keeps at least its fixed size, while a
+    gateway of 1,000 devices does not hold 50k samples per device."""
+    if settings.recent_samples is not None:
+        return settings.recent_samples
     need = delay_buffer_size(settings.device_rate_per_s, settings.label_delay_s)
-    join, dedup = need, need
-    if settings.gateway_id is None:
-        join, dedup = max(SINGLE_DEVICE_JOIN_BUFFER, need), max(SINGLE_DEVICE_DEDUP_WINDOW, need)
-    return (
-        join if settings.join_buffer is None else settings.join_buffer,
-        dedup if settings.dedup_window is None else settings.dedup_window,
-    )
+    return need if settings.gateway_id is not None else max(SINGLE_DEVICE_RECENT_SAMPLES, need)
 
 
 def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
     """The session's part of the agent's settings, for one device."""
-    join_buffer, dedup_window = buffer_sizes(settings)
     return SessionConfig(
         device_id=device_id,
         task=settings.task,
@@ -65,8 +59,7 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
         window_labels=settings.window_labels,
         C=settings.C,
         batch_mode=settings.batch_mode,
-        join_buffer=join_buffer,
-        dedup_window=dedup_window,
+        recent_samples=recent_samples_size(settings),
         accuracy_window=settings.accuracy_window,
         max_items=settings.max_items_per_message,
         outlier_threshold=settings.outlier_threshold,
@@ -180,14 +173,22 @@ class DeviceRuntime:
         elif outcome == "dropped":
             c.history_dropped += 1
 
-    def heartbeat_done(self, future: concurrent.futures.Future[None], device_credential: bool = True) -> None:
+    def heartbeat_done(
+        self, future: concurrent.futures.Future[set[str] | None], device_credential: bool = True
+    ) -> None:
         """Count a heartbeat's outcome; a refused device credential makes the device ``unauthorized`` (a
-        gateway's batch is sent with the gateway's credential, which says nothing about the device's)."""
+        gateway's batch is sent with the gateway's credential, which says nothing about the device's, and
+        its result names the devices the cloud says the gateway no longer serves)."""
         c = self.session.counters
         if future.cancelled():
             return
         error = future.exception()
         if error is None:
+            unserved = future.result()
+            if unserved is not None and self.device_id in unserved:
+                c.heartbeat_failures += 1
+                log.warning("%s: heartbeat refused: the gateway no longer serves it", self.device_id)
+                return
             c.heartbeats += 1
             return
         c.heartbeat_failures += 1

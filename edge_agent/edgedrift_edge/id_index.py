@@ -18,7 +18,11 @@ The slot arrays grow by doubling up to the capacity and the table up to twice th
 capacity (a single device's 100,000 ids, or a gateway configured with large buffers) costs memory only
 as it fills; :attr:`IdIndex.slots` says how many slots are allocated, so that callers grow their parallel
 arrays with it.
-Scalars go through the arrays' ``memoryview`` (``.data``): no per-entry Python objects.
+Scalars go through the arrays' ``memoryview`` (``.data``): no per-entry Python objects. Where
+:mod:`edgedrift.kernels` is built, the hash table's probing (find, place, backward-shift delete) runs
+compiled (``id_find`` … ``id_unplace``), and a batch of new ids is placed id by id there instead of
+rebuilding the table; the Python code below stays the reference (``tests/unit/test_id_index.py`` runs
+both).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from edgedrift import kernels
 from edgedrift_edge.messages import SampleId
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -65,6 +70,11 @@ def id_key(sid: SampleId) -> tuple[int, int]:
     raw = b"s" + sid.encode("utf-8", "surrogatepass") if isinstance(sid, str) else b"i%d" % sid
     digest = hashlib.blake2b(raw, digest_size=16).digest()
     return int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+
+
+def distinct(keys: WordArray) -> bool:
+    """True if no word repeats: checked by their rise first (sample ids mostly rise), sorted otherwise."""
+    return bool((keys[1:] > keys[:-1]).all()) or np.unique(keys).size == len(keys)
 
 
 def grown(array: npt.NDArray[Any], rows: int) -> npt.NDArray[Any]:
@@ -116,6 +126,8 @@ class IdIndex:
         self._free = -1  # the last released slot (a stack chained through _next)
         self._max_table = _table_size(capacity)
         self._alloc_table(min(_MIN_TABLE, self._max_table))
+        #: The compiled probing (None: the Python code below).
+        self._kern = kernels.MODULE
 
     def _views(self) -> None:
         self._k, self._c = self.keys.data, self.checks.data
@@ -141,6 +153,8 @@ class IdIndex:
 
     def find(self, key: int, check: int) -> int:
         """The slot of the id with these words, or -1."""
+        if self._kern is not None:
+            return int(self._kern.id_find(self._table, self.keys, self.checks, key, check, self._shift))
         t, k, c, mask = self._t, self._k, self._c, self._mask
         pos = (((key ^ check) * _GOLDEN) & _WORD) >> self._shift
         while True:
@@ -153,6 +167,18 @@ class IdIndex:
 
     def find_many(self, keys: WordArray, checks: WordArray) -> IntArray:
         """:meth:`find` for many ids at once (vectorised probing): their slots, -1 where absent."""
+        if self._kern is not None:
+            found = np.empty(len(keys), np.int64)
+            self._kern.id_find_many(
+                self._table,
+                self.keys,
+                self.checks,
+                np.ascontiguousarray(keys, np.uint64),
+                np.ascontiguousarray(checks, np.uint64),
+                self._shift,
+                found,
+            )
+            return found
         table, mask = self._table, self._mask
         pos = (((keys ^ checks) * np.uint64(_GOLDEN)) >> np.uint64(self._shift)).astype(np.int64)
         out = np.full(len(keys), -1, np.int64)
@@ -171,13 +197,14 @@ class IdIndex:
         """Add distinct ids that are not in the index as the newest, in order, the oldest ids leaving a
         full index first: ``(slots of the new ids, slots evicted)`` (an evicted slot is reused). The same
         index as adding them one by one with :meth:`add` / :meth:`replace_oldest`; a small table is
-        rebuilt in one vectorised pass instead of probing per id."""
+        rebuilt in one vectorised pass instead of probing per id (the compiled probing places the new
+        ids one by one in one call)."""
         k = len(keys)
         if k > self.capacity:
             raise OverflowError("more ids than the index holds")
         if k == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        if (self._mask + 1) > _REBUILD_PER_ID * k:
+        if self._kern is None and (self._mask + 1) > _REBUILD_PER_ID * k:
             added: list[int] = []
             left: list[int] = []
             for key, check in zip(keys.tolist(), checks.tolist(), strict=True):
@@ -193,6 +220,9 @@ class IdIndex:
             gone_list.append(slot)
             slot = self._n[slot] - 1
         gone = np.array(gone_list, np.int64)
+        kern = self._kern
+        if kern is not None:  # out of the table while their words are still there
+            kern.id_unplace_many(self._table, self.keys, self.checks, gone, self._shift)
         if evict:  # the oldest leave: the list starts after them
             self._head = slot
             if slot >= 0:
@@ -216,16 +246,22 @@ class IdIndex:
         if self.checks.flags.writeable:
             self.checks[new] = checks
         self._link_many(new)
+        self._size += k - evict
+        size = self._mask + 1
+        while 2 * self._size > size and size < self._max_table:
+            size *= 2
+        if kern is not None:  # the new ids placed one by one, or every id in a grown table
+            if size != self._mask + 1:
+                self._rehash(size)
+            else:
+                kern.id_place_many(self._table, self.keys, self.checks, new, self._shift)
+            return new, gone
         table = self._table
         old = table[table != 0].astype(np.int64) - 1
         if evict:
             alive = np.ones(self.slots, bool)
             alive[gone] = False
             old = old[alive[old]]
-        self._size += k - evict
-        size = self._mask + 1
-        while 2 * self._size > size and size < self._max_table:
-            size *= 2
         if size != self._mask + 1:
             self._alloc_table(size)
         self._build(np.concatenate([old, new]))
@@ -364,6 +400,9 @@ class IdIndex:
     # --- hash table -------------------------------------------------------------------------------------
 
     def _place(self, slot: int, key: int, check: int) -> None:
+        if self._kern is not None:
+            self._kern.id_place(self._table, slot, key, check, self._shift)
+            return
         t, mask = self._t, self._mask
         pos = (((key ^ check) * _GOLDEN) & _WORD) >> self._shift
         while t[pos]:
@@ -372,6 +411,9 @@ class IdIndex:
 
     def _unplace(self, slot: int) -> None:
         """Delete ``slot`` from the table, shifting the rest of its probe run back (no tombstones)."""
+        if self._kern is not None:
+            self._kern.id_unplace(self._table, self.keys, self.checks, slot, self._shift)
+            return
         t, k, c, mask, shift = self._t, self._k, self._c, self._mask, self._shift
         hole, mark = (((k[slot] ^ c[slot]) * _GOLDEN) & _WORD) >> shift, slot + 1
         while t[hole] != mark:
@@ -390,6 +432,9 @@ class IdIndex:
 
     def _rehash(self, size: int) -> None:
         self._alloc_table(size)
+        if self._kern is not None:
+            self._kern.id_place_many(self._table, self.keys, self.checks, self.order(), self._shift)
+            return
         k, c = self._k, self._c
         for slot in self.order().tolist():
             self._place(slot, k[slot], c[slot])

@@ -29,8 +29,8 @@ class SessionConfig:
     window_labels: int = 200
     C: float | Literal["auto"] = "auto"
     batch_mode: Literal["exact", "vectorised"] = "vectorised"
-    join_buffer: int = 50_000
-    dedup_window: int = 100_000
+    #: Newest samples whose ids are remembered (redeliveries, late labels' joins).
+    recent_samples: int = 50_000
     accuracy_window: int = 1000
     max_items: int = 10_000
     outlier_threshold: float = 100.0

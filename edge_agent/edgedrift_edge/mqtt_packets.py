@@ -208,17 +208,30 @@ def decode_publish(first: int, body: bytes) -> Publish:
     return Publish(topic, body[start:], qos, packet_id, bool(first & 0x08), bool(first & 0x01))
 
 
+#: A partial packet longer than this is assembled in a growing buffer (:class:`PacketReader`).
+LARGE = 1 << 16
+
+
 @dataclass
 class PacketReader:
     """Splits a byte stream into packets: ``feed`` takes what the socket gave and returns every complete
     packet as (first byte, body); a partial packet waits for the next chunk. ``max_packet`` bounds what
-    a broker can make this client buffer."""
+    a broker can make this client buffer. A large packet (a batch of many samples) is assembled in one
+    growing buffer instead of being copied again with every chunk."""
 
     max_packet: int = MAX_REMAINING
     _buffer: bytes = b""
+    _large: bytearray | None = None
+    _need: int = 0
 
     def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
-        buf = self._buffer + chunk if self._buffer else chunk
+        if self._large is not None:
+            self._large += chunk
+            if len(self._large) < self._need:
+                return []
+            buf, self._large = bytes(self._large), None
+        else:
+            buf = self._buffer + chunk if self._buffer else chunk
         n = len(buf)
         pos = 0
         out: list[tuple[int, bytes]] = []
@@ -246,6 +259,9 @@ class PacketReader:
                 raise ProtocolError(f"a packet of {length:,} bytes is over the limit of {self.max_packet:,}")
             end = i + length
             if end > n:
+                if end - pos > LARGE:
+                    self._large, self._need, self._buffer = bytearray(buf[pos:]), end - pos, b""
+                    return out
                 break
             append((buf[pos], buf[i:end]))
             pos = end
@@ -255,4 +271,4 @@ class PacketReader:
     @property
     def pending(self) -> int:
         """Bytes of a packet not complete yet."""
-        return len(self._buffer)
+        return len(self._large) if self._large is not None else len(self._buffer)

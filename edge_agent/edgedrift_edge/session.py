@@ -39,9 +39,7 @@ from edgedrift.loop import EdgeLoop
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import Context, get_strategy
 from edgedrift_edge import session_codec as codec
-from edgedrift_edge.id_index import WordArray
-from edgedrift_edge.id_window import IdWindow
-from edgedrift_edge.join_buffer import JoinBuffer
+from edgedrift_edge.id_index import IntArray, id_key
 from edgedrift_edge.ledger import Counters, Event, Output, Prediction, SessionConfig
 from edgedrift_edge.messages import (
     MessageError,
@@ -52,6 +50,7 @@ from edgedrift_edge.messages import (
     parse_samples,
 )
 from edgedrift_edge.packed_rows import PackedRows
+from edgedrift_edge.recent_samples import RecentSamples
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.score_window import ScoreWindow
 from edgedrift_edge.session_dedup import DedupMixin
@@ -91,10 +90,9 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         self.loss = "logistic" if config.task == "classification" else "squared"
         self.learner_params: dict[str, dict[str, float]] = {}
         self.model_version: int | None = None
-        #: id -> x and y_hat of unlabeled samples awaiting a late label (bounded, oldest evicted).
-        self.joins = JoinBuffer(config.join_buffer, config.n_features)
-        #: id -> content digest of recent samples, to tell redeliveries from reused ids (bounded).
-        self.recent_ids = IdWindow(config.dedup_window)
+        #: The newest samples' ids with their content digests (redeliveries are told from reused ids) and,
+        #: for the unlabeled ones, x and y_hat awaiting a late label (bounded, oldest evicted).
+        self.recent_samples = RecentSamples(config.recent_samples, config.n_features)
         #: 1.0/0.0 per recent labeled prediction (classification) or squared error (regression).
         self.recent = ScoreWindow(config.accuracy_window)
         self.recent_sum = 0.0
@@ -172,8 +170,8 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
 
     def _samples(self, s: Samples) -> list[Prediction]:
         """Deduplicate, then warm-up or run; returns the predictions of every sample kept."""
-        words = self._dedup_new(s)
-        keep, repeats = (None, []) if words is not None else self._dedup(s)
+        slots = self._dedup_new(s)
+        keep, repeats = (None, []) if slots is not None else self._dedup(s)
         preds: list[Prediction] = []
         if repeats:
             preds.extend(self._repeat(s, repeats))
@@ -182,7 +180,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         if s.ids:
             self.counters.samples += len(s.ids)
             self.counters.labeled += sum(1 for v in s.y.tolist() if v == v)
-            fresh = self._run(s, words) if self.phase == "running" else self._warmup(s)
+            fresh = self._run(s, slots) if self.phase == "running" else self._warmup(s)
             self.counters.predictions += len(fresh)
             preds.extend(fresh)
         return preds
@@ -270,7 +268,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         if self.n_features is None:
             self.n_features = d
             self._emit("width_locked", n_features=d, from_samples=len(self.warm_rows))
-        self.joins.lock_width(d)
+        self.recent_samples.lock_width(d)
         if len(pairs) < len(self.warm_rows):
             self._emit("width_discarded", n_features=d, discarded=len(self.warm_rows) - len(pairs))
         X0 = np.array([r for r, y in pairs if not math.isnan(y)]).reshape(len(y0), d)
@@ -317,8 +315,9 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
 
     # --- running --------------------------------------------------------------------------------------------
 
-    def _run(self, s: Samples, words: tuple[WordArray, WordArray] | None = None) -> list[Prediction]:
-        """Predict and learn; ``words``: the samples' id words when :meth:`_dedup_new` took them."""
+    def _run(self, s: Samples, slots: IntArray | None = None) -> list[Prediction]:
+        """Predict and learn; ``slots``: the samples' slots in the recent samples when :meth:`_dedup_new`
+        put them there."""
         loop = self.loop
         assert loop is not None
         if s.rows is not None:  # width decided while this message was parsed: keep the rows that fit
@@ -353,7 +352,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
                     preds.append(self._prediction(sid, p, source, True, version))
                     continue
                 if y != y:
-                    if words is None:
+                    if slots is None:
                         remember(sid, X[i], p)
                     else:
                         waiting.append(i)
@@ -362,11 +361,10 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
                 preds.append(
                     {"id": sid, "y_hat": p if finite(p) else None, "model_version": version, "source": source}
                 )
-            if waiting and words is not None:
-                keys, checks = words
-                self.counters.join_evictions += self.joins.push_many(
-                    keys[waiting], checks[waiting], X[waiting], y_hat[waiting]
-                )
+            if waiting and slots is not None:
+                kept = [i for i in waiting if slots[i] >= 0]  # -1: pushed out by a later id of the batch
+                self.counters.join_evictions += len(waiting) - len(kept)
+                self.recent_samples.remember_many(slots[kept], X[kept], y_hat[kept])
             if any(outlier):
                 self._report_outliers([sid for sid, f in zip(s.ids, outlier, strict=True) if f])
             return preds
@@ -410,13 +408,20 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         self.recent_sum += hit
 
     def _remember(self, sid: SampleId, x: FloatArray, y_hat: float) -> None:
-        self.counters.join_evictions += self.joins.push(sid, x, y_hat)
+        """The unlabeled sample ``sid`` (just put in the recent samples) awaits a late label."""
+        recent = self.recent_samples
+        slot = recent.index.find(*id_key(sid))
+        if slot < 0:  # a later sample of its own message pushed it out of the window
+            self.counters.join_evictions += 1
+        else:
+            recent.remember(slot, x, y_hat)
 
     def _late_label(self, sid: SampleId, y: float) -> None:
-        entry = self.joins.pop(sid)
+        entry = self.recent_samples.take(sid)
         if entry is None:
             self.counters.label_misses += 1
-            self._emit("label_miss", id=sid, reason="no unlabeled sample with this id in the join buffer")
+            reason = "no unlabeled sample with this id among the recent samples"
+            self._emit("label_miss", id=sid, reason=reason)
             return
         x, y_hat = entry
         self.counters.labeled += 1
@@ -449,12 +454,11 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
 
     def snapshot(self) -> dict[str, Any]:
         """Everything needed to continue exactly here, as plain data and core objects (for
-        :mod:`edgedrift.state`). The large buffers travel as a few arrays (the join buffer's and the
-        duplicate window's ids as 64-bit words, rows as one matrix), so a checkpoint costs milliseconds."""
+        :mod:`edgedrift.state`). The large buffers travel as a few arrays (the recent samples' ids as
+        64-bit words, rows as one matrix), so a checkpoint costs milliseconds."""
         tree: dict[str, Any] = {name: getattr(self, name) for name in self._SAVED}
         tree["warm_rows"] = codec.pack_rows(list(self.warm_rows))
-        tree["joins"] = self.joins.snapshot()
-        tree["recent_ids"] = self.recent_ids.snapshot()
+        tree["recent_samples"] = self.recent_samples.snapshot()
         tree["recent"] = self.recent.values()
         tree["counters"] = asdict(self.counters)
         tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
@@ -466,8 +470,12 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
             setattr(self, name, tree[name])
         self.warm_rows = PackedRows(codec.unpack_rows(tree["warm_rows"]))
         # the newest entries that fit this config (older ones count as evicted)
-        self.joins, dropped = JoinBuffer.restore(tree["joins"], self.config.join_buffer, self.n_features)
-        self.recent_ids = IdWindow.restore(tree["recent_ids"], self.config.dedup_window)
+        size, width = self.config.recent_samples, self.n_features
+        if "recent_samples" in tree:
+            self.recent_samples, dropped = RecentSamples.restore(tree["recent_samples"], size, width)
+        else:  # written before the join buffer and the duplicate window became one
+            former = tree["joins"], tree["recent_ids"]
+            self.recent_samples, dropped = RecentSamples.restore_former(*former, size, width)
         self.recent = ScoreWindow(self.config.accuracy_window, tree["recent"].tolist())
         self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})
         self.counters.join_evictions += dropped

@@ -1,6 +1,6 @@
 """The session's checkpoint codec: rows as one matrix, a pending request as plain data, and the monitor
-statistics the cloud stores (the join buffer and the duplicate window write their own arrays:
-:mod:`~edgedrift_edge.join_buffer`, :mod:`~edgedrift_edge.id_window`)."""
+statistics the cloud stores (the recent samples write their own arrays:
+:mod:`~edgedrift_edge.recent_samples`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The duplicate-window half of a device's session: which samples of a message are new, which repeat
-one already processed (a QoS-1 redelivery) and which reuse an id with other content (a sensor that
-restarted its count). A mixin of :class:`~edgedrift_edge.session.DeviceSession` (no state of its own)."""
+"""The deduplication half of a device's session: which samples of a message are new, which repeat one
+already processed (a QoS-1 redelivery) and which reuse an id with other content (a sensor that restarted
+its count), against the device's :class:`~edgedrift_edge.recent_samples.RecentSamples`. A mixin of
+:class:`~edgedrift_edge.session.DeviceSession` (no state of its own)."""
 
 from __future__ import annotations
 
@@ -8,28 +9,29 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgedrift_edge.id_index import WordArray, id_key
-from edgedrift_edge.id_window import IdWindow
+from edgedrift_edge.id_index import IntArray, distinct, id_key
 from edgedrift_edge.ledger import Counters
 from edgedrift_edge.messages import SampleId, Samples, content_keys
+from edgedrift_edge.recent_samples import RecentSamples
 
 #: Samples of a message from which its ids go through the windows in one vectorised pass.
 BATCH_WORDS = 8
 
 
 class DedupMixin:
-    """Sorting a message's samples against the duplicate window (see the module docstring)."""
+    """Sorting a message's samples against the recent samples (see the module docstring)."""
 
-    recent_ids: IdWindow
+    recent_samples: RecentSamples
     counters: Counters
 
     if TYPE_CHECKING:
 
         def _emit(self, kind: str, **values: Any) -> None: ...
 
-    def _dedup_new(self, s: Samples) -> tuple[WordArray, WordArray] | None:
+    def _dedup_new(self, s: Samples) -> IntArray | None:
         """A batch of distinct int ids none of which is in the window (the usual case): put them all in
-        one vectorised pass and return their words; None (nothing done) otherwise, for :meth:`_dedup`."""
+        one vectorised pass and return their slots in the window (-1 for an id that a later one of the
+        batch pushed out); None (nothing done) otherwise, for :meth:`_dedup`."""
         ids = s.ids
         if len(ids) < BATCH_WORDS or s.rows is not None or not all(type(i) is int for i in ids):
             return None
@@ -38,13 +40,12 @@ class DedupMixin:
         except OverflowError:
             return None
         checks = np.zeros(len(ids), np.uint64)
-        ints = keys.view(np.int64)
-        distinct = bool((ints[1:] > ints[:-1]).all()) or np.unique(keys).size == len(ids)  # ids mostly rise
-        if not distinct or (self.recent_ids.index.find_many(keys, checks) >= 0).any():
+        if not distinct(keys) or (self.recent_samples.index.find_many(keys, checks) >= 0).any():
             return None
         contents = content_keys(s.X.tolist(), s.y.tolist(), s.ts.tolist())
-        self.recent_ids.put_many(keys, checks, np.array(contents, np.int64))
-        return keys, checks
+        slots, evicted = self.recent_samples.put_many(keys, checks, np.array(contents, np.int64))
+        self.counters.join_evictions += evicted
+        return slots
 
     def _dedup(self, s: Samples) -> tuple[list[int] | None, list[int]]:
         """Positions to process (None = all) and positions that repeat a sample already processed.
@@ -52,7 +53,7 @@ class DedupMixin:
         Every sample of a message is looked up against the window as it was before the message (and the
         message's own earlier samples); the window is updated afterwards, the oldest ids leaving it then.
         """
-        recent = self.recent_ids
+        recent = self.recent_samples
         keep: list[int] = []
         repeats: list[int] = []
         rows = s.X.tolist() if s.rows is None else [r.tolist() for r in s.rows]
@@ -74,6 +75,5 @@ class DedupMixin:
                 keep.append(i)
             puts.append((*words, key, old is None))
             seen[sid] = key
-        for put in puts:
-            recent.put_words(*put)
+        self.counters.join_evictions += sum(recent.put_words(*put) for put in puts)
         return (None if len(keep) == len(s.ids) else keep), repeats

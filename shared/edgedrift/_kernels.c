@@ -9,6 +9,11 @@
  *   grad_track      DeltaG.add / DeltaG.remove of one sample                (monitors/gradient.py)
  *   raw_weights     the learner's weights in raw feature space              (learners/base.py)
  *   whitened_sq     ||W v||^2, DruidMonitor's statistic before the count    (monitors/druid.py)
+ *   linear_score    w . x + b, a linear learner's prediction                 (learners/base.py)
+ *   in_range        the range guard's test of one sample                     (guard.py)
+ *   id_find, id_find_many, id_place, id_place_many, id_unplace, id_unplace_many
+ *                   the open-addressing table of sample ids of edgedrift_edge.id_index (linear probing,
+ *                   backward-shift deletion; entries are slot + 1 in an int16 or int32 table)
  */
 #define PY_SSIZE_T_CLEAN
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -381,6 +386,360 @@ static PyObject *whitened_sq(PyObject *self, PyObject *const *args, Py_ssize_t n
     return PyFloat_FromDouble(s);
 }
 
+/* linear_score(w, x, b) -> w . x + b: a linear learner's raw-space prediction (IncrementalLearner.score_one). */
+static PyObject *linear_score(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyArray_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "linear_score(w, x, b) takes two numpy arrays and a float");
+        return NULL;
+    }
+    npy_intp d = PyArray_SIZE((PyArrayObject *)args[0]);
+    const double *w = f64(args[0], d, 0, "w"), *x = f64(args[1], d, 0, "x");
+    double b = PyFloat_AsDouble(args[2]);
+    if (!w || !x || (b == -1.0 && PyErr_Occurred()))
+        return NULL;
+    return PyFloat_FromDouble(dot(w, x, d) + b);
+}
+
+/* in_range(x, lo, hi) -> lo <= x <= hi elementwise, all of them (a NaN is out of range; RangeGuard). */
+static PyObject *in_range(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyArray_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "in_range(x, lo, hi) takes three numpy arrays");
+        return NULL;
+    }
+    npy_intp d = PyArray_SIZE((PyArrayObject *)args[1]);
+    const double *x = f64(args[0], d, 0, "x"), *lo = f64(args[1], d, 0, "lo"), *hi = f64(args[2], d, 0, "hi");
+    if (!x || !lo || !hi)
+        return NULL;
+    for (npy_intp i = 0; i < d; i++)
+        if (!(x[i] >= lo[i] && x[i] <= hi[i]))
+            Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
+/* --- the id table of edgedrift_edge.id_index ------------------------------------------------------------
+ * A power-of-two table of slot + 1 (0 = empty), int16 or int32; the ids' words in two uint64 arrays indexed
+ * by slot; an id's home is the top bits of (key ^ check) * golden (Fibonacci hashing, IdIndex). */
+
+#define GOLDEN 0x9E3779B97F4A7C15ULL
+
+typedef struct {
+    char *table;
+    int wide; /* int32 entries, else int16 */
+    npy_intp size;
+    const npy_uint64 *keys, *checks;
+    npy_intp slots;
+} IdTable;
+
+static npy_intp tget(const IdTable *t, npy_intp pos)
+{
+    return t->wide ? ((npy_int32 *)t->table)[pos] : ((npy_int16 *)t->table)[pos];
+}
+
+static void tset(IdTable *t, npy_intp pos, npy_intp value)
+{
+    if (t->wide)
+        ((npy_int32 *)t->table)[pos] = (npy_int32)value;
+    else
+        ((npy_int16 *)t->table)[pos] = (npy_int16)value;
+}
+
+static int words(PyObject *o, const npy_uint64 **out, npy_intp *n, const char *name)
+{
+    if (!PyArray_Check(o) || PyArray_TYPE((PyArrayObject *)o) != NPY_UINT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)o)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous uint64 array", name);
+        return 0;
+    }
+    *out = (const npy_uint64 *)PyArray_DATA((PyArrayObject *)o);
+    *n = PyArray_SIZE((PyArrayObject *)o);
+    return 1;
+}
+
+/* The table (args[0]) and, when keys is not NULL, the slots' words (args[1], args[2]). */
+static int id_table(PyObject *const *args, IdTable *t, int with_words)
+{
+    PyArrayObject *a = (PyArrayObject *)args[0];
+    if (!PyArray_Check(args[0]) || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISWRITEABLE(a) ||
+        (PyArray_TYPE(a) != NPY_INT16 && PyArray_TYPE(a) != NPY_INT32)) {
+        PyErr_SetString(PyExc_ValueError, "table: expected a writable C-contiguous int16 or int32 array");
+        return 0;
+    }
+    t->table = PyArray_DATA(a);
+    t->wide = PyArray_TYPE(a) == NPY_INT32;
+    t->size = PyArray_SIZE(a);
+    if (t->size < 1 || (t->size & (t->size - 1))) {
+        PyErr_SetString(PyExc_ValueError, "table: its size must be a power of two");
+        return 0;
+    }
+    t->keys = t->checks = NULL;
+    t->slots = 0;
+    if (with_words) {
+        npy_intp nc;
+        if (!words(args[1], &t->keys, &t->slots, "keys") || !words(args[2], &t->checks, &nc, "checks"))
+            return 0;
+        if (nc < t->slots) {
+            PyErr_SetString(PyExc_ValueError, "checks: fewer words than keys");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static npy_intp home(npy_uint64 key, npy_uint64 check, int shift)
+{
+    return (npy_intp)(((key ^ check) * GOLDEN) >> shift);
+}
+
+/* The slot of (key, check), or -1; -2 when the table holds a slot beyond the words (a caller's bug). */
+static npy_intp find(const IdTable *t, npy_uint64 key, npy_uint64 check, int shift)
+{
+    npy_intp mask = t->size - 1, pos = home(key, check, shift);
+    for (npy_intp probes = 0; probes < t->size; probes++) {
+        npy_intp s = tget(t, pos);
+        if (s == 0)
+            return -1;
+        if (s > t->slots)
+            return -2;
+        if (t->keys[s - 1] == key && t->checks[s - 1] == check)
+            return s - 1;
+        pos = (pos + 1) & mask;
+    }
+    return -1;
+}
+
+/* Put slot + 1 at the first empty position from the home of (key, check); 0 with an error set when full. */
+static int put(IdTable *t, npy_intp slot, npy_uint64 key, npy_uint64 check, int shift)
+{
+    npy_intp mask = t->size - 1, pos = home(key, check, shift);
+    for (npy_intp probes = 0; tget(t, pos); probes++) {
+        if (probes == t->size) {
+            PyErr_SetString(PyExc_ValueError, "table: full");
+            return 0;
+        }
+        pos = (pos + 1) & mask;
+    }
+    tset(t, pos, slot + 1);
+    return 1;
+}
+
+static int get_word(PyObject *o, npy_uint64 *out, const char *name)
+{
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Format(PyExc_ValueError, "%s: expected an int in [0, 2**64)", name);
+        return 0;
+    }
+    *out = (npy_uint64)v;
+    return 1;
+}
+
+static int get_shift(PyObject *o, const IdTable *t, int *out)
+{
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return 0;
+    if (v < 1 || v > 63 || ((npy_uint64)1 << (64 - v)) != (npy_uint64)t->size) {
+        PyErr_SetString(PyExc_ValueError, "shift: must be 64 - log2(table size)");
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+/* id_find(table, keys, checks, key, check, shift) -> the slot of the id, or -1 (IdIndex.find). */
+static PyObject *id_find(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    IdTable t;
+    npy_uint64 key, check;
+    int shift;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "id_find(table, keys, checks, key, check, shift)");
+        return NULL;
+    }
+    if (!id_table(args, &t, 1) || !get_word(args[3], &key, "key") || !get_word(args[4], &check, "check") ||
+        !get_shift(args[5], &t, &shift))
+        return NULL;
+    npy_intp slot = find(&t, key, check, shift);
+    if (slot == -2) {
+        PyErr_SetString(PyExc_ValueError, "table: an entry points past the words");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(slot);
+}
+
+/* id_find_many(table, keys, checks, qkeys, qchecks, shift, out): out[i] = the slot of (qkeys[i],
+ * qchecks[i]) or -1 (IdIndex.find_many); out is an int64 array of len(qkeys). */
+static PyObject *id_find_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    IdTable t;
+    const npy_uint64 *qk, *qc;
+    npy_intp n, nc;
+    int shift;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "id_find_many(table, keys, checks, qkeys, qchecks, shift, out)");
+        return NULL;
+    }
+    if (!id_table(args, &t, 1) || !words(args[3], &qk, &n, "qkeys") || !words(args[4], &qc, &nc, "qchecks") ||
+        !get_shift(args[5], &t, &shift))
+        return NULL;
+    PyArrayObject *o = (PyArrayObject *)args[6];
+    if (nc != n || !PyArray_Check(args[6]) || PyArray_TYPE(o) != NPY_INT64 || !PyArray_IS_C_CONTIGUOUS(o) ||
+        !PyArray_ISWRITEABLE(o) || PyArray_SIZE(o) != n) {
+        PyErr_SetString(PyExc_ValueError, "id_find_many: qchecks and out (int64) must match qkeys");
+        return NULL;
+    }
+    npy_int64 *out = (npy_int64 *)PyArray_DATA(o);
+    for (npy_intp i = 0; i < n; i++) {
+        npy_intp slot = find(&t, qk[i], qc[i], shift);
+        if (slot == -2) {
+            PyErr_SetString(PyExc_ValueError, "table: an entry points past the words");
+            return NULL;
+        }
+        out[i] = slot;
+    }
+    Py_RETURN_NONE;
+}
+
+/* id_place(table, slot, key, check, shift): put slot + 1 at the first empty position from the id's home
+ * (IdIndex._place; the table must have an empty position). */
+static PyObject *id_place(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    IdTable t;
+    npy_uint64 key, check;
+    int shift;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "id_place(table, slot, key, check, shift)");
+        return NULL;
+    }
+    if (!id_table(args, &t, 0))
+        return NULL;
+    Py_ssize_t slot = PyLong_AsSsize_t(args[1]);
+    if (slot == -1 && PyErr_Occurred())
+        return NULL;
+    npy_intp limit = t.wide ? NPY_MAX_INT32 : NPY_MAX_INT16;
+    if (slot < 0 || slot + 1 > limit) {
+        PyErr_SetString(PyExc_ValueError, "slot: out of the table's range");
+        return NULL;
+    }
+    if (!get_word(args[2], &key, "key") || !get_word(args[3], &check, "check") || !get_shift(args[4], &t, &shift))
+        return NULL;
+    if (!put(&t, slot, key, check, shift))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static npy_int64 *slot_array(PyObject *o, npy_intp *n)
+{
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (!PyArray_Check(o) || PyArray_TYPE(a) != NPY_INT64 || !PyArray_IS_C_CONTIGUOUS(a)) {
+        PyErr_SetString(PyExc_ValueError, "slots: expected a C-contiguous int64 array");
+        return NULL;
+    }
+    *n = PyArray_SIZE(a);
+    return (npy_int64 *)PyArray_DATA(a);
+}
+
+/* Put slot + 1 at the first empty position from its id's home, by the words in the table's arrays. */
+static int place(IdTable *t, npy_intp slot, int shift)
+{
+    return put(t, slot, t->keys[slot], t->checks[slot], shift);
+}
+
+/* Delete slot, shifting the rest of its probe run back; 0 with an error set on an inconsistent table. */
+static int unplace(IdTable *t, npy_intp slot, int shift)
+{
+    npy_intp mask = t->size - 1, hole = home(t->keys[slot], t->checks[slot], shift), probes = 0;
+    while (tget(t, hole) != slot + 1) {
+        if (++probes == t->size) {
+            PyErr_SetString(PyExc_ValueError, "slot: not in the table");
+            return 0;
+        }
+        hole = (hole + 1) & mask;
+    }
+    npy_intp pos = hole;
+    for (;;) {
+        pos = (pos + 1) & mask;
+        npy_intp s = tget(t, pos);
+        if (s == 0)
+            break;
+        if (s > t->slots) {
+            PyErr_SetString(PyExc_ValueError, "table: an entry points past the words");
+            return 0;
+        }
+        npy_intp h = home(t->keys[s - 1], t->checks[s - 1], shift);
+        if (((pos - h) & mask) >= ((pos - hole) & mask)) { /* its home is not after the hole */
+            tset(t, hole, s);
+            hole = pos;
+        }
+    }
+    tset(t, hole, 0);
+    return 1;
+}
+
+/* id_place_many(table, keys, checks, slots, shift) / id_unplace_many(...): place or delete each slot
+ * of the int64 array ``slots``, in order (IdIndex._place / IdIndex._unplace), by the slots' words. */
+static PyObject *place_or_unplace_many(PyObject *const *args, Py_ssize_t nargs, int placing)
+{
+    IdTable t;
+    int shift;
+    npy_intp n;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "id_(un)place_many(table, keys, checks, slots, shift)");
+        return NULL;
+    }
+    if (!id_table(args, &t, 1) || !get_shift(args[4], &t, &shift))
+        return NULL;
+    npy_int64 *slots = slot_array(args[3], &n);
+    if (slots == NULL)
+        return NULL;
+    npy_intp limit = t.wide ? NPY_MAX_INT32 : NPY_MAX_INT16;
+    for (npy_intp i = 0; i < n; i++) {
+        if (slots[i] < 0 || slots[i] >= t.slots || slots[i] + 1 > limit) {
+            PyErr_SetString(PyExc_ValueError, "slots: past the words or the table's range");
+            return NULL;
+        }
+        if (!(placing ? place(&t, slots[i], shift) : unplace(&t, slots[i], shift)))
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *id_place_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return place_or_unplace_many(args, nargs, 1);
+}
+
+static PyObject *id_unplace_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return place_or_unplace_many(args, nargs, 0);
+}
+
+/* id_unplace(table, keys, checks, slot, shift): delete slot from the table, shifting the rest of its probe
+ * run back, no tombstones (IdIndex._unplace). */
+static PyObject *id_unplace(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    IdTable t;
+    int shift;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "id_unplace(table, keys, checks, slot, shift)");
+        return NULL;
+    }
+    if (!id_table(args, &t, 1) || !get_shift(args[4], &t, &shift))
+        return NULL;
+    Py_ssize_t slot = PyLong_AsSsize_t(args[3]);
+    if (slot == -1 && PyErr_Occurred())
+        return NULL;
+    if (slot < 0 || slot >= t.slots) {
+        PyErr_SetString(PyExc_ValueError, "slot: past the words");
+        return NULL;
+    }
+    if (!unplace(&t, slot, shift))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"newton_learn", (PyCFunction)(void (*)(void))newton_learn, METH_FASTCALL,
      "Standardiser update, x~ and one forgetting-Newton step (see edgedrift.kernels)."},
@@ -391,6 +750,17 @@ static PyMethodDef methods[] = {
     {"raw_weights", (PyCFunction)(void (*)(void))raw_weights, METH_FASTCALL,
      "Raw-space weights of a standardised learner; returns the intercept."},
     {"whitened_sq", (PyCFunction)(void (*)(void))whitened_sq, METH_FASTCALL, "||W v||^2."},
+    {"linear_score", (PyCFunction)(void (*)(void))linear_score, METH_FASTCALL, "w . x + b."},
+    {"in_range", (PyCFunction)(void (*)(void))in_range, METH_FASTCALL, "All of lo <= x <= hi."},
+    {"id_find", (PyCFunction)(void (*)(void))id_find, METH_FASTCALL, "The slot of an id, or -1."},
+    {"id_find_many", (PyCFunction)(void (*)(void))id_find_many, METH_FASTCALL, "id_find for many ids."},
+    {"id_place", (PyCFunction)(void (*)(void))id_place, METH_FASTCALL, "Put a slot in the id table."},
+    {"id_unplace", (PyCFunction)(void (*)(void))id_unplace, METH_FASTCALL,
+     "Delete a slot from the id table (backward shift)."},
+    {"id_place_many", (PyCFunction)(void (*)(void))id_place_many, METH_FASTCALL,
+     "id_place for many slots, by their words."},
+    {"id_unplace_many", (PyCFunction)(void (*)(void))id_unplace_many, METH_FASTCALL,
+     "id_unplace for many slots."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,6 +29,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from edgedrift import kernels
 from edgedrift.models.losses import FloatArray
 
 #: (q99 − q01) / this = σ for normal data.
@@ -123,6 +124,12 @@ class RangeGuard:
     def _inside(self, x: FloatArray, y: float | None) -> bool:
         if y is not None and not self.y_lo <= y <= self.y_hi:
             return False
+        k = kernels.MODULE
+        if k is not None:
+            try:
+                return bool(k.in_range(x, self.lo, self.hi))
+            except ValueError:  # a row the kernel does not take (not contiguous, another width)
+                pass
         if len(self._lo) <= _SCALAR_WIDTH:
             return all(lo <= v <= hi for v, lo, hi in zip(x.tolist(), self._lo, self._hi, strict=True))
         return bool(np.all((x >= self.lo) & (x <= self.hi)))

@@ -10,7 +10,11 @@ in the same order of operations as the numpy code it replaces:
 * ``grad_track``: one sample into or out of Δg (:class:`~edgedrift.monitors.gradient.DeltaG`), with the
   robust clip and the moments DRUiD calibrates on;
 * ``raw_weights``: a standardised learner's weights in raw feature space, for one-dot predictions;
-* ``whitened_sq``: ‖W v‖², DRUiD's statistic before it is divided by the count.
+* ``whitened_sq``: ‖W v‖², DRUiD's statistic before it is divided by the count;
+* ``linear_score``: w·x + b, a linear learner's prediction from its raw-space weights;
+* ``in_range``: the range guard's test of one sample (:class:`~edgedrift.guard.RangeGuard`);
+* ``id_find`` … ``id_unplace_many``: the probing of the hash table of sample ids behind the edge agent's
+  recent samples (``edgedrift_edge.id_index``: find, insert, backward-shift delete).
 
 The numpy code stays the reference. Only the dot products may sum in another order than BLAS does, so
 the two agree to rounding (``tests/unit/test_kernels.py``), not bit for bit: the extension is built when

@@ -131,6 +131,8 @@ class RetuneRequest(WireModel):
     learner: TunableLearner
     #: Labels the edge's window holds (the edge warms a re-tuned learner on them).
     window_labels: Annotated[int, Field(ge=1, le=MAX_COUNT), NUMBER] = 200
+    #: The edge learner's parameters now: the search keeps them unless it finds clearly better ones.
+    current: Annotated[dict[ShortText, Annotated[FiniteFloat, NUMBER]], Field(max_length=8)] | None = None
 
 
 class WindowHeader(WireModel):
@@ -283,6 +285,13 @@ class HeartbeatBatch(WireModel):
 
 class HeartbeatsStored(WireModel):
     stored: int
+
+
+class GatewayHeartbeatsStored(HeartbeatsStored):
+    """A gateway's batch: the beats of the devices it serves are stored; ``refused`` names the others
+    (unassigned between the gateway's last sync and this batch), of which nothing is stored."""
+
+    refused: list[str] = Field(default_factory=list)
 
 
 class HeartbeatRecord(Heartbeat):

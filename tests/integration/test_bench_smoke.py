@@ -33,11 +33,12 @@ QUICK: dict[str, list[str]] = {
     "online_bls.py": ["--quick", "--json", "{tmp}/speed.json"],
     "rebalance_stream.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "retune_cost.py": ["--quick", "--json", "{tmp}/retune_cost.json"],
+    "session_cost.py": ["--quick", "--json", "{tmp}/session_cost.json"],
     "shrub_ensembles.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "trainer_load.py": ["--quick"],
 }
 #: Entry points that read ELEC2 (from EDGEDRIFT_DATA_DIR; without it they would download it).
-NEEDS_ELEC2 = {"acceptance.py", "edge_loop.py", "footprint.py", "liblinear_speed.py"}
+NEEDS_ELEC2 = {"acceptance.py", "edge_loop.py", "footprint.py", "liblinear_speed.py", "session_cost.py"}
 TIMEOUT_S = 180
 
 

@@ -78,6 +78,9 @@ def test_every_sample_gets_exactly_one_prediction(
         singles = ReplayPlan(s, (device,), Protocol(every=10), limit=1000)
         replay(singles, broker.url, progress=False)
         preds = watch.wait_predictions(1000)
+        # the batches are published once the first model is in: the agent may answer the singles faster
+        # than the cloud trains, so the test waits rather than racing it
+        watch.wait_event("model_installed", timeout=60)
         samples = [{"id": 1000 + i, "x": s.X[1000 + i].tolist()} for i in range(1000)]
         publish(
             broker.url,

@@ -3,8 +3,10 @@ calls at once wait on its semaphore, never more than ``concurrency`` on the wire
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -74,3 +76,16 @@ def test_calls_past_their_deadline_fail_and_the_client_stays_usable() -> None:
     finally:
         client.close()
         server.shutdown()
+        server.server_close()
+
+
+def test_a_closed_client_leaves_no_socket_open() -> None:
+    """Closing the client closes its event loop too: a stopped loop that is not closed keeps its self-pipe
+    sockets until the garbage collector warns about them, in whatever test happens to run then."""
+    client = CloudClient("http://127.0.0.1:9")
+    client.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del client
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -7,7 +7,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -230,9 +230,13 @@ def test_the_gateway_api_hands_each_device_secret_once(cloud: CloudServer) -> No
         # a batch of the gateway's devices' heartbeats, with the gateway's credential
         beats = [{"device_id": d, "heartbeat": {"samples": 7}} for d in ("ga-1", "dev-a")]
         stored = anon.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": beats}, headers=gw)
-        assert stored.status_code == 201 and stored.json() == {"stored": 2}, stored.text
+        assert stored.status_code == 201 and stored.json() == {"stored": 2, "refused": []}, stored.text
+        # ga-2 was unassigned after the gateway's last sync: the others' beats are stored, ga-2's is named
         foreign = [*beats, {"device_id": "ga-2", "heartbeat": {"samples": 8}}]
-        refused = anon.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": foreign}, headers=gw)
+        partly = anon.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": foreign}, headers=gw)
+        assert partly.status_code == 201 and partly.json() == {"stored": 2, "refused": ["ga-2"]}, partly.text
+        only_foreign = [{"device_id": "ga-2", "heartbeat": {"samples": 8}}]
+        refused = anon.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": only_foreign}, headers=gw)
         assert refused.status_code == 403 and "ga-2" in refused.json()["detail"], refused.text
         assert (
             anon.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": beats}, headers=own).status_code
@@ -241,7 +245,7 @@ def test_the_gateway_api_hands_each_device_secret_once(cloud: CloudServer) -> No
         assert op.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": beats}).status_code == 201
         assert op.post("/v1/gateways/gw-none/heartbeats", json={"heartbeats": beats}).status_code == 404
         assert op.post("/v1/gateways/gw-x/heartbeats", json={"heartbeats": []}).status_code == 422
-    assert cloud.counters("ga-1")["heartbeats"] == 2 and cloud.counters("ga-2")["heartbeats"] == 0
+    assert cloud.counters("ga-1")["heartbeats"] == 3 and cloud.counters("ga-2")["heartbeats"] == 0
     client = CloudClient(cloud.url)
     try:  # a gateway starting with secrets it holds is not handed new ones (they would rotate them)
         assert client.first_gateway_devices("gw-x", secret, ["dev-a", "ga-1"], 10) == {
@@ -250,3 +254,38 @@ def test_the_gateway_api_hands_each_device_secret_once(cloud: CloudServer) -> No
         }
     finally:
         client.close()
+
+
+def test_a_device_unassigned_since_the_last_sync_fails_only_its_own_heartbeat(
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    """The operator unassigns a device between the gateway's syncs: the next heartbeat batch still
+    stores every other device's beat, and only the unassigned device counts a failure."""
+    tag = secrets.token_hex(3)
+    kept, gone = f"kept-{tag}", f"gone-{tag}"
+    gateway, gateway_secret = new_gateway(sqlite_cloud, [kept, gone])
+    slow = {"gateway_sync_s": 3600.0, "heartbeat_every_s": 3600.0}
+    cfg = gateway_settings(broker, sqlite_cloud, gateway, tmp_path, gateway_secret=gateway_secret, **slow)
+    agent = EdgeAgent(cfg).start()
+
+    def beats(device: str) -> tuple[int, int]:
+        c = agent.devices[device].session.counters
+        return c.heartbeats, c.heartbeat_failures
+
+    def beat_until(done: Callable[[], bool]) -> None:
+        agent.heartbeat_now()
+        deadline = time.monotonic() + 20
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    try:
+        beat_until(lambda: beats(kept)[0] + beats(gone)[0] >= 2)
+        assert beats(kept) == beats(gone) == (1, 0)
+        with sqlite_cloud.client(OPERATOR) as op:
+            op.delete(f"/v1/gateways/{gateway}/devices/{gone}").raise_for_status()
+        beat_until(lambda: beats(kept)[0] >= 2 and beats(gone)[1] >= 1)
+        assert beats(kept) == (2, 0) and beats(gone) == (1, 1)
+        assert not agent.devices[gone].session.unauthorized, "the gateway's credential, not the device's"
+    finally:
+        agent.stop()
+    assert sqlite_cloud.counters(kept)["heartbeats"] == 2 and sqlite_cloud.counters(gone)["heartbeats"] == 1

@@ -71,6 +71,20 @@ def test_build_contexts_and_dockerfiles_exist(project: str) -> None:
 
 
 @pytest.mark.parametrize("dockerfile", [CLOUD_DOCKERFILE, EDGE_DOCKERFILE], ids=["cloud", "edge"])
+def test_the_core_is_compiled_with_a_compiler_and_the_python_headers(dockerfile: Path) -> None:
+    """edgedrift-core builds its C kernels when pip installs it: the stage that installs shared/ must first
+    install gcc, and python3-dev where the base lacks Python.h (a Debian python3 base does; a missing
+    header fails the build with 'Python.h: No such file or directory')."""
+    assert "shared" in pip_installed_projects(dockerfile)
+    runs = [i for i in instructions(dockerfile) if i.keyword == "RUN"]
+    install = next(i for i in runs if re.search(r"pip install .*\./shared", i.args))
+    before = [i.args for i in runs if i.stage == install.stage and runs.index(i) < runs.index(install)]
+    apt = " ".join(a for a in before if "apt-get install" in a)
+    assert re.search(r"\b(gcc|build-essential)\b", apt), f"{dockerfile.name}: no C compiler before pip"
+    assert "python3-dev" in apt and "Python.h" in apt, f"{dockerfile.name}: no Python headers before pip"
+
+
+@pytest.mark.parametrize("dockerfile", [CLOUD_DOCKERFILE, EDGE_DOCKERFILE], ids=["cloud", "edge"])
 def test_copy_sources_exist_and_enter_the_build_context(dockerfile: Path) -> None:
     stages = {
         i.args.split()[-1]

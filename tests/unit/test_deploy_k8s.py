@@ -23,7 +23,7 @@ from support.dockerfiles import ROOT
 from edgedrift_cloud.settings import ENV_PREFIX as CLOUD_PREFIX
 from edgedrift_cloud.settings import SECRET_FIELDS as CLOUD_SECRET_FIELDS
 from edgedrift_cloud.settings import CloudSettings
-from edgedrift_edge.device import buffer_sizes, configured_devices
+from edgedrift_edge.device import configured_devices, recent_samples_size
 from edgedrift_edge.settings import AgentSettings
 
 K8S = ROOT / "deploy" / "k8s"
@@ -324,7 +324,7 @@ def test_the_dev_gateway_settings_load_and_match_the_broker_and_the_cloud(tmp_pa
     assert settings.gateway_id == "gw-1" and settings.device_id is None
     devices = configured_devices(settings)
     assert devices == {"dev-1": "dev-1-insecure"}
-    assert buffer_sizes(settings) == (900, 900), "per-device buffers sized from the label delay"
+    assert recent_samples_size(settings) == 900, "per-device recent samples sized from the label delay"
 
     broker = pod_spec(find("dev", "StatefulSet", "mosquitto"))["containers"][0]
     (mqtt_ref,) = [s["secretRef"]["name"] for s in broker["envFrom"] if "secretRef" in s]

@@ -1,7 +1,7 @@
-"""A gateway's per-device join buffer and duplicate window are sized from the label delay and the
-device's rate (``edgedrift.window.delay_buffer_size``), not fixed at 50k / 100k entries per device; a
-single-device agent keeps its fixed sizes. Within the sized window a redelivery is still recognised and a
-label that arrives within the configured delay still joins its sample."""
+"""A gateway's per-device recent samples (the window behind deduplication and late labels' joins) are
+sized from the label delay and the device's rate (``edgedrift.window.delay_buffer_size``), not fixed at
+50k entries per device; a single-device agent keeps its fixed size. Within the sized window a redelivery
+is still recognised and a label that arrives within the configured delay still joins its sample."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from edgedrift_edge.device import session_config
 from edgedrift_edge.id_index import id_key
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
 from edgedrift_edge.session import DeviceSession, Output
-from edgedrift_edge.settings import AgentSettings
+from edgedrift_edge.settings import AgentSettings, SettingsError
 
 D = 3
 RATE, DELAY = 2.0, 50.0  # samples per second per device, longest label delay in seconds
@@ -68,10 +68,7 @@ def test_a_gateway_of_1000_devices_sizes_every_devices_buffers_from_the_label_de
     agent = EdgeAgent(gateway(tmp_path), devices=devices)
     try:
         assert len(agent.devices) == 1000
-        sizes = {
-            (d.session.config.join_buffer, d.session.config.dedup_window) for d in agent.devices.values()
-        }
-        assert sizes == {(SIZE, SIZE)}
+        assert {d.session.config.recent_samples for d in agent.devices.values()} == {SIZE}
     finally:
         agent.cloud.close()
 
@@ -79,23 +76,31 @@ def test_a_gateway_of_1000_devices_sizes_every_devices_buffers_from_the_label_de
 def test_a_single_device_agent_keeps_its_fixed_sizes_and_explicit_sizes_win(tmp_path: Path) -> None:
     one = AgentSettings.model_validate({"device_id": "dev-1", "checkpoint_dir": str(tmp_path)})
     config = session_config(one, "dev-1")
-    assert (config.join_buffer, config.dedup_window) == (50_000, 100_000)
+    assert config.recent_samples == 50_000
     slow = one.model_copy(update={"label_delay_s": 3600.0, "device_rate_per_s": 100.0})
-    config = session_config(slow, "dev-1")  # a delay longer than the fixed sizes cover: sized up
-    assert (config.join_buffer, config.dedup_window) == (540_000, 540_000)
-    explicit = session_config(gateway(tmp_path, join_buffer=70, dedup_window=80), "dev-1")
-    assert (explicit.join_buffer, explicit.dedup_window) == (70, 80)
+    config = session_config(slow, "dev-1")  # a delay longer than the fixed size covers: sized up
+    assert config.recent_samples == 540_000
+    assert session_config(gateway(tmp_path, recent_samples=70), "dev-1").recent_samples == 70
 
 
-def test_the_buffers_stay_at_their_size_and_evictions_are_counted(tmp_path: Path) -> None:
+def test_the_former_two_sizes_are_refused_with_the_new_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="set recent_samples instead"):
+        gateway(tmp_path, join_buffer=70)
+    environ = {"EDGEDRIFT_EDGE_DEVICE_ID": "dev-1", "EDGEDRIFT_EDGE_DEDUP_WINDOW": "80"}
+    with pytest.raises(SettingsError, match="EDGEDRIFT_EDGE_DEDUP_WINDOW: the join buffer and the dup"):
+        AgentSettings.load(environ=environ)
+
+
+def test_the_window_stays_at_its_size_and_evictions_are_counted(tmp_path: Path) -> None:
     s, X = running(gateway(tmp_path))
     for i in range(100, 100 + 3 * SIZE):
         s.handle("samples", sample(i, X[i]))
-    assert len(s.joins) == SIZE and len(s.recent_ids) == SIZE
-    assert s.counters.join_evictions > 0
+    recent = s.recent_samples
+    assert len(recent) == SIZE and recent.waiting == SIZE
+    # the warm-up's 50 unlabeled samples and the first 2 * SIZE of these waited in vain
+    assert s.counters.join_evictions == 50 + 2 * SIZE
     oldest = 100 + 2 * SIZE
-    assert oldest in s.joins and oldest - 1 not in s.joins, "the oldest entries go first"
-    assert oldest in s.recent_ids and oldest - 1 not in s.recent_ids
+    assert recent.awaits(oldest) and oldest - 1 not in recent, "the oldest entries go first"
 
 
 def test_a_redelivery_within_the_window_is_recognised_and_older_ones_are_not(tmp_path: Path) -> None:
@@ -134,20 +139,23 @@ def test_a_label_within_the_configured_delay_joins_and_a_later_one_is_a_counted_
 
 
 def test_a_checkpoint_of_larger_buffers_resumes_into_the_gateways_sizes(tmp_path: Path) -> None:
-    big, X = running(gateway(tmp_path, join_buffer=1000, dedup_window=1000))
+    big, X = running(gateway(tmp_path, recent_samples=1000))
     for i in range(100, 700):
-        big.handle("samples", sample(i, X[i]))
+        big.handle("samples", sample(i, X[i], 1.0 if i % 10 == 0 else None))
     tree, _ = state.loads(state.dumps(big.snapshot()))
     assert isinstance(tree, dict)
     small = DeviceSession(session_config(gateway(tmp_path), "dev-1"), train, lambda: 0.0)
     small.restore(tree)
-    small_joins, big_joins = small.joins.snapshot(), big.joins.snapshot()
-    for name in ("id_keys", "id_checks", "X", "y_hat"):
-        assert np.array_equal(small_joins[name], big_joins[name][-SIZE:], equal_nan=True), name
-    small_ids, big_ids = small.recent_ids.snapshot(), big.recent_ids.snapshot()
+    mine, theirs = small.recent_samples.snapshot(), big.recent_samples.snapshot()
     for name in ("id_keys", "id_checks", "keys"):
-        assert np.array_equal(small_ids[name], big_ids[name][-SIZE:]), name
-    assert small.counters.join_evictions == big.counters.join_evictions + len(big.joins) - SIZE
+        assert np.array_equal(mine[name], theirs[name][-SIZE:]), name
+    kept = theirs["waiting"] >= len(theirs["keys"]) - SIZE  # the unlabeled among the newest SIZE
+    assert mine["waiting"].tolist() == (theirs["waiting"][kept] - (len(theirs["keys"]) - SIZE)).tolist()
+    assert np.array_equal(mine["X"], theirs["X"][kept])
+    assert np.array_equal(mine["y_hat"], theirs["y_hat"][kept])
+    assert small.recent_samples.waiting == SIZE - SIZE // 10, "every 10th sample was labeled"
+    left_out = big.recent_samples.waiting - small.recent_samples.waiting
+    assert small.counters.join_evictions == big.counters.join_evictions + left_out
 
 
 def test_checkpoint_rows_pack_into_one_matrix_unless_their_widths_differ() -> None:
@@ -164,24 +172,25 @@ def test_checkpoint_rows_pack_into_one_matrix_unless_their_widths_differ() -> No
 
 
 def test_a_checkpoint_written_by_the_ordered_dict_buffers_still_restores(tmp_path: Path) -> None:
-    """The former tree shape (``"joins": {"ids", "X", "y_hat"}``, ``"recent_ids": {"ids", "keys"}``, ids
-    as they came): the restored session joins a late label and recognises a redelivery."""
+    """The former tree shape, from before the recent samples were one window (``"joins": {"ids", "X",
+    "y_hat"}``, ``"recent_ids": {"ids", "keys"}``, ids as they came): the restored session joins a late
+    label and recognises a redelivery."""
     s, X = running(gateway(tmp_path))
     ids: list[int | str] = [i if i % 2 else f"s-{i}" for i in range(100, 130)]
     for i, sid in zip(range(100, 130), ids, strict=True):
         s.handle("samples", json.dumps({"id": sid, "x": X[i].tolist()}).encode())
     tree = s.snapshot()
-    joins, recent = tree["joins"], tree["recent_ids"]
+    recent = tree.pop("recent_samples")
     unlabeled = [*range(1, 100, 2), *ids]  # the warm-up's unlabeled samples wait for labels too
-    assert joins["id_keys"].tolist() == [id_key(sid)[0] for sid in unlabeled]
     assert recent["id_keys"].tolist() == [id_key(sid)[0] for sid in [*range(100), *ids]]
-    tree["joins"] = {"ids": unlabeled, "X": joins["X"], "y_hat": joins["y_hat"]}
+    assert recent["id_keys"][recent["waiting"]].tolist() == [id_key(sid)[0] for sid in unlabeled]
+    tree["joins"] = {"ids": unlabeled, "X": recent["X"], "y_hat": recent["y_hat"]}
     tree["recent_ids"] = {"ids": [*range(100), *ids], "keys": recent["keys"]}
     old, _ = state.loads(state.dumps(tree))
     assert isinstance(old, dict)
     again = DeviceSession(session_config(gateway(tmp_path), "dev-1"), train, lambda: 0.0)
     again.restore(old)
-    assert again.loop is not None and len(again.joins) == len(s.joins)
+    assert again.loop is not None and again.recent_samples.waiting == s.recent_samples.waiting == 80
     labeled = again.loop.counters.labeled
     out = again.handle("labels", json.dumps({"id": "s-110", "y": 1.0}).encode())
     assert not out.events and again.loop.counters.labeled == labeled + 1, "the late label joined"
@@ -236,11 +245,7 @@ def test_a_batch_through_the_windows_in_one_pass_equals_one_id_at_a_time(
     for i in (541, 543, 101):  # two joins and one long evicted
         both("labels", json.dumps({"id": i, "y": 1.0}).encode())
     assert fast.counters == slow.counters and fast.counters.label_misses == 1
-    pairs = (
-        (fast.joins.snapshot(), slow.joins.snapshot()),
-        (fast.recent_ids.snapshot(), slow.recent_ids.snapshot()),
-    )
-    for mine, other in pairs:
-        assert mine.keys() == other.keys()
-        for name in mine:
-            assert np.array_equal(mine[name], other[name]), name
+    mine, other = fast.recent_samples.snapshot(), slow.recent_samples.snapshot()
+    assert mine.keys() == other.keys()
+    for name in mine:
+        assert np.array_equal(mine[name], other[name]), name

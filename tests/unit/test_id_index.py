@@ -1,14 +1,69 @@
-"""The id index behind the join buffer and the duplicate window: ids as exact 64-bit words (ints) or
-128-bit digests (strings), an age order, and a hash table that survives insert/evict churn."""
+"""The id index behind the recent samples: ids as exact 64-bit words (ints) or
+128-bit digests (strings), an age order, and a hash table that survives insert/evict churn. Every test
+runs twice: with the compiled probing of :mod:`edgedrift.kernels` and with the Python reference."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
+from edgedrift import kernels
 from edgedrift_edge.id_index import IdIndex, id_key
+
+COMPILED = kernels.MODULE
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def probing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Indexes built in the test use the compiled probing, or the Python code (the reference)."""
+    if request.param == "compiled" and COMPILED is None:
+        pytest.skip("edgedrift._kernels is not built here")
+    monkeypatch.setattr(kernels, "MODULE", COMPILED if request.param == "compiled" else None)
+    yield request.param
+
+
+def test_both_probings_give_the_same_index_under_churn(probing: str) -> None:
+    """The same adds, batches, removals and renewals through a compiled and a Python index: the same
+    slots, evictions, age order and lookups at every step (the table layouts may differ)."""
+    if probing != "compiled":
+        pytest.skip("compares both probings once")
+    rng = np.random.default_rng(11)
+    compiled, reference = IdIndex(900), IdIndex(900)
+    compiled._kern, reference._kern = COMPILED, None
+    next_id = 0
+    for _ in range(400):
+        op = rng.random()
+        if op < 0.4:
+            k = int(rng.integers(1, 120))
+            words = [id_key(i if i % 5 else f"s{i}") for i in range(next_id, next_id + k)]
+            next_id += k
+            keys = np.array([w[0] for w in words], np.uint64)
+            checks = np.array([w[1] for w in words], np.uint64)
+            a, b = compiled.add_many(keys, checks), reference.add_many(keys, checks)
+            assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+        elif op < 0.8:
+            key, check = id_key(next_id)
+            next_id += 1
+            full = len(reference) >= 900
+            a_slot = compiled.replace_oldest(key, check) if full else compiled.add(key, check)
+            b_slot = reference.replace_oldest(key, check) if full else reference.add(key, check)
+            assert a_slot == b_slot
+        elif len(reference):
+            slot = int(rng.choice(reference.order()))
+            if op < 0.9:
+                compiled.remove(slot)
+                reference.remove(slot)
+            else:
+                compiled.renew(slot)
+                reference.renew(slot)
+        order = reference.order()
+        assert compiled.order().tolist() == order.tolist()
+        probe = np.concatenate([reference.keys[order], np.arange(next_id, next_id + 20, dtype=np.uint64)])
+        checks = np.concatenate([reference.checks[order], np.zeros(20, np.uint64)])
+        assert compiled.find_many(probe, checks).tolist() == reference.find_many(probe, checks).tolist()
 
 
 def test_ints_are_exact_and_never_equal_a_string_or_a_large_int() -> None:
@@ -152,3 +207,26 @@ def test_a_batch_whose_run_wraps_past_the_end_of_the_table_is_still_found() -> N
     assert [index.find(k, 0) for k in tail] == new.tolist()
     assert index.find_many(keys, np.zeros(len(tail), np.uint64)).tolist() == new.tolist()
     assert (index._table[:8] != 0).sum() >= 12 - 4, "the run went on at the start of the table"
+
+
+def test_the_compiled_probing_rejects_what_it_cannot_take_with_a_clear_error(probing: str) -> None:
+    if probing != "compiled":
+        pytest.skip("the compiled functions only")
+    assert COMPILED is not None
+    index = IdIndex(900)
+    slot = index.add(*id_key(7))
+    table, keys, checks, shift = index._table, index.keys, index.checks, index._shift
+    assert COMPILED.id_find(table, keys, checks, *id_key(7), shift) == slot
+    with pytest.raises(ValueError, match="int16 or int32"):
+        COMPILED.id_find(table.astype(np.int64), keys, checks, *id_key(7), shift)
+    with pytest.raises(ValueError, match="shift"):
+        COMPILED.id_find(table, keys, checks, *id_key(7), shift + 1)
+    with pytest.raises(ValueError, match="uint64"):
+        COMPILED.id_find(table, keys.astype(np.int64), checks, *id_key(7), shift)
+    with pytest.raises(ValueError, match="past the words"):
+        COMPILED.id_unplace(table, keys, checks, len(keys), shift)
+    with pytest.raises(ValueError, match="not in the table"):
+        COMPILED.id_unplace_many(table, keys, checks, np.array([slot + 1], np.int64), shift)
+    with pytest.raises(ValueError, match=r"\[0, 2\*\*64\)"):
+        COMPILED.id_find(table, keys, checks, -1, 0, shift)
+    assert index.find(*id_key(7)) == slot, "the failed calls changed nothing"

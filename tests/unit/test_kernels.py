@@ -14,6 +14,7 @@ import pytest
 
 from edgedrift import kernels
 from edgedrift.data.generators import sine1plus
+from edgedrift.guard import RangeGuard
 from edgedrift.learners import AdaptiveSGD, ForgettingNewton, IncrementalLearner
 from edgedrift.models.losses import FloatArray, LogisticLoss, Loss
 from edgedrift.monitors import DruidMonitor
@@ -177,6 +178,31 @@ def test_the_kernels_reject_arrays_of_the_wrong_shape_with_a_clear_error() -> No
         COMPILED.raw_weights(np.ones(4), np.ones(3), np.ones(3), read_only)
     with pytest.raises(ValueError, match="shape"):
         COMPILED.whitened_sq(np.ones((2, 3)), np.ones(4))
+    with pytest.raises(ValueError, match="x: expected a C-contiguous float64 array of 3 values"):
+        COMPILED.linear_score(np.ones(3), np.ones(4), 0.0)
+    with pytest.raises(ValueError, match="hi: expected"):
+        COMPILED.in_range(np.ones(3), np.ones(3), np.ones(2))
+
+
+@pytest.mark.parametrize("d", [1, 5, 54])
+def test_a_prediction_and_the_range_test_are_the_numpy_ones(d: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_one (w . x + b) to rounding, and the guard's range test exactly (a NaN is out of range),
+    compiled and in numpy."""
+    rng = np.random.default_rng(d)
+    X, y = labeled_stream(300, d, seed=d)
+    guard = RangeGuard(threshold=3.0).fit(X[:100])
+    rows = [*X[100:], np.full(d, np.nan), X[0] + 1e6]
+
+    def run() -> tuple[list[float], list[bool]]:
+        learner = ForgettingNewton(d)
+        for i in range(100):
+            learner.learn_one(X[i], float(y[i]))
+        return [learner.score_one(x) for x in rows], [guard.check(x, remember=False) for x in rows]
+
+    (scores_c, flags_c), (scores_r, flags_r) = both_paths(run, monkeypatch)
+    np.testing.assert_allclose(scores_c, scores_r, rtol=1e-12, atol=1e-12)
+    assert flags_c == flags_r and flags_c[-2:] == [True, True] and not all(flags_c)
+    assert COMPILED is None or COMPILED.in_range(rng.normal(size=d), np.full(d, -np.inf), np.full(d, np.inf))
 
 
 def druid_trace(X: FloatArray, y: FloatArray, loss: Loss) -> tuple[list[float], list[int], dict[str, Any]]:

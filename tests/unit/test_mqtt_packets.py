@@ -124,3 +124,16 @@ def test_qos2_and_truncated_publishes_are_protocol_errors() -> None:
         mp.decode_publish(0x32, b"\x00\x05ab")
     with pytest.raises(mp.ProtocolError, match="UTF-8"):
         mp.decode_publish(0x30, b"\x00\x02\xff\xfe")
+
+
+def test_a_large_packet_arrives_whole_from_many_small_reads() -> None:
+    payload = bytes(range(256)) * 20_000  # 5 MB, as a batch of many samples
+    stream = mp.publish(b"t/x", payload, 1, 7) + mp.publish(b"t/y", b"after", 1, 8)
+    reader = mp.PacketReader()
+    got: list[tuple[int, bytes]] = []
+    for start in range(0, len(stream), 65_536):
+        got.extend(reader.feed(stream[start : start + 65_536]))
+        assert reader.pending < len(stream)
+    first, second = (mp.decode_publish(f, b) for f, b in got)
+    assert (first.payload == payload, first.packet_id, second.payload) == (True, 7, b"after")
+    assert reader.pending == 0

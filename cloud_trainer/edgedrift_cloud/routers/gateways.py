@@ -13,7 +13,7 @@ from pydantic import Field
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from edgedrift.wire import DEVICE_ID_PATTERN, HeartbeatBatch, HeartbeatsStored, WireModel
+from edgedrift.wire import DEVICE_ID_PATTERN, GatewayHeartbeatsStored, HeartbeatBatch, WireModel
 from edgedrift_cloud import bulk, gateway_registry
 from edgedrift_cloud.auth import new_secret, same_secret
 from edgedrift_cloud.dependencies import DevicePath, OperatorDep, SessionDep, StateDep
@@ -187,27 +187,31 @@ def sync_gateway(
 
 @router.post(
     "/{gateway_id}/heartbeats",
-    response_model=HeartbeatsStored,
+    response_model=GatewayHeartbeatsStored,
     status_code=status.HTTP_201_CREATED,
     summary="Store a batch of the gateway's devices' heartbeats in one request (the gateway)",
     responses={
-        403: {"description": "Devices the gateway does not serve (named in detail); nothing is stored"},
+        403: {"description": "None of the batch's devices is served by the gateway; nothing is stored"},
         **_UNKNOWN_GATEWAY,
     },
 )
 async def post_gateway_heartbeats(
     gateway_id: GatewayPath, _: CallerDep, state: StateDep, batch: HeartbeatBatch
-) -> HeartbeatsStored:
+) -> GatewayHeartbeatsStored:
     """What ``/v1/bulk/heartbeats`` does for the operator, with the gateway's own credential and only for
-    the devices assigned to it; in the heartbeat threads, apart from the devices' requests."""
+    the devices assigned to it; in the heartbeat threads, apart from the devices' requests. A device
+    unassigned since the gateway's last sync is named in ``refused``, and the others' beats are stored:
+    an operator's unassignment does not fail the heartbeats of the whole gateway."""
     beats = [(h.device_id, h.heartbeat) for h in batch.heartbeats]
 
-    def store(session: Session) -> int:
+    def store(session: Session) -> GatewayHeartbeatsStored:
         _known_gateway(session, gateway_id)
-        others = sorted({d for d, _ in beats} - set(gateway_registry.devices_of(session, gateway_id)))
-        if others:
-            detail = f"devices this gateway does not serve: {bulk.named(others)}"
+        served = set(gateway_registry.devices_of(session, gateway_id))
+        refused = sorted({d for d, _ in beats} - served)
+        kept = [(d, b) for d, b in beats if d in served]
+        if not kept:
+            detail = f"devices this gateway does not serve: {bulk.named(refused)}"
             raise HTTPException(status.HTTP_403_FORBIDDEN, detail)
-        return bulk.commit_heartbeats(session, beats)
+        return GatewayHeartbeatsStored(stored=bulk.commit_heartbeats(session, kept), refused=refused)
 
-    return HeartbeatsStored(stored=await state.store_heartbeats(store))
+    return await state.store_heartbeats(store)

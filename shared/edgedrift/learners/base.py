@@ -209,9 +209,15 @@ class IncrementalLearner(Estimator, ABC):
         return xa
 
     def score_one(self, x: FloatArray) -> float:
-        """The linear score x̃ᵀw."""
+        """The linear score x̃ᵀw (one compiled call where the kernels are built)."""
         if self._stale:
             self._refresh_raw()
+        k = kernels.MODULE
+        if k is not None:
+            try:
+                return float(k.linear_score(self._raw_w, x, self._raw_b))
+            except ValueError:  # a row the kernel does not take (not contiguous, say)
+                pass
         return float(self._raw_w @ x) + self._raw_b
 
     def _refresh_raw(self) -> None:

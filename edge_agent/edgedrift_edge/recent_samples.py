@@ -1,0 +1,270 @@
+"""A device's recent samples: the newest ``capacity`` sample ids, each with the content key of its
+sample (:func:`~edgedrift_edge.messages.content_keys`: tells a QoS-1 redelivery from a reused id) and,
+while the sample is unlabeled and awaits a late label, its row ``x`` and prediction ``y_hat``.
+
+One :class:`~edgedrift_edge.id_index.IdIndex` serves both jobs, deduplication and the join of late labels:
+every sample's id goes into the index once, and the arrays parallel to its slots hold the content key, the
+row, the prediction and a waiting flag. A late label joins while its sample is among the newest
+``capacity`` samples (sized from the label delay: ``edgedrift.window.delay_buffer_size``); when an
+unlabeled sample's id leaves the window, its row goes with it (a counted join eviction). The rows are a
+(slots, d) float64 matrix (exact: a label that joins later trains on the very row that was predicted),
+grown with the index's slots up to the capacity.
+
+Before a device's width is known, warm-up rows of another width than the matrix's are kept aside in a
+small dict by slot (the only per-entry Python objects, normally none); :meth:`RecentSamples.lock_width`
+re-lays the rows out once the width is decided.
+
+Checkpoint tree: ``{"id_keys", "id_checks", "keys", "waiting", "X", "y_hat"}``, oldest first; ``waiting``
+is the positions (in that order) of the samples awaiting a label, ``X`` and ``y_hat`` are theirs only (``X``
+as :func:`~edgedrift_edge.session_codec.pack_rows` packs rows). :meth:`RecentSamples.restore_former`
+reads the two trees of the former separate join buffer and duplicate window.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+
+from edgedrift.models.losses import FloatArray
+from edgedrift_edge.id_index import IdIndex, IntArray, WordArray, grown, id_key
+from edgedrift_edge.messages import SampleId
+from edgedrift_edge.session_codec import pack_rows, unpack_rows
+
+
+class RecentSamples:
+    """Sample id -> content key for the newest ``capacity`` ids, and (x, y_hat) for those awaiting a
+    label (see the module)."""
+
+    def __init__(self, capacity: int, width: int | None = None) -> None:
+        self.index = IdIndex(capacity)
+        self.capacity = capacity
+        #: The matrix's width: the device's width, or the first row's until it is known.
+        self.width = width
+        slots = self.index.slots
+        self._content = np.zeros(slots, np.int64)
+        self._X = np.zeros((slots, width or 0))
+        self._y_hat = np.zeros(slots)
+        self._waiting = np.zeros(slots, np.bool_)
+        self._views()
+        self._ragged: dict[int, FloatArray] = {}
+
+    def _views(self) -> None:
+        self._cv = self._content.data
+        self._y = cast("memoryview[float]", self._y_hat.data)
+        self._w = cast("memoryview[bool]", self._waiting.data)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def waiting(self) -> int:
+        """Samples awaiting a label."""
+        return int(np.count_nonzero(self._waiting))
+
+    def __contains__(self, sid: SampleId) -> bool:
+        return self.index.find(*id_key(sid)) >= 0
+
+    # --- deduplication ----------------------------------------------------------------------------------
+
+    def get(self, sid: SampleId) -> int | None:
+        """The content key last seen with ``sid``, or None when the id is not in the window."""
+        return self.lookup(*id_key(sid))
+
+    def lookup(self, key: int, check: int) -> int | None:
+        """:meth:`get` by the id's words (:func:`~edgedrift_edge.id_index.id_key`)."""
+        slot = self.index.find(key, check)
+        return None if slot < 0 else self._cv[slot]
+
+    def put(self, sid: SampleId, content: int) -> int:
+        """``sid`` becomes the newest id, with this content key and not awaiting a label (a reused id
+        drops its row); the oldest id leaves a full window. Returns the unlabeled samples evicted (0/1)."""
+        return self.put_words(*id_key(sid), content)
+
+    def put_words(self, key: int, check: int, content: int, absent: bool = False) -> int:
+        """:meth:`put` by the id's words; ``absent``: the caller knows the id is not in the window."""
+        index = self.index
+        slot = -1 if absent else index.find(key, check)
+        evicted = 0
+        if slot >= 0:  # a reused id: the former sample's label can no longer join
+            evicted = int(self._w[slot])
+            index.renew(slot)
+            self._forget(slot)
+        elif len(index) >= self.capacity:
+            old = index.oldest()
+            evicted = int(self._w[old])
+            self._forget(old)
+            slot = index.replace_oldest(key, check)
+        else:
+            slot = index.add(key, check)
+            if slot >= len(self._content):
+                self._grow()
+        self._cv[slot] = content
+        return evicted
+
+    def put_many(self, keys: WordArray, checks: WordArray, contents: IntArray) -> tuple[IntArray, int]:
+        """:meth:`put_words` for distinct ids known to be absent, in order, in one vectorised pass: their
+        slots and the unlabeled samples evicted (a batch larger than the window goes one by one, and
+        then its slots are -1 for the ids its own later ids pushed out)."""
+        if len(keys) > self.capacity:
+            evicted = sum(
+                self.put_words(key, check, content, absent=True)
+                for key, check, content in zip(keys.tolist(), checks.tolist(), contents.tolist(), strict=True)
+            )
+            return self.index.find_many(keys, checks), evicted
+        slots, gone = self.index.add_many(keys, checks)
+        evicted = 0
+        if len(gone):
+            evicted = int(np.count_nonzero(self._waiting[gone]))
+            self._waiting[gone] = False
+            if self._ragged:
+                for slot in gone.tolist():
+                    self._ragged.pop(slot, None)
+        if self.index.slots > len(self._content):
+            self._grow()
+        self._content[slots] = contents
+        return slots, evicted
+
+    # --- samples awaiting a label -----------------------------------------------------------------------
+
+    def remember(self, slot: int, x: FloatArray, y_hat: float) -> None:
+        """The sample in ``slot`` (just put) awaits a label: keep its row and prediction."""
+        self._store(slot, x)
+        self._y[slot] = y_hat
+        self._w[slot] = True
+
+    def remember_many(self, slots: IntArray, X: FloatArray, y_hat: FloatArray) -> None:
+        """:meth:`remember` for rows of the matrix's width in distinct slots, in one pass."""
+        if self.width is None:
+            self.lock_width(X.shape[1])
+        self._X[slots] = X
+        self._y_hat[slots] = y_hat
+        self._waiting[slots] = True
+
+    def take(self, sid: SampleId) -> tuple[FloatArray, float] | None:
+        """The row (a fresh, writable array) and prediction of ``sid`` if it awaits a label, which it no
+        longer does afterwards (its id stays in the window); None otherwise."""
+        slot = self.index.find(*id_key(sid))
+        if slot < 0 or not self._w[slot]:
+            return None
+        x = self._row(slot).copy()
+        y_hat = self._y[slot]
+        self._forget(slot)
+        return x, y_hat
+
+    def awaits(self, sid: SampleId) -> bool:
+        """True if ``sid`` is an unlabeled sample in the window."""
+        slot = self.index.find(*id_key(sid))
+        return slot >= 0 and bool(self._w[slot])
+
+    def lock_width(self, width: int) -> None:
+        """The device's width is decided: rows of that width go into the matrix from now on."""
+        if width == self.width:
+            return
+        slots = np.flatnonzero(self._waiting).tolist()
+        rows = {slot: self._row(slot).copy() for slot in slots}
+        self.width, self._X, self._ragged = width, np.zeros((len(self._content), width)), {}
+        for slot, row in rows.items():
+            self._store(slot, row)
+
+    def _forget(self, slot: int) -> None:
+        """``slot`` no longer awaits a label."""
+        if self._w[slot]:
+            self._w[slot] = False
+            if self._ragged:
+                self._ragged.pop(slot, None)
+
+    def _store(self, slot: int, x: FloatArray) -> None:
+        if self.width is None:
+            self.width, self._X = len(x), np.zeros((len(self._content), len(x)))
+        if len(x) == self.width:
+            self._X[slot] = x
+            if self._ragged:
+                self._ragged.pop(slot, None)
+        else:
+            self._ragged[slot] = np.array(x, dtype=np.float64)
+
+    def _grow(self) -> None:
+        """The arrays grow with the index's slots."""
+        slots = self.index.slots
+        self._content, self._X = grown(self._content, slots), grown(self._X, slots)
+        self._y_hat, self._waiting = grown(self._y_hat, slots), grown(self._waiting, slots)
+        self._views()
+
+    def _row(self, slot: int) -> FloatArray:
+        row = self._ragged.get(slot) if self._ragged else None
+        return self._X[slot] if row is None else row
+
+    # --- checkpoints ------------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The ids and their content keys, oldest first, and the rows and predictions of those awaiting a
+        label, as a few arrays."""
+        order = self.index.order()
+        waiting = np.flatnonzero(self._waiting[order])
+        slots = order[waiting]
+        if self._ragged:
+            X: FloatArray | list[FloatArray] = pack_rows([self._row(slot) for slot in slots.tolist()])
+        elif self.width is None:
+            X = np.zeros((0, 0))
+        else:
+            X = self._X[slots]
+        return {
+            "id_keys": self.index.keys[order],
+            "id_checks": self.index.checks[order],
+            "keys": self._content[order],
+            "waiting": waiting,
+            "X": X,
+            "y_hat": self._y_hat[slots],
+        }
+
+    @classmethod
+    def restore(cls, tree: dict[str, Any], capacity: int, width: int | None) -> tuple[RecentSamples, int]:
+        """A window of ``capacity`` with the newest ids of a :meth:`snapshot`, and the number of unlabeled
+        samples left out (older than the window)."""
+        keys, checks = tree["id_keys"].tolist(), tree["id_checks"].tolist()
+        window = cls(capacity, width)
+        window._put_all(keys, checks, tree["keys"].tolist())
+        dropped = window._remember_all(
+            [(keys[i], checks[i]) for i in tree["waiting"].tolist()], unpack_rows(tree["X"]), tree["y_hat"]
+        )
+        return window, dropped
+
+    @classmethod
+    def restore_former(
+        cls, joins: dict[str, Any], recent_ids: dict[str, Any], capacity: int, width: int | None
+    ) -> tuple[RecentSamples, int]:
+        """A window from the former separate trees: the duplicate window's ids and content keys
+        (``{"id_keys", "id_checks", "keys"}``, or ``{"ids", "keys"}``) and the join buffer's entries
+        (``{"id_keys", "id_checks", "X", "y_hat"}``, or ``{"ids", "X", "y_hat"}``); an entry whose id is not
+        among the newest ``capacity`` ids counts as left out."""
+        window = cls(capacity, width)
+        window._put_all(*_words(recent_ids), recent_ids["keys"].tolist())
+        join_keys, join_checks = _words(joins)
+        dropped = window._remember_all(
+            list(zip(join_keys, join_checks, strict=True)), unpack_rows(joins["X"]), joins["y_hat"]
+        )
+        return window, dropped
+
+    def _put_all(self, keys: list[int], checks: list[int], contents: list[int]) -> None:
+        for key, check, content in zip(keys, checks, contents, strict=True):
+            self.put_words(key, check, content)
+
+    def _remember_all(self, words: list[tuple[int, int]], rows: list[FloatArray], y_hat: FloatArray) -> int:
+        """Mark these ids as awaiting a label with their rows; returns how many left the window."""
+        dropped = 0
+        for (key, check), x, p in zip(words, rows, y_hat.tolist(), strict=True):
+            slot = self.index.find(key, check)
+            if slot < 0:
+                dropped += 1
+            else:
+                self.remember(slot, x, p)
+        return dropped
+
+
+def _words(tree: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """The id words of a former tree: ``id_keys``/``id_checks``, or ``ids`` as the OrderedDicts wrote them."""
+    if "ids" in tree:
+        words = [id_key(sid) for sid in tree["ids"]]
+        return [k for k, _ in words], [c for _, c in words]
+    return tree["id_keys"].tolist(), tree["id_checks"].tolist()
