@@ -148,7 +148,7 @@ def retune_window(
     loss = "logistic" if header.task == "classification" else "squared"
     model, tune = retune_on_history(
         Xh, yh, X, y, trainer, header.retune.learner, loss, header.task,
-        window_labels=header.retune.window_labels,
+        window_labels=header.retune.window_labels, current=header.retune.current,
     )  # fmt: skip
     final = next(outcome for m, outcome in fitted if m is model)
     edge = tune.as_document()

@@ -98,7 +98,7 @@ class RecomputesMixin:
         edge = self._retuned()
         if edge is not None:  # every label learned so far reaches the history before the search
             retune = RetuneRequest.model_validate(
-                {"learner": edge.name, "window_labels": self.config.window_labels}
+                {"learner": edge.name, "window_labels": self.config.window_labels, "current": edge.params}
             )
             request = replace(request, retune=retune, history=tuple(self.take_history(force=True)))
         trained = self._submit(request)

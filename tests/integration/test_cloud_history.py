@@ -161,6 +161,39 @@ def test_a_retuning_recompute_equals_the_evaluators_search(server: CloudServer) 
         "stored with the version"
     )
 
+    # The edge names its parameters now: the search keeps them unless the best is clearly better, as offline.
+    current = {"scale_alpha": 0.01, "forgetting": 0.95, "prior": 0.1}
+    assert current != expected.params
+    header = header.model_copy(
+        update={"request_id": "retune-2", "retune": RetuneRequest(learner="newton", current=current)}
+    )
+    with server.client(secret) as c:
+        body = encode_window(header, Xw, yw, dtype="float64")
+        kept = c.post(
+            f"/v1/devices/{device}/models", content=body, headers={"Content-Type": WINDOW_CONTENT_TYPE}
+        )
+    assert kept.status_code == 201, kept.text
+    channel.current = current
+    offline(Xw, yw)
+    assert EdgeTune.from_document(kept.json()["edge"]).params == current == channel.take().params  # type: ignore[union-attr]
+
+
+def test_retune_current_parameters_must_be_finite_numbers(server: CloudServer) -> None:
+    X, y = labeled(50, 3)
+    for current in ({"prior": "0.1"}, {"prior": True}, {f"p{i}": 0.1 for i in range(9)}, {"bad name!": 0.1}):
+        header = {
+            "task": "classification",
+            "learner": "logistic",
+            "params": {"C": 1.0},
+            "retune": {"learner": "newton", "current": current},
+            "X": X.tolist(),
+            "y": y.tolist(),
+        }
+        with server.client(A) as c:
+            reply = c.post("/v1/devices/dev-a/models", json=header)
+        assert reply.status_code == 422, reply.text
+        assert "current" in reply.text
+
 
 def test_retune_needs_a_fixed_C_and_a_linear_learner(server: CloudServer) -> None:
     X, y = labeled(50, 3)

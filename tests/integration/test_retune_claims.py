@@ -1,7 +1,7 @@
 """The re-tuning recomputes' claims of docs/benchmarks.md ("Re-tuning recomputes"), on label offset 0.
 
 They run the evaluator's own code path (``run_one``) on real ELEC2 and the seeded synthetic streams; the
-figures in the docs come from the same runs.
+figures in the docs come from the same runs (about 12 s in all, so they run with the default suite).
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from functools import cache
 
 import pytest
 
-from edgedrift.data import Stream, load_elec2, ridge_stream
+from edgedrift.data import Stream, load_elec2, ridge_stream, sine1plus
 from edgedrift_eval.protocol import get_protocol
 from edgedrift_eval.results import RunResult
 from edgedrift_eval.runner import RunSpec, run_one
-
-pytestmark = pytest.mark.slow
 
 
 @cache
@@ -38,8 +36,9 @@ def run(stream: Stream, strategy: str) -> RunResult:
 def test_druid_tune_on_elec2_beats_85_percent_with_at_most_10_recomputes() -> None:
     tune, base = run(elec2(), "druid-tune"), run(elec2(), "newton-tuned")
     assert tune.metric("accuracy") >= 0.85 and tune.recomputes <= 10
-    # Above the strong baseline of the same learner, but not by the issue's 1.5 points (docs say so).
-    assert 0.0 < tune.metric("accuracy") - base.metric("accuracy") < 0.015
+    # At offset 0 the first window's one-SE choice (scaler rate 0.1) leaves the baseline at 87.29 and the
+    # cloud's recomputes move the edge to 89.05 (+1.76); over all ten offsets the gain is +0.35 (docs).
+    assert abs(tune.metric("accuracy") - base.metric("accuracy") - 0.0176) < 0.003
     assert tune.metric("accuracy_labeled") > base.metric("accuracy_labeled")
 
 
@@ -53,3 +52,11 @@ def test_drift_free_control_no_more_recomputes_than_druid_and_nothing_lost() -> 
 def test_ridge_druid_tune_has_a_lower_rmse_than_druid() -> None:
     stream = ridge_stream(sigma=10.0)
     assert run(stream, "druid-tune").metric("rmse") < 0.8 * run(stream, "druid").metric("rmse")
+
+
+def test_sine1plus_sigma_100_druid_tune_is_not_below_druid() -> None:
+    """The stream where re-tuning lost 0.65 points to ``druid`` before the one-SE start and the margin."""
+    stream = sine1plus(d=10, sigma=100.0)
+    tune, druid = run(stream, "druid-tune"), run(stream, "druid")
+    assert tune.recomputes == druid.recomputes == 9
+    assert tune.metric("accuracy") >= druid.metric("accuracy") - 1e-12

@@ -3,6 +3,8 @@ sets, the compute axis and the Friedman/Nemenyi comparison (issue 15)."""
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -11,11 +13,23 @@ import numpy as np
 import pytest
 
 from edgedrift.data import Stream, sine1plus
+from edgedrift.learners import ForgettingNewton
+from edgedrift.models.linear import LinearModel
 from edgedrift.strategies import STRATEGIES
 from edgedrift.strategies.channel import EdgeTune, TuneChannel
-from edgedrift.strategies.retuned import EDGE_GRIDS, RetunedLearner, grid_points, tune_all
+from edgedrift.strategies.retuned import (
+    EDGE_DEFAULTS,
+    EDGE_GRIDS,
+    RetunedLearner,
+    edge_learner,
+    grid_points,
+    grid_scores,
+    one_se_choice,
+    tune_all,
+)
 from edgedrift.training.linear import LinearTrainer
 from edgedrift.training.retune import HistoryRetuner, LabelHistory, choose_window
+from edgedrift.window import CountWindow
 from edgedrift_eval.compare import compare_dirs
 from edgedrift_eval.protocol import Protocol
 from edgedrift_eval.runner import RunSpec, build_runner, run_one
@@ -85,18 +99,22 @@ def test_retuner_sees_only_labels_the_edge_learned_and_ships_a_grid_point(stream
             seen.append(len(retuner.history))
             assert len(retuner.history) == int(labeled[: i + 1].sum())
     assert len(seen) == loop.counters.recomputes >= 3
-    assert loop.learner.retunes == loop.counters.recomputes
+    # The edge rebuilds its learner only when a recompute changes its parameters.
+    shipped = [dict(ctx.learner_params["newton+all"]), *(t.params for t in retuner.tunes)]
+    assert loop.learner.retunes == sum(a != b for a, b in itertools.pairwise(shipped))
+    assert loop.learner.params == shipped[-1] == retuner.channel.current
     assert all(t.params in grid_points("newton") for t in retuner.tunes)
     assert len(retuner.cpu_s) == len(seen) and min(retuner.cpu_s) > 0.0
 
 
 def test_tuned_strategies_start_from_the_first_window_only(stream: Stream) -> None:
-    """The strong baseline and druid-tune start with the same parameters, tuned on the first window."""
+    """The strong baseline and druid-tune start with the same parameters, tuned on the first window by
+    the one-standard-error rule."""
     protocol = Protocol()
     labeled = protocol.labeled_mask(len(stream), 0)
     W = protocol.window
     X0, y0 = stream.X[:W][labeled[:W]], stream.y[:W][labeled[:W]]
-    expected, _ = tune_all("newton", 2, "logistic", "classification", X0, y0)
+    expected = one_se_choice("newton", grid_scores("newton", 2, "logistic", "classification", X0, y0))
     for name in ("newton-tuned", "druid-tune"):
         _, info, _ = build_runner(stream, protocol, RunSpec(name, None, 0), labeled)
         assert info.learner_params == {"newton+all": expected}
@@ -232,3 +250,74 @@ def test_the_agent_runs_the_retuning_strategies_now_that_the_cloud_keeps_histori
 
     for name in ("druid-tune", "periodic-tune", "newton-tuned"):
         assert AgentSettings.model_validate({"device_id": "d1", "strategy": name}).strategy == name
+
+
+def test_the_one_se_rule_keeps_the_defaults_within_noise_and_follows_a_clear_best() -> None:
+    defaults = dict(EDGE_DEFAULTS["newton"])
+    near = {**defaults, "prior": 1.0}
+    far = {**defaults, "forgetting": 0.995, "prior": 1.0}
+    noisy = np.array([1.0] * 18 + [0.0] * 2)  # 0.90, SE 0.069
+    best = np.array([1.0] * 19 + [0.0])  # 0.95
+    assert one_se_choice("newton", [(far, best), (near, best), (defaults, noisy)]) == defaults
+    # Beyond one SE of the best, the defaults lose; among the rest, fewer changes first.
+    poor = np.array([1.0] * 10 + [0.0] * 10)
+    assert one_se_choice("newton", [(far, best), (near, best), (defaults, poor)]) == near
+    # Equal changes: the better mean, then the first.
+    assert one_se_choice("newton", [(far, noisy), (near, best)]) == near
+    assert one_se_choice("newton", [(near, best), ({**defaults, "forgetting": 0.98}, best)]) == near
+
+
+def test_a_retune_keeps_the_edges_parameters_unless_the_best_is_clearly_better() -> None:
+    """The best grid point replaces the edge's current one only by more than two paired standard errors."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1500, 3))
+    y = np.sign(X[:, 0] - 0.5 * X[:, 1] + 0.8 * rng.normal(size=1500))
+    scored = grid_scores("newton", 3, "logistic", "classification", X, y)
+    means = [float(s.mean()) for _, s in scored]
+    top = int(np.argmax(means))
+
+    def paired_z(i: int) -> float:
+        diff = scored[top][1] - scored[i][1]
+        return (means[top] - means[i]) / (float(np.std(diff, ddof=1)) / float(np.sqrt(len(diff))))
+
+    close = next(i for i in range(len(scored)) if i != top and 0 < paired_z(i) < 2)
+    clear = next(i for i in range(len(scored)) if paired_z(i) > 2)
+    assert tune_all("newton", 3, "logistic", "classification", X, y) == (scored[top][0], means[top])
+    kept = tune_all("newton", 3, "logistic", "classification", X, y, current=scored[close][0])
+    assert kept == (scored[close][0], means[close])
+    moved = tune_all("newton", 3, "logistic", "classification", X, y, current=scored[clear][0])
+    assert moved == (scored[top][0], means[top])
+    eager = tune_all("newton", 3, "logistic", "classification", X, y, current=scored[close][0], margin_se=0)
+    assert eager[0] == scored[top][0]
+
+
+def test_the_edge_keeps_its_learner_when_the_parameters_do_not_change() -> None:
+    """Same parameters: the learner keeps its state and anchors (as druid); new ones: rebuilt on the window,
+    anchored only if the cloud says so."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 2))
+    y = np.sign(X[:, 0])
+    ctx = make_context(X[:200], y[:200], "classification", 200)
+    channel = TuneChannel(2)
+    window = CountWindow(200, 2)
+    window.push_many(X[:200], y[:200])
+    start = dict(EDGE_DEFAULTS["newton"])
+    edge = RetunedLearner("newton", ctx, start, channel, window)
+    assert channel.current == start
+    for xi, yi in zip(X[200:], y[200:], strict=True):
+        edge.learn_one(xi, float(yi))
+    model = ctx.initial_model()
+    inner = edge.inner
+    assert isinstance(inner, ForgettingNewton) and isinstance(model, LinearModel)
+    expected = copy.deepcopy(inner)
+    expected.anchor(model)
+    channel.post(EdgeTune(dict(start), 0.9, 200, anchor=False))
+    edge.anchor(model)
+    assert edge.inner is inner and edge.retunes == 0
+    assert np.array_equal(inner.w, expected.w)  # anchored despite anchor=False
+    fresh = edge_learner("newton", 2, "logistic", "classification", start)
+    assert isinstance(fresh, ForgettingNewton) and not np.array_equal(fresh.w, expected.w)
+    changed = {**start, "forgetting": 0.98}
+    channel.post(EdgeTune(changed, 0.9, 200, anchor=False))
+    edge.anchor(model)
+    assert edge.inner is not inner and edge.retunes == 1 and channel.current == changed == edge.params

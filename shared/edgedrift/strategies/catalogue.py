@@ -39,10 +39,10 @@ druid-rmsprop          0.841 1
 newton                 0.947 0
 rmsprop                0.822 0
 perceptron             0.942 0
-druid-tune             0.872 1
-periodic-tune          0.861 0
-newton-tuned           0.861 0
-rmsprop-tuned          0.822 0
+druid-tune             0.950 1
+periodic-tune          0.947 0
+newton-tuned           0.947 0
+rmsprop-tuned          0.901 0
 druid-paper            0.817 1
 predsign               0.796 1
 periodic               0.821 3

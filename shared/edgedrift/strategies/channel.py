@@ -89,6 +89,8 @@ class TuneChannel:
 
     n_features: int
     inbox: EdgeTune | None = None
+    #: The edge learner's parameters now (what a re-tuning recompute keeps unless it finds better).
+    current: dict[str, float] | None = None
     #: Bytes of the label batches drained so far (the compact binary body of each batch).
     bytes_forwarded: int = 0
     #: Bytes of the re-tuning results posted so far (their JSON form).

@@ -10,8 +10,11 @@ data, later data), not the grid's. The search itself runs in the cloud
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import numpy as np
 
 from edgedrift.learners import AdaptiveSGD, ForgettingNewton
 from edgedrift.learners.base import OnlineLearner
@@ -20,10 +23,20 @@ from edgedrift.models.losses import FloatArray, Task
 from edgedrift.monitors import DruidMonitor, Monitor, NeverMonitor, PeriodicMonitor
 from edgedrift.strategies.channel import TuneChannel
 from edgedrift.strategies.context import Context
-from edgedrift.strategies.tuning import prequential_score
+from edgedrift.strategies.tuning import prequential_scores
 from edgedrift.window import CountWindow, TimeWindow
 
-__all__ = ["EDGE_GRIDS", "RetunedLearner", "edge_learner", "first_window_params", "grid_points", "tune_all"]
+__all__ = [
+    "EDGE_DEFAULTS",
+    "EDGE_GRIDS",
+    "RetunedLearner",
+    "edge_learner",
+    "first_window_params",
+    "grid_points",
+    "grid_scores",
+    "one_se_choice",
+    "tune_all",
+]
 
 #: Every hyper-parameter of each tunable edge learner, the EW scaler's rate included, and its grid.
 EDGE_GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
@@ -34,6 +47,17 @@ EDGE_GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
         "prior": (0.1, 1.0),
     },
 }
+
+
+#: The value :func:`edge_learner` gives a hyper-parameter the configuration does not name.
+EDGE_DEFAULTS: dict[str, dict[str, float]] = {
+    "rmsprop": {"scale_alpha": 0.01, "lr": 0.3},
+    "newton": {"scale_alpha": 0.01, "forgetting": 0.9, "prior": 0.1},
+}
+
+#: Paired standard errors by which the best grid point must beat the edge's current parameters before a
+#: re-tuning recompute changes them (:func:`tune_all`).
+RETUNE_MARGIN_SE = 2.0
 
 
 def edge_learner(
@@ -47,20 +71,20 @@ def edge_learner(
     >>> newton.forgetting, newton.prior, newton.scale_alpha
     (0.98, 0.1, 0.01)
     """
-    p = dict(params)
-    alpha = float(p.get("scale_alpha", 0.01))
+    if name not in EDGE_DEFAULTS:
+        raise ValueError(f"no tunable edge learner {name!r}; known: {', '.join(EDGE_GRIDS)}")
+    p = {**EDGE_DEFAULTS[name], **params}
+    alpha = float(p["scale_alpha"])
     if name == "rmsprop":
-        return AdaptiveSGD(n_features, loss, lr=float(p.get("lr", 0.3)), scale_alpha=alpha, task=task)
-    if name == "newton":
-        return ForgettingNewton(
-            n_features,
-            loss,
-            forgetting=float(p.get("forgetting", 0.9)),
-            prior=float(p.get("prior", 0.1)),
-            scale_alpha=alpha,
-            task=task,
-        )
-    raise ValueError(f"no tunable edge learner {name!r}; known: {', '.join(EDGE_GRIDS)}")
+        return AdaptiveSGD(n_features, loss, lr=float(p["lr"]), scale_alpha=alpha, task=task)
+    return ForgettingNewton(
+        n_features,
+        loss,
+        forgetting=float(p["forgetting"]),
+        prior=float(p["prior"]),
+        scale_alpha=alpha,
+        task=task,
+    )
 
 
 def grid_points(name: str) -> list[dict[str, float]]:
@@ -75,24 +99,82 @@ def grid_points(name: str) -> list[dict[str, float]]:
     return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
-def tune_all(
+def grid_scores(
     name: str, n_features: int, loss: str, task: Task, X: FloatArray, y: FloatArray
+) -> list[tuple[dict[str, float], FloatArray]]:
+    """Every grid point with the per-sample prequential scores of a fresh learner over (X, y)."""
+    return [
+        (params, prequential_scores(edge_learner(name, n_features, loss, task, params), X, y))
+        for params in grid_points(name)
+    ]
+
+
+def _standard_error(scores: FloatArray) -> float:
+    """Standard error of the mean of per-sample scores (ddof = 1; 0 for fewer than two)."""
+    return float(np.std(scores, ddof=1)) / math.sqrt(len(scores)) if len(scores) > 1 else 0.0
+
+
+def one_se_choice(name: str, scored: list[tuple[dict[str, float], FloatArray]]) -> dict[str, float]:
+    """The one-standard-error rule (Breiman et al. 1984; Hastie et al., ESL §7.10): among the grid points
+    whose mean score is within one standard error of the best's, the one that changes the fewest of the
+    learner's defaults (then the best scoring, then the first).
+
+    200 labels of a stationary first window cannot separate configurations closer than about a standard
+    error (1.5–2 points of accuracy), and a choice made on noise can adapt worse to the first drift.
+
+    Examples
+    --------
+    >>> default, other = {"scale_alpha": 0.01, "lr": 0.3}, {"scale_alpha": 0.1, "lr": 1.0}
+    >>> a = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
+    >>> b = np.array([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
+    >>> one_se_choice("rmsprop", [(default, a), (other, b)])  # 0.75: within one SE (0.125) of 0.875
+    {'scale_alpha': 0.01, 'lr': 0.3}
+    """
+    means = [float(s.mean()) if len(s) else 0.0 for _, s in scored]
+    top = int(np.argmax(means))
+    floor = means[top] - _standard_error(scored[top][1])
+    defaults = EDGE_DEFAULTS[name]
+    near = [i for i, m in enumerate(means) if m >= floor]
+    changed = [sum(scored[i][0].get(k, v) != v for k, v in defaults.items()) for i in near]
+    best = min(range(len(near)), key=lambda j: (changed[j], -means[near[j]], near[j]))
+    return scored[near[best]][0]
+
+
+def tune_all(
+    name: str,
+    n_features: int,
+    loss: str,
+    task: Task,
+    X: FloatArray,
+    y: FloatArray,
+    current: Mapping[str, float] | None = None,
+    margin_se: float = RETUNE_MARGIN_SE,
 ) -> tuple[dict[str, float], float]:
-    """The grid point with the best prequential score of a fresh learner over (X, y), and that score."""
-    best: tuple[dict[str, float], float] | None = None
-    for params in grid_points(name):
-        score = prequential_score(edge_learner(name, n_features, loss, task, params), X, y)
-        if best is None or score > best[1]:
-            best = (params, score)
-    assert best is not None
-    return best
+    """The grid point with the best prequential score of a fresh learner over (X, y), and that score.
+
+    With the edge's ``current`` parameters (a grid point), the best replaces them only when it beats
+    them by more than ``margin_se`` standard errors of the per-sample score difference (a paired test):
+    a change costs the edge its learner's state (rebuilt and warmed on its window), so a tie keeps it.
+    """
+    scored = grid_scores(name, n_features, loss, task, X, y)
+    means = [float(s.mean()) if len(s) else 0.0 for _, s in scored]
+    top = int(np.argmax(means))
+    if current is not None:
+        here = next((i for i, (p, _) in enumerate(scored) if p == dict(current)), None)
+        if here is not None:
+            diff = scored[top][1] - scored[here][1]
+            if means[top] - means[here] <= margin_se * _standard_error(diff):
+                return scored[here][0], means[here]
+    return scored[top][0], means[top]
 
 
 def first_window_params(name: str, ctx: Context) -> dict[str, float]:
-    """All hyper-parameters tuned on the first window's labels only (remembered in the context)."""
+    """All hyper-parameters tuned on the first window's labels only (remembered in the context), by the
+    one-standard-error rule (:func:`one_se_choice`)."""
     key = f"{name}+all"
     if key not in ctx.learner_params:
-        ctx.learner_params[key] = tune_all(name, ctx.n_features, ctx.loss, ctx.task, ctx.X0, ctx.y0)[0]
+        scored = grid_scores(name, ctx.n_features, ctx.loss, ctx.task, ctx.X0, ctx.y0)
+        ctx.learner_params[key] = one_se_choice(name, scored)
     return ctx.learner_params[key]
 
 
@@ -116,6 +198,7 @@ class RetunedLearner:
         self._shape = (ctx.n_features, ctx.loss, ctx.task)
         self.params = dict(params)
         self.channel = channel
+        channel.current = dict(self.params)
         self.window = window
         self.inner = edge_learner(name, *self._shape, self.params)
         self.n_learned = 0
@@ -147,19 +230,22 @@ class RetunedLearner:
         self.n_learned += len(y)
 
     def anchor(self, model: Any) -> None:
-        """Apply the cloud's parameters if a recompute sent some (rebuild, warm on the window), then
-        continue from the batch model unless the cloud found that anchoring does not pay."""
+        """Apply the cloud's parameters if a recompute sent new ones (rebuild, warm on the window) and
+        continue from the batch model unless the cloud found that anchoring does not pay. Parameters
+        unchanged: the learner keeps its state and anchors, as ``druid`` does."""
         tune = self.channel.take()
-        if tune is not None and tune.params:
+        if tune is not None and tune.params and dict(tune.params) != self.params:
             self.params = dict(tune.params)
+            self.channel.current = dict(self.params)
             fresh = edge_learner(self.name, *self._shape, self.params)
             X, y = self.window.contents()
             for xi, yi in zip(X, y, strict=True):
                 fresh.learn_one(xi, float(yi))
             self.inner = fresh
             self.retunes += 1
-        if tune is None or tune.anchor:
-            self.inner.anchor(model)
+            if not tune.anchor:
+                return
+        self.inner.anchor(model)
 
     def clone(self) -> OnlineLearner:
         return self.inner.clone()

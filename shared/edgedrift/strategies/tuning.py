@@ -9,12 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, Perceptron
 from edgedrift.learners.base import OnlineLearner
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies.context import Context
 
-__all__ = ["LEARNERS", "LearnerFactory", "make_learner", "prequential_score", "tune_learner"]
+__all__ = [
+    "LEARNERS",
+    "LearnerFactory",
+    "make_learner",
+    "prequential_score",
+    "prequential_scores",
+    "tune_learner",
+]
 
 LearnerFactory = Callable[..., OnlineLearner]
 
@@ -72,6 +81,26 @@ LEARNERS: dict[str, tuple[LearnerFactory, dict[str, tuple[float, ...]]]] = {
 }
 
 
+def prequential_scores(learner: OnlineLearner, X: FloatArray, y: FloatArray) -> FloatArray:
+    """Test-then-train score of each sample: 1/0 for a right/wrong class, or −(ŷ − y)² for regression.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgedrift.learners import Perceptron
+    >>> X = np.array([[1.0, 0.0], [-1.0, 0.0], [2.0, 1.0], [-2.0, 1.0]])
+    >>> prequential_scores(Perceptron(2, scale=False), X, np.array([1.0, -1.0, 1.0, -1.0])).tolist()
+    [1.0, 0.0, 1.0, 1.0]
+    """
+    out = np.empty(len(y))
+    classification = learner.task == "classification"
+    for i, (xi, yi) in enumerate(zip(X, y, strict=True)):
+        p = learner.predict_one(xi)
+        out[i] = float(p == yi) if classification else -((p - yi) ** 2)
+        learner.learn_one(xi, float(yi))
+    return out
+
+
 def prequential_score(learner: OnlineLearner, X: FloatArray, y: FloatArray) -> float:
     """Test-then-train accuracy (or −MSE for regression) of a fresh learner over (X, y).
 
@@ -83,12 +112,7 @@ def prequential_score(learner: OnlineLearner, X: FloatArray, y: FloatArray) -> f
     >>> prequential_score(Perceptron(2, scale=False), X, np.array([1.0, -1.0, 1.0, -1.0]))
     0.75
     """
-    total = 0.0
-    for xi, yi in zip(X, y, strict=True):
-        p = learner.predict_one(xi)
-        total += float(p == yi) if learner.task == "classification" else -((p - yi) ** 2)
-        learner.learn_one(xi, float(yi))
-    return total / max(len(y), 1)
+    return float(prequential_scores(learner, X, y).sum()) / max(len(y), 1)
 
 
 def tune_learner(name: str, ctx: Context) -> dict[str, float]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -165,6 +165,7 @@ class HistoryRetuner:
         model, tune = retune_on_history(
             Xh, yh, X, y, self.trainer, self.learner, self.loss, self.task,
             recent=self.recent, window_labels=self.window_labels, holdout=self.holdout,
+            current=self.channel.current,
         )  # fmt: skip
         self.channel.post(tune)
         self.tunes.append(tune)
@@ -196,9 +197,11 @@ def retune_on_history(
     recent: int = 2000,
     window_labels: int = 200,
     holdout: int = 500,
+    current: Mapping[str, float] | None = None,
 ) -> tuple[BatchModel, EdgeTune]:
     """One re-tuning recompute over a device's history (Xh, yh; the window X, y when the history is
-    shorter): the batch model refitted on the validated window length and the edge parameters.
+    shorter): the batch model refitted on the validated window length and the edge parameters, which
+    stay the edge's ``current`` ones unless the search finds clearly better (:func:`tune_all`).
 
     The evaluator (:class:`HistoryRetuner`) and the cloud trainer both call this, so a deployed
     re-tuning recompute equals the offline one given the same history.
@@ -210,7 +213,9 @@ def retune_on_history(
     if model is None:
         raise RuntimeError("the re-tuning recompute needs a synchronous trainer")
     part = slice(max(0, len(yh) - recent), len(yh))
-    params, score = tune_all(learner, Xh.shape[1], loss, task, Xh[part], yh[part])
+    params, score = tune_all(learner, Xh.shape[1], loss, task, Xh[part], yh[part], current)
+    if current is not None and params == dict(current):  # the edge keeps its learner and anchors
+        return model, EdgeTune(params, float(score), min(length, len(yh)), True)
     anchor = _anchor_helps(Xh, yh, trainer, learner, loss, task, length, params, window_labels, holdout)
     return model, EdgeTune(params, float(score), min(length, len(yh)), anchor)
 
