@@ -79,18 +79,29 @@ def run_command(prog: str, args: argparse.Namespace) -> int:
         return USAGE_ERROR
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every installed subcommand, or only ``command`` when one by that name is installed (``edgedrift
+    agent --help`` then imports the agent's parser and not the evaluator's, the cloud's and the demo's)."""
     parser = Parser(prog="edgedrift", description=__doc__, formatter_class=Formatter)
     add_version(parser, "edgedrift")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for ep in sorted(entry_points(group="edgedrift.commands"), key=lambda e: e.name):
+    found = sorted(entry_points(group="edgedrift.commands"), key=lambda e: e.name)
+    named = [ep for ep in found if ep.name == command]
+    for ep in named or found:
         register = ep.load()
         register(sub)
     return parser
 
 
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand's name: the first word that is not an option (none of ``edgedrift``'s own options
+    takes a value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_word(argv))
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
