@@ -457,7 +457,7 @@ static int words(PyObject *o, const npy_uint64 **out, npy_intp *n, const char *n
     return 1;
 }
 
-/* The table (args[0]) and, when keys is not NULL, the slots' words (args[1], args[2]). */
+/* The table (args[0]) and, with with_words, the slots' words (args[1], args[2]). */
 static int id_table(PyObject *const *args, IdTable *t, int with_words)
 {
     PyArrayObject *a = (PyArrayObject *)args[0];

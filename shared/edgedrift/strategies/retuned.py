@@ -114,6 +114,12 @@ def _standard_error(scores: FloatArray) -> float:
     return float(np.std(scores, ddof=1)) / math.sqrt(len(scores)) if len(scores) > 1 else 0.0
 
 
+def _means_and_best(scored: list[tuple[dict[str, float], FloatArray]]) -> tuple[list[float], int]:
+    """Each grid point's mean score (0 for no samples) and the position of the best (the first of ties)."""
+    means = [float(s.mean()) if len(s) else 0.0 for _, s in scored]
+    return means, int(np.argmax(means))
+
+
 def one_se_choice(name: str, scored: list[tuple[dict[str, float], FloatArray]]) -> dict[str, float]:
     """The one-standard-error rule (Breiman et al. 1984; Hastie et al., ESL §7.10): among the grid points
     whose mean score is within one standard error of the best's, the one that changes the fewest of the
@@ -130,8 +136,7 @@ def one_se_choice(name: str, scored: list[tuple[dict[str, float], FloatArray]]) 
     >>> one_se_choice("rmsprop", [(default, a), (other, b)])  # 0.75: within one SE (0.125) of 0.875
     {'scale_alpha': 0.01, 'lr': 0.3}
     """
-    means = [float(s.mean()) if len(s) else 0.0 for _, s in scored]
-    top = int(np.argmax(means))
+    means, top = _means_and_best(scored)
     floor = means[top] - _standard_error(scored[top][1])
     defaults = EDGE_DEFAULTS[name]
     near = [i for i, m in enumerate(means) if m >= floor]
@@ -157,8 +162,7 @@ def tune_all(
     a change costs the edge its learner's state (rebuilt and warmed on its window), so a tie keeps it.
     """
     scored = grid_scores(name, n_features, loss, task, X, y)
-    means = [float(s.mean()) if len(s) else 0.0 for _, s in scored]
-    top = int(np.argmax(means))
+    means, top = _means_and_best(scored)
     if current is not None:
         here = next((i for i, (p, _) in enumerate(scored) if p == dict(current)), None)
         if here is not None:
