@@ -5,6 +5,8 @@
  * in another order than BLAS, so results agree with the numpy path to rounding (tests/unit/test_kernels.py).
  *
  *   newton_learn    EWStandardizer.update + x~ + ForgettingNewton._update   (learners/second_order.py)
+ *   newton_learn_many  size filter + EWStandardizer.update_many + x~ + ForgettingNewton._update_many
+ *                   for a batch (IncrementalLearner.learn_many; learners/base.py, second_order.py)
  *   adaptive_learn  EWStandardizer.update + x~ + AdaptiveSGD._update        (learners/adaptive.py)
  *   grad_track      DeltaG.add / DeltaG.remove of one sample                (monitors/gradient.py)
  *   raw_weights     the learner's weights in raw feature space              (learners/base.py)
@@ -89,6 +91,34 @@ static double loss_d2z(int loss, double y, double z)
     return 2.0;
 }
 
+/* The standardiser's update of one sample with weight a (EWStandardizer.update); delta is scratch. */
+static void scaler_update(const double *x, npy_intp d, double *mean, double *var, double *inv_std,
+                          double *delta, double a, double eps)
+{
+    for (npy_intp i = 0; i < d; i++)
+        delta[i] = x[i] - mean[i];
+    for (npy_intp i = 0; i < d; i++)
+        mean[i] += a * delta[i];
+    for (npy_intp i = 0; i < d; i++) {
+        var[i] += a * delta[i] * delta[i];
+        var[i] *= 1.0 - a;
+        inv_std[i] = 1.0 / sqrt(var[i] + eps);
+    }
+}
+
+/* x~ = ((x - mean) * inv_std, 1) into xa (IncrementalLearner._features); mean == NULL: x~ = (x, 1). */
+static void features(const double *x, npy_intp d, const double *mean, const double *inv_std, double *xa)
+{
+    if (mean == NULL) {
+        for (npy_intp i = 0; i < d; i++)
+            xa[i] = x[i];
+    } else {
+        for (npy_intp i = 0; i < d; i++)
+            xa[i] = (x[i] - mean[i]) * inv_std[i];
+    }
+    xa[d] = 1.0;
+}
+
 /* The learners' common first half (IncrementalLearner.learn_one): skip a sample with ||x||^2 + y^2
  * above max_sq (or not finite), then the standardiser's update with weight a (EWStandardizer.update),
  * then x~ = ((x - mean) * inv_std, 1) into xa. mean == NULL: no standardiser, x~ = (x, 1). */
@@ -97,23 +127,9 @@ static int prepare(const double *x, npy_intp d, double y, double max_sq, double 
 {
     if (!(dot(x, x, d) + y * y <= max_sq))
         return SKIPPED_SIZE;
-    if (mean == NULL) {
-        for (npy_intp i = 0; i < d; i++)
-            xa[i] = x[i];
-    } else {
-        for (npy_intp i = 0; i < d; i++)
-            delta[i] = x[i] - mean[i];
-        for (npy_intp i = 0; i < d; i++)
-            mean[i] += a * delta[i];
-        for (npy_intp i = 0; i < d; i++) {
-            var[i] += a * delta[i] * delta[i];
-            var[i] *= 1.0 - a;
-            inv_std[i] = 1.0 / sqrt(var[i] + eps);
-        }
-        for (npy_intp i = 0; i < d; i++)
-            xa[i] = (x[i] - mean[i]) * inv_std[i];
-    }
-    xa[d] = 1.0;
+    if (mean != NULL)
+        scaler_update(x, d, mean, var, inv_std, delta, a, eps);
+    features(x, d, mean, inv_std, xa);
     return LEARNED;
 }
 
@@ -201,6 +217,310 @@ static PyObject *newton_learn(PyObject *self, PyObject *const *args, Py_ssize_t 
             }
     }
     return PyLong_FromLong(LEARNED);
+}
+
+/* dl/dz and d2l/dz2 as the vectorised Loss.dz and Loss.d2z compute them (the mini-batch steps): np.maximum
+ * keeps a NaN, and the logistic curvature is p (1 - p) with p = (1 + tanh(z/2)) / 2. */
+static double loss_dz_many(int loss, double y, double z)
+{
+    if (loss == LOSS_SQUARED_HINGE) {
+        double m = 1.0 - y * z;
+        return -2.0 * y * (m > 0.0 || m != m ? m : 0.0);
+    }
+    return loss_dz(loss, y, z);
+}
+
+static double loss_d2z_many(int loss, double y, double z)
+{
+    if (loss == LOSS_LOGISTIC) {
+        double p = 0.5 * (1.0 + tanh(0.5 * z));
+        return p * (1.0 - p);
+    }
+    return loss_d2z(loss, y, z);
+}
+
+/* LU factors with partial pivoting of the m-by-m row-major A, in place (LAPACK's getrf, behind
+ * numpy.linalg.solve and inv); piv[c] is the row swapped with row c. 0 when a pivot is exactly zero,
+ * where numpy raises LinAlgError ("Singular matrix"). */
+static int lu_factor(double *A, npy_intp m, npy_intp *piv)
+{
+    for (npy_intp c = 0; c < m; c++) {
+        npy_intp p = c;
+        double big = fabs(A[c * m + c]);
+        for (npy_intp r = c + 1; r < m; r++)
+            if (fabs(A[r * m + c]) > big) {
+                big = fabs(A[r * m + c]);
+                p = r;
+            }
+        piv[c] = p;
+        if (A[p * m + c] == 0.0)
+            return 0;
+        if (p != c)
+            for (npy_intp k = 0; k < m; k++) {
+                double t = A[c * m + k];
+                A[c * m + k] = A[p * m + k];
+                A[p * m + k] = t;
+            }
+        for (npy_intp r = c + 1; r < m; r++) {
+            double l = A[r * m + c] / A[c * m + c];
+            A[r * m + c] = l;
+            for (npy_intp k = c + 1; k < m; k++)
+                A[r * m + k] -= l * A[c * m + k];
+        }
+    }
+    return 1;
+}
+
+/* B <- A^-1 B for A's LU factors (LAPACK's getrs); B is m-by-nrhs, row-major. */
+static void lu_solve(const double *LU, npy_intp m, const npy_intp *piv, double *B, npy_intp nrhs)
+{
+    for (npy_intp c = 0; c < m; c++)
+        if (piv[c] != c)
+            for (npy_intp k = 0; k < nrhs; k++) {
+                double t = B[c * nrhs + k];
+                B[c * nrhs + k] = B[piv[c] * nrhs + k];
+                B[piv[c] * nrhs + k] = t;
+            }
+    for (npy_intp r = 1; r < m; r++)
+        for (npy_intp c = 0; c < r; c++)
+            for (npy_intp k = 0; k < nrhs; k++)
+                B[r * nrhs + k] -= LU[r * m + c] * B[c * nrhs + k];
+    for (npy_intp r = m - 1; r >= 0; r--) {
+        for (npy_intp c = r + 1; c < m; c++)
+            for (npy_intp k = 0; k < nrhs; k++)
+                B[r * nrhs + k] -= LU[r * m + c] * B[c * nrhs + k];
+        for (npy_intp k = 0; k < nrhs; k++)
+            B[r * nrhs + k] /= LU[r * m + r];
+    }
+}
+
+/* B <- A^-1 (numpy.linalg.inv: getrf, then getrs on the identity); A is overwritten by its factors.
+ * 0 when A is singular. */
+static int invert(double *A, npy_intp m, npy_intp *piv, double *B)
+{
+    if (!lu_factor(A, m, piv))
+        return 0;
+    for (npy_intp i = 0; i < m * m; i++)
+        B[i] = 0.0;
+    for (npy_intp i = 0; i < m; i++)
+        B[i * m + i] = 1.0;
+    lu_solve(A, m, piv, B, m);
+    return 1;
+}
+
+/* The mini-batch step of ForgettingNewton._update_many on the k rows of U (n columns) with weights wt,
+ * the first kept of them the features x~, the rest the cyclic prior terms; grad is the batch's gradient.
+ * P (the caller's, unchanged) / lambda^kept is the start; the new P is built in Pn and installed, and w
+ * moved, only if the solve is not singular, Pn is finite and ||step||^2 <= delta_sq_max. work holds
+ * max(2 k n + k^2, 2 n^2) + n doubles, piv max(k, n) entries. */
+static int newton_batch_step(double *P, double *w, npy_intp n, double scale, const double *U,
+                             const double *wt, npy_intp k, const double *grad, double delta_sq_max,
+                             double *Pn, double *work, npy_intp *piv)
+{
+    for (npy_intp i = 0; i < n * n; i++)
+        Pn[i] = P[i] * scale;
+    if (k < n) { /* Woodbury: P <- P - (U P)' (U P U' + diag(1/wt))^-1 (U P) */
+        double *UP = work, *S = UP + k * n, *sol = S + k * k;
+        for (npy_intp r = 0; r < k; r++)
+            for (npy_intp b = 0; b < n; b++) {
+                double s = 0.0;
+                for (npy_intp a = 0; a < n; a++)
+                    s += U[r * n + a] * Pn[a * n + b];
+                UP[r * n + b] = s;
+            }
+        for (npy_intp r = 0; r < k; r++)
+            for (npy_intp q = 0; q < k; q++)
+                S[r * k + q] = dot(UP + r * n, U + q * n, n);
+        for (npy_intp r = 0; r < k; r++)
+            S[r * k + r] += 1.0 / wt[r];
+        for (npy_intp i = 0; i < k * n; i++)
+            sol[i] = UP[i];
+        if (!lu_factor(S, k, piv))
+            return SKIPPED_STEP;
+        lu_solve(S, k, piv, sol, n);
+        for (npy_intp a = 0; a < n; a++)
+            for (npy_intp b = 0; b < n; b++) {
+                double s = 0.0;
+                for (npy_intp r = 0; r < k; r++)
+                    s += UP[r * n + a] * sol[r * n + b];
+                Pn[a * n + b] -= s;
+            }
+    } else { /* information form: P <- (P^-1 + U' diag(wt) U)^-1 */
+        double *A = work, *B = A + n * n;
+        if (!invert(Pn, n, piv, A))
+            return SKIPPED_STEP;
+        for (npy_intp a = 0; a < n; a++)
+            for (npy_intp b = 0; b < n; b++) {
+                double s = 0.0;
+                for (npy_intp r = 0; r < k; r++)
+                    s += U[r * n + a] * wt[r] * U[r * n + b];
+                A[a * n + b] += s;
+            }
+        if (!invert(A, n, piv, B))
+            return SKIPPED_STEP;
+        for (npy_intp i = 0; i < n * n; i++)
+            Pn[i] = B[i];
+    }
+    for (npy_intp a = 0; a < n; a++) /* P += P'; P *= 0.5 (the diagonal too: 2 P_aa may overflow) */
+        for (npy_intp b = a; b < n; b++) {
+            double v = (Pn[a * n + b] + Pn[b * n + a]) * 0.5;
+            Pn[a * n + b] = v;
+            Pn[b * n + a] = v;
+        }
+    double *step = work + (k < n ? 2 * k * n + k * k : 2 * n * n);
+    for (npy_intp a = 0; a < n; a++)
+        step[a] = dot(Pn + a * n, grad, n);
+    if (!(isfinite(dot(Pn, Pn, n * n)) && dot(step, step, n) <= delta_sq_max))
+        return SKIPPED_STEP;
+    for (npy_intp i = 0; i < n * n; i++)
+        P[i] = Pn[i];
+    for (npy_intp a = 0; a < n; a++)
+        w[a] -= step[a];
+    return LEARNED;
+}
+
+/* newton_learn_many(X, y, loss, w, P, m, mean, var, inv_std, n_seen, alpha, eps, forgetting, rho, j, h_min,
+ *                   max_sq, delta_sq_max) -> (kept, status): status 0 learned, 1 no row kept, 2 step not
+ * taken. ForgettingNewton.learn_many (IncrementalLearner.learn_many with ForgettingNewton._update_many):
+ * the rows with ||x||^2 + y^2 <= max_sq when the whole batch is not (kept of them), the standardiser's
+ * update_many (per sample while n_seen < 1/alpha, then the closed form), x~, and the Newton step of
+ * newton_batch_step with the prior terms on coordinates j, j + 1, ... (mod d + 1). The caller adds kept
+ * to the standardiser's n and counts the skipped rows; mean is None without a standardiser. */
+static PyObject *newton_learn_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 18) {
+        PyErr_SetString(PyExc_TypeError, "newton_learn_many takes 18 arguments");
+        return NULL;
+    }
+    if (!PyArray_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "X: expected a numpy array");
+        return NULL;
+    }
+    PyArrayObject *Xarr = (PyArrayObject *)args[0];
+    if (PyArray_NDIM(Xarr) != 2) {
+        PyErr_SetString(PyExc_ValueError, "X: expected a 2-D array");
+        return NULL;
+    }
+    npy_intp k = PyArray_DIM(Xarr, 0), d = PyArray_DIM(Xarr, 1), n = d + 1;
+    int bad = 0;
+    const double *X = f64(args[0], k * d, 0, "X"), *y = f64(args[1], k, 0, "y");
+    double *w = f64(args[3], n, 1, "w"), *P = f64(args[4], n * n, 1, "P"), *m = f64(args[5], n, 0, "m");
+    double *mean = f64_or_null(args[6], d, 1, "mean", &bad), *var = f64_or_null(args[7], d, 1, "var", &bad);
+    double *inv_std = f64_or_null(args[8], d, 1, "inv_std", &bad);
+    if (!X || !y || !w || !P || !m || bad || (mean && !(var && inv_std)))
+        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "scaler arrays"), NULL);
+    long loss = PyLong_AsLong(args[2]);
+    Py_ssize_t n_seen = PyLong_AsSsize_t(args[9]);
+    double alpha = PyFloat_AsDouble(args[10]), eps = PyFloat_AsDouble(args[11]);
+    double forgetting = PyFloat_AsDouble(args[12]), rho = PyFloat_AsDouble(args[13]);
+    Py_ssize_t j = PyLong_AsSsize_t(args[14]);
+    double h_min = PyFloat_AsDouble(args[15]), max_sq = PyFloat_AsDouble(args[16]);
+    double delta_sq_max = PyFloat_AsDouble(args[17]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (j < 0 || j >= n) {
+        PyErr_SetString(PyExc_ValueError, "j: not a coordinate of w");
+        return NULL;
+    }
+    if (mean && !(alpha > 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "alpha: must be > 0");
+        return NULL;
+    }
+
+    /* rows: U (k + n rows of n: the kept x~, then the prior terms), wt, c, grad, new mean, Pn, work */
+    npy_intp rows = k + n, wsize = 2 * rows * n + rows * rows > 2 * n * n ? 2 * rows * n + rows * rows
+                                                                          : 2 * n * n;
+    double *buf = PyMem_Malloc(sizeof(double) * (rows * n + 2 * rows + n + d + n * n + wsize + n));
+    npy_intp *idx = PyMem_Malloc(sizeof(npy_intp) * (k + rows + 1));
+    if (!buf || !idx) {
+        PyMem_Free(buf);
+        PyMem_Free(idx);
+        return PyErr_NoMemory();
+    }
+    double *U = buf, *wt = U + rows * n, *c = wt + rows, *grad = c + rows, *mu = grad + n, *Pn = mu + d;
+    double *work = Pn + n * n;
+    npy_intp *keep = idx, *piv = idx + k, kept = 0;
+    int status = SKIPPED_SIZE;
+
+    /* the size check, then the filter: sqnorm(X) + y @ y <= max_sq, else row by row */
+    if (dot(X, X, k * d) + dot(y, y, k) <= max_sq) {
+        for (npy_intp r = 0; r < k; r++)
+            keep[kept++] = r;
+    } else {
+        for (npy_intp r = 0; r < k; r++)
+            if (dot(X + r * d, X + r * d, d) + y[r] * y[r] <= max_sq)
+                keep[kept++] = r;
+    }
+    if (kept == 0)
+        goto done;
+
+    if (mean != NULL) { /* EWStandardizer.update_many */
+        npy_intp r = 0;
+        for (; r < kept && (double)n_seen < 1.0 / alpha; r++) {
+            n_seen++;
+            double a = 1.0 / (double)n_seen > alpha ? 1.0 / (double)n_seen : alpha;
+            scaler_update(X + keep[r] * d, d, mean, var, inv_std, mu, a, eps);
+        }
+        npy_intp rest = kept - r;
+        if (rest > 0) {
+            double decay = pow(1.0 - alpha, (double)rest), *ew = c;
+            for (npy_intp i = 0; i < rest; i++)
+                ew[i] = alpha * pow(1.0 - alpha, (double)(rest - 1 - i));
+            for (npy_intp i = 0; i < d; i++) {
+                double s = 0.0;
+                for (npy_intp q = 0; q < rest; q++)
+                    s += ew[q] * X[keep[r + q] * d + i];
+                mu[i] = decay * mean[i] + s;
+            }
+            for (npy_intp i = 0; i < d; i++) {
+                double s = 0.0, shift = mean[i] - mu[i];
+                for (npy_intp q = 0; q < rest; q++) {
+                    double e = X[keep[r + q] * d + i] - mu[i];
+                    s += ew[q] * (e * e);
+                }
+                var[i] = decay * (var[i] + shift * shift) + s;
+                mean[i] = mu[i];
+                inv_std[i] = 1.0 / sqrt(var[i] + eps);
+            }
+        }
+    }
+
+    for (npy_intp r = 0; r < kept; r++)
+        features(X + keep[r] * d, d, mean, inv_std, U + r * n);
+    for (npy_intp a = 0; a < n; a++)
+        grad[a] = 0.0;
+    for (npy_intp r = 0; r < kept; r++) {
+        double yr = y[keep[r]], z = dot(U + r * n, w, n);
+        double h = loss_d2z_many((int)loss, yr, z);
+        c[r] = loss_dz_many((int)loss, yr, z);
+        wt[r] = h > h_min || h != h ? h : h_min; /* np.maximum(h, h_min) */
+    }
+    for (npy_intp r = 0; r < kept; r++)
+        for (npy_intp a = 0; a < n; a++)
+            grad[a] += c[r] * U[r * n + a];
+    npy_intp total = kept;
+    if (rho > 0.0) { /* the kept prior terms: coordinate (j + i) mod n for the i-th row, counted */
+        npy_intp *hits = piv;
+        for (npy_intp a = 0; a < n; a++)
+            hits[a] = 0;
+        for (npy_intp i = 0; i < kept; i++)
+            hits[(j + i) % n]++;
+        for (npy_intp a = 0; a < n; a++) {
+            if (hits[a] == 0)
+                continue;
+            double rho_a = rho * (double)hits[a];
+            grad[a] += rho_a * (w[a] - m[a]);
+            for (npy_intp b = 0; b < n; b++)
+                U[total * n + b] = b == a ? 1.0 : 0.0;
+            wt[total++] = rho_a;
+        }
+    }
+    status = newton_batch_step(P, w, n, pow(forgetting, -(double)kept), U, wt, total, grad, delta_sq_max,
+                               Pn, work, piv);
+done:
+    PyMem_Free(buf);
+    PyMem_Free(idx);
+    return Py_BuildValue("(ni)", (Py_ssize_t)kept, status);
 }
 
 /* adaptive_learn(x, y, loss, w, xa, g, v, mean, var, inv_std, delta, a, eps, lr, rho, v_eps, step_max,
@@ -743,6 +1063,8 @@ static PyObject *id_unplace(PyObject *self, PyObject *const *args, Py_ssize_t na
 static PyMethodDef methods[] = {
     {"newton_learn", (PyCFunction)(void (*)(void))newton_learn, METH_FASTCALL,
      "Standardiser update, x~ and one forgetting-Newton step (see edgedrift.kernels)."},
+    {"newton_learn_many", (PyCFunction)(void (*)(void))newton_learn_many, METH_FASTCALL,
+     "Size filter, standardiser update, x~ and one forgetting-Newton step of a batch (edgedrift.kernels)."},
     {"adaptive_learn", (PyCFunction)(void (*)(void))adaptive_learn, METH_FASTCALL,
      "Standardiser update, x~ and one RMSProp/AdaGrad step (see edgedrift.kernels)."},
     {"grad_track", (PyCFunction)(void (*)(void))grad_track, METH_FASTCALL,

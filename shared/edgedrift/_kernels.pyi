@@ -31,6 +31,27 @@ def newton_learn(
     symmetrize: bool,
     /,
 ) -> int: ...
+def newton_learn_many(
+    X: _F,
+    y: _F,
+    loss: int,
+    w: _F,
+    P: _F,
+    m: _F,
+    mean: _F | None,
+    var: _F | None,
+    inv_std: _F | None,
+    n_seen: int,
+    alpha: float,
+    eps: float,
+    forgetting: float,
+    rho: float,
+    j: int,
+    h_min: float,
+    max_sq: float,
+    delta_sq_max: float,
+    /,
+) -> tuple[int, int]: ...
 def adaptive_learn(
     x: _F,
     y: float,

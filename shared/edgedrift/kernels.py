@@ -7,6 +7,10 @@ in the same order of operations as the numpy code it replaces:
 
 * ``newton_learn``, ``adaptive_learn``: the standardiser's update, x̃ and one step of
   :class:`~edgedrift.learners.ForgettingNewton` or :class:`~edgedrift.learners.AdaptiveSGD`;
+* ``newton_learn_many``: a labeled batch of :class:`~edgedrift.learners.ForgettingNewton` (its
+  ``learn_many``): the size filter, the standardiser's batch update with its per-sample warm-up, the x̃ and
+  the mini-batch Newton step (Woodbury or information form; its linear solves by LU with partial pivoting
+  where numpy calls LAPACK, so these agree to rounding, as the dot products do);
 * ``grad_track``: one sample into or out of Δg (:class:`~edgedrift.monitors.gradient.DeltaG`), with the
   robust clip and the moments DRUiD calibrates on;
 * ``raw_weights``: a standardised learner's weights in raw feature space, for one-dot predictions;

@@ -307,17 +307,33 @@ class IncrementalLearner(Estimator, ABC):
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         n = len(y)
-        if not sqnorm(X) + float(y @ y) <= MAX_SQNORM:  # some row is too large: keep the others
-            ok = np.einsum("ij,ij->i", X, X) + y * y <= MAX_SQNORM
-            self.n_skipped += n - int(np.count_nonzero(ok))
-            X, y = X[ok], y[ok]
-        if len(y):
-            if self._scaler is not None:
-                self._scaler.update_many(X)
-            if not self._update_many(self._features_many(X), y):
-                self.n_skipped += len(y)
-            self._stale = True
+        outcome = self._learn_many_compiled(X, y)
+        if outcome is not None:
+            kept, status = outcome
+            self.n_skipped += n - kept if status == LEARNED else n
+            if kept:
+                if self._scaler is not None:
+                    self._scaler.n += kept
+                self._stale = True
+        else:
+            if not sqnorm(X) + float(y @ y) <= MAX_SQNORM:  # some row is too large: keep the others
+                ok = np.einsum("ij,ij->i", X, X) + y * y <= MAX_SQNORM
+                self.n_skipped += n - int(np.count_nonzero(ok))
+                X, y = X[ok], y[ok]
+            if len(y):
+                if self._scaler is not None:
+                    self._scaler.update_many(X)
+                if not self._update_many(self._features_many(X), y):
+                    self.n_skipped += len(y)
+                self._stale = True
         self.n_learned += n
+
+    def _learn_many_compiled(self, X: FloatArray, y: FloatArray) -> tuple[int, int] | None:
+        """:meth:`learn_many`'s size filter, standardiser update and step in one compiled call
+        (:mod:`edgedrift.kernels`): the number of rows kept and how the step ended (LEARNED, SKIPPED_STEP,
+        or SKIPPED_SIZE when no row was kept); None where there is no kernel for this learner, its loss or
+        these arrays (then the numpy code runs)."""
+        return None
 
     def _update_many(self, Xa: FloatArray, y: FloatArray) -> bool:
         """Move w for a batch (augmented rows Xa); False if the step was not taken."""

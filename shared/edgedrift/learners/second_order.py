@@ -125,6 +125,23 @@ class ForgettingNewton(IncrementalLearner):
             return None
         return status
 
+    def _learn_many_compiled(self, X: FloatArray, y: FloatArray) -> tuple[int, int] | None:
+        found = kernels.for_loss(self._loss)
+        if found is None:
+            return None
+        k, code = found
+        s = self._scaler
+        mean, var, inv_std = (None, None, None) if s is None else (s.mean, s.var, s.inv_std)
+        n_seen, alpha, eps = (0, 1.0, 0.0) if s is None else (s.n, s.alpha, s.eps)
+        try:
+            kept, status = k.newton_learn_many(
+                X, y, code, self.w, self.P, self.m, mean, var, inv_std, n_seen, alpha, eps, self.forgetting,
+                self._rho, self.n_learned % self.w.size, self.h_min, MAX_SQNORM, DELTA_SQ_MAX,
+            )  # fmt: skip
+        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+            return None
+        return kept, status
+
     def _update(self, xa: FloatArray, y: float) -> bool:
         w, P = self.w, self.P
         P *= 1.0 / self.forgetting
