@@ -16,7 +16,9 @@ from typing import Annotated, Any, cast
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
+from edgedrift import kernels
 from edgedrift.models.losses import FloatArray
 
 SAMPLE_FIELDS = frozenset({"id", "x", "y", "ts"})
@@ -75,6 +77,38 @@ def content_keys(rows: list[list[float]], ys: list[float], tss: list[float]) -> 
         hash((*row, y if y == y else _NAN_KEY, t if t == t else _NAN_KEY))
         for row, y, t in zip(rows, ys, tss, strict=True)
     ]
+
+
+def _keys_kernel() -> Any:
+    """The compiled :func:`content_keys_of`, if it reproduces Python's hash here (checked once on values
+    that exercise every branch of the float hash: a change of CPython's hash would switch it off)."""
+    k = kernels.MODULE
+    if k is None:
+        return None
+    X = np.array([[0.0, -0.0, 1.0, -2.5, 1e300], [math.inf, -math.inf, 5e-324, 0.1, -123456.789]])
+    y, ts = np.array([1.0, _NAN_KEY]), np.array([_NAN_KEY, 1.7e9])
+    out = np.empty(2, np.int64)
+    expected = content_keys(X.tolist(), y.tolist(), ts.tolist())
+    return k if k.content_keys(X, y, ts, out) and out.tolist() == expected else None
+
+
+_KEYS = _keys_kernel()
+
+
+def content_keys_of(X: FloatArray, y: FloatArray, ts: FloatArray) -> npt.NDArray[np.int64]:
+    """:func:`content_keys` of the rows of X (n, d) with their labels and times (NaN: none), as int64
+    (one compiled call where the kernels are built)."""
+    out = np.empty(len(y), np.int64)
+    if _KEYS is not None:
+        y_key = np.where(np.isnan(y), _NAN_KEY, y)
+        ts_key = np.where(np.isnan(ts), _NAN_KEY, ts)
+        try:
+            if _KEYS.content_keys(X, y_key, ts_key, out):
+                return out
+        except ValueError:  # arrays the kernel does not take (not contiguous, say)
+            pass
+    out[:] = content_keys(X.tolist(), y.tolist(), ts.tolist())
+    return out
 
 
 class MessageError(ValueError):

@@ -11,7 +11,7 @@ import numpy as np
 
 from edgedrift_edge.id_index import IntArray, distinct, id_key
 from edgedrift_edge.ledger import Counters
-from edgedrift_edge.messages import SampleId, Samples, content_keys
+from edgedrift_edge.messages import SampleId, Samples, content_keys, content_keys_of
 from edgedrift_edge.recent_samples import RecentSamples
 
 #: Samples of a message from which its ids go through the windows in one vectorised pass.
@@ -42,8 +42,7 @@ class DedupMixin:
         checks = np.zeros(len(ids), np.uint64)
         if not distinct(keys) or (self.recent_samples.index.find_many(keys, checks) >= 0).any():
             return None
-        contents = content_keys(s.X.tolist(), s.y.tolist(), s.ts.tolist())
-        slots, evicted = self.recent_samples.put_many(keys, checks, np.array(contents, np.int64))
+        slots, evicted = self.recent_samples.put_many(keys, checks, content_keys_of(s.X, s.y, s.ts))
         self.counters.join_evictions += evicted
         return slots
 
@@ -56,8 +55,10 @@ class DedupMixin:
         recent = self.recent_samples
         keep: list[int] = []
         repeats: list[int] = []
-        rows = s.X.tolist() if s.rows is None else [r.tolist() for r in s.rows]
-        keys = content_keys(rows, s.y.tolist(), s.ts.tolist())
+        if s.rows is None:
+            keys = content_keys_of(s.X, s.y, s.ts).tolist()
+        else:
+            keys = content_keys([r.tolist() for r in s.rows], s.y.tolist(), s.ts.tolist())
         seen: dict[SampleId, int] = {}  # this message's ids so far -> their content keys
         puts: list[tuple[int, int, int, bool]] = []  # id words, content key, known to be absent
         for i, sid in enumerate(s.ids):

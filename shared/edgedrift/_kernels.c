@@ -13,6 +13,10 @@
  *   whitened_sq     ||W v||^2, DruidMonitor's statistic before the count    (monitors/druid.py)
  *   linear_score    w . x + b, a linear learner's prediction                 (learners/base.py)
  *   in_range        the range guard's test of one sample                     (guard.py)
+ *   rows_outside    the range guard's test of a batch                        (guard.py)
+ *   grad_track_many DeltaG.add_many / DeltaG.remove_many                     (monitors/gradient.py)
+ *   druid_steps     DruidMonitor.update_many's test at every step of a batch (monitors/druid.py)
+ *   content_keys    Python's hash of every sample's (*x, y, ts)          (edgedrift_edge/messages.py)
  *   id_find, id_find_many, id_place, id_place_many, id_unplace, id_unplace_many
  *                   the open-addressing table of sample ids of edgedrift_edge.id_index (linear probing,
  *                   backward-shift deletion; entries are slot + 1 in an int16 or int32 table)
@@ -738,6 +742,310 @@ static PyObject *in_range(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_TRUE;
 }
 
+/* rows_outside(X, lo, hi, out) -> how many rows of X (k, d) have a value outside [lo, hi] (or NaN);
+ * out (k bools) says which (RangeGuard.outside without labels). */
+static PyObject *rows_outside(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyArray_Check(args[0]) || !PyArray_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "rows_outside(X, lo, hi, out) takes four numpy arrays");
+        return NULL;
+    }
+    PyArrayObject *Xa = (PyArrayObject *)args[0], *oa = (PyArrayObject *)args[3];
+    if (PyArray_NDIM(Xa) != 2) {
+        PyErr_SetString(PyExc_ValueError, "rows_outside: X must have two dimensions");
+        return NULL;
+    }
+    npy_intp k = PyArray_DIM(Xa, 0), d = PyArray_DIM(Xa, 1);
+    if (PyArray_TYPE(oa) != NPY_BOOL || !PyArray_IS_C_CONTIGUOUS(oa) || PyArray_SIZE(oa) != k
+        || !PyArray_ISWRITEABLE(oa)) {
+        PyErr_SetString(PyExc_ValueError, "out: expected a writable C-contiguous bool array of len(X)");
+        return NULL;
+    }
+    const double *X = f64(args[0], k * d, 0, "X"), *lo = f64(args[1], d, 0, "lo"), *hi = f64(args[2], d, 0, "hi");
+    if (!X || !lo || !hi)
+        return NULL;
+    npy_bool *out = (npy_bool *)PyArray_DATA(oa);
+    npy_intp bad = 0;
+    for (npy_intp r = 0; r < k; r++) {
+        const double *x = X + r * d;
+        npy_bool o = 0;
+        for (npy_intp i = 0; i < d; i++)
+            if (!(x[i] >= lo[i] && x[i] <= hi[i])) {
+                o = 1;
+                break;
+            }
+        out[r] = o;
+        bad += o;
+    }
+    return PyLong_FromSsize_t((Py_ssize_t)bad);
+}
+
+/* grad_track_many(X, y, loss, raw_coef, raw_intercept, mean, inv_scale, bias, g2_max, vec, sign, metric,
+ *                 radius2, robust, added_sum, added_outer, R) -> rows skipped.
+ * DeltaG.add_many (sign +1) or remove_many (sign -1) of the rows of X (k, d): the gradients G of
+ * DeltaG._gradients (a row with g.g above g2_max, or not finite, is zero and counted), vec +/-= their sum;
+ * R (k, d + 1) gets the rows clipped as DeltaG.clip does (G itself without a metric); with a metric
+ * robust +/-= R's sum and, when added_sum is given, added_sum += R's sum, added_outer += R'R. As numpy
+ * does, each sum is formed first (row by row) and then added to the state. */
+static PyObject *grad_track_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "grad_track_many takes 17 arguments");
+        return NULL;
+    }
+    if (!PyArray_Check(args[0]) || PyArray_NDIM((PyArrayObject *)args[0]) != 2) {
+        PyErr_SetString(PyExc_ValueError, "X: expected a two-dimensional numpy array");
+        return NULL;
+    }
+    npy_intp k = PyArray_DIM((PyArrayObject *)args[0], 0), d = PyArray_DIM((PyArrayObject *)args[0], 1);
+    npy_intp n = d + 1;
+    int bad = 0;
+    const double *X = f64(args[0], k * d, 0, "X"), *y = f64(args[1], k, 0, "y");
+    const double *coef = f64(args[3], d, 0, "raw_coef");
+    double *mean = f64_or_null(args[5], d, 0, "mean", &bad);
+    double *inv_scale = f64(args[6], d, 0, "inv_scale");
+    double *vec = f64(args[9], n, 1, "vec");
+    double *metric = f64_or_null(args[11], n * n, 0, "metric", &bad);
+    double *robust = metric ? f64(args[13], n, 1, "robust") : NULL;
+    double *sum = metric ? f64_or_null(args[14], n, 1, "added_sum", &bad) : NULL;
+    double *outer = sum ? f64(args[15], n * n, 1, "added_outer") : NULL;
+    double *R = f64(args[16], k * n, 1, "R");
+    if (!X || !y || !coef || !inv_scale || !vec || bad || (metric && !robust) || (sum && !outer) || !R)
+        return NULL;
+    long loss = PyLong_AsLong(args[2]);
+    double intercept = PyFloat_AsDouble(args[4]), bias = PyFloat_AsDouble(args[7]);
+    double g2_max = PyFloat_AsDouble(args[8]), sign = PyFloat_AsDouble(args[10]);
+    double radius2 = metric ? PyFloat_AsDouble(args[12]) : 0.0;
+    if (PyErr_Occurred())
+        return NULL;
+    if (n > 4096) {
+        PyErr_SetString(PyExc_ValueError, "grad_track_many: more than 4095 features");
+        return NULL;
+    }
+    double gsum[4096], rsum[4096], mg[4096];
+    for (npy_intp i = 0; i < n; i++)
+        gsum[i] = rsum[i] = 0.0;
+    npy_intp skipped = 0;
+    for (npy_intp r = 0; r < k; r++) {
+        const double *x = X + r * d;
+        double *g = R + r * n;
+        double c = loss_dz((int)loss, y[r], dot(coef, x, d) + intercept);
+        if (mean == NULL)
+            for (npy_intp i = 0; i < d; i++)
+                g[i] = x[i] * c;
+        else
+            for (npy_intp i = 0; i < d; i++)
+                g[i] = ((x[i] - mean[i]) * inv_scale[i]) * c;
+        g[d] = bias * c;
+        if (!(dot(g, g, n) <= g2_max)) {
+            for (npy_intp i = 0; i < n; i++)
+                g[i] = 0.0;
+            skipped++;
+            continue;
+        }
+        for (npy_intp i = 0; i < n; i++)
+            gsum[i] += g[i];
+        if (metric == NULL)
+            continue;
+        for (npy_intp i = 0; i < n; i++)
+            mg[i] = dot(metric + i * n, g, n);
+        double q = dot(g, mg, n);
+        if (q > radius2) {
+            double f = sqrt(radius2 / q);
+            for (npy_intp i = 0; i < n; i++)
+                g[i] *= f;
+        }
+        for (npy_intp i = 0; i < n; i++)
+            rsum[i] += g[i];
+    }
+    for (npy_intp i = 0; i < n; i++)
+        vec[i] += sign * gsum[i];
+    if (metric != NULL) {
+        for (npy_intp i = 0; i < n; i++)
+            robust[i] += sign * rsum[i];
+        if (sum != NULL) {
+            for (npy_intp i = 0; i < n; i++)
+                sum[i] += rsum[i];
+            for (npy_intp i = 0; i < n; i++)
+                for (npy_intp j = 0; j < n; j++) {
+                    double s = 0.0;
+                    for (npy_intp r = 0; r < k; r++)
+                        s += R[r * n + i] * R[r * n + j];
+                    outer[i * n + j] += s;
+                }
+        }
+    }
+    return PyLong_FromSsize_t((Py_ssize_t)skipped);
+}
+
+/* druid_steps(before, R_add, R_ev, W, n_added, n_evicted, n_orig, min_labels, threshold, carry)
+ *   -> (tests, exceedances, last statistic, run at the end, longest run)
+ * DruidMonitor.update_many's test at every step t = 1..k of a batch: the robust Delta g after step t is
+ * before + (R_add rows 1..t) - (R_ev rows evicted by then; the evictions are the batch's last len(R_ev)
+ * steps, monitors.base.eviction_steps), its statistic ||W v||^2 / (|D_A| + |D_R|) (DeltaG.counts_after
+ * from the batch's starting n_added, n_evicted, n_orig), tested once n_added + t >= min_labels; the run
+ * of exceedances continues from carry (consecutive_counts). tests == 0: nothing was tested. */
+static PyObject *druid_steps(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "druid_steps takes 10 arguments");
+        return NULL;
+    }
+    for (int a = 0; a < 4; a++)
+        if (!PyArray_Check(args[a])) {
+            PyErr_SetString(PyExc_TypeError, "druid_steps: the first four arguments must be numpy arrays");
+            return NULL;
+        }
+    npy_intp n = PyArray_SIZE((PyArrayObject *)args[0]);
+    PyArrayObject *Wa = (PyArrayObject *)args[3];
+    if (n < 1 || n > 4096 || PyArray_NDIM(Wa) != 2 || PyArray_DIM(Wa, 1) != n) {
+        PyErr_SetString(PyExc_ValueError, "druid_steps: W must have shape (r, len(before)), len(before) <= 4096");
+        return NULL;
+    }
+    npy_intp k = PyArray_SIZE((PyArrayObject *)args[1]) / n, m = PyArray_SIZE((PyArrayObject *)args[2]) / n;
+    npy_intp rows = PyArray_DIM(Wa, 0);
+    const double *before = f64(args[0], n, 0, "before"), *R_add = f64(args[1], k * n, 0, "R_add");
+    const double *R_ev = f64(args[2], m * n, 0, "R_ev"), *W = f64(args[3], rows * n, 0, "W");
+    if (!before || !R_add || !R_ev || !W)
+        return NULL;
+    long long n_added = PyLong_AsLongLong(args[4]), n_evicted = PyLong_AsLongLong(args[5]);
+    long long n_orig = PyLong_AsLongLong(args[6]), min_labels = PyLong_AsLongLong(args[7]);
+    double threshold = PyFloat_AsDouble(args[8]);
+    long long run = PyLong_AsLongLong(args[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (m > k) {
+        PyErr_SetString(PyExc_ValueError, "druid_steps: more evictions than steps");
+        return NULL;
+    }
+    double cs_add[4096], cs_ev[4096];
+    for (npy_intp i = 0; i < n; i++)
+        cs_add[i] = cs_ev[i] = 0.0;
+    long long tests = 0, exceedances = 0, longest = 0;
+    double stat = 0.0;
+    for (npy_intp t = 1; t <= k; t++) {
+        const double *ra = R_add + (t - 1) * n;
+        for (npy_intp i = 0; i < n; i++)
+            cs_add[i] += ra[i];
+        long long ev = t - (k - m) > 0 ? t - (k - m) : 0;
+        if (ev > 0) {
+            const double *re = R_ev + (ev - 1) * n;
+            for (npy_intp i = 0; i < n; i++)
+                cs_ev[i] += re[i];
+        }
+        if (n_added + t < min_labels)
+            continue;
+        long long evicted = n_evicted + ev;
+        long long removed = evicted < n_orig ? evicted : n_orig;
+        long long gone = evicted - n_orig > 0 ? evicted - n_orig : 0;
+        double count = (double)(removed + n_added + t - gone);
+        double s = 0.0;
+        for (npy_intp r = 0; r < rows; r++) {
+            const double *wr = W + r * n;
+            double u = 0.0;
+            for (npy_intp i = 0; i < n; i++)
+                u += wr[i] * ((before[i] + cs_add[i]) - cs_ev[i]);
+            s += u * u;
+        }
+        stat = s / count;
+        tests++;
+        if (stat > threshold) {
+            exceedances++;
+            run++;
+            if (run > longest)
+                longest = run;
+        } else
+            run = 0;
+    }
+    return Py_BuildValue("(LLdLL)", tests, exceedances, stat, run, longest);
+}
+
+/* content_keys(X, y, ts, out) -> True, with out[i] = hash((*X[i], y[i], ts[i])) as CPython computes it
+ * for a tuple of floats (tuplehash over _Py_HashDouble: edgedrift_edge.messages.content_keys, whose
+ * digests checkpoints keep, so they must not change); False, out untouched, where a value is NaN (a NaN
+ * hashes by identity; the caller substitutes it first) or the platform's hash is not 64 bits wide. */
+#define HASH_BITS 61
+#define HASH_MODULUS ((((npy_uint64)1) << HASH_BITS) - 1)
+#define XXPRIME_1 11400714785074694791ULL
+#define XXPRIME_2 14029467366897019727ULL
+#define XXPRIME_5 2870177450012600261ULL
+
+static npy_uint64 hash_double(double v)
+{
+    if (isinf(v))
+        return v > 0 ? 314159ULL : (npy_uint64)-314159LL;
+    int e;
+    double m = frexp(v, &e);
+    npy_uint64 sign = 1;
+    if (m < 0) {
+        sign = (npy_uint64)-1;
+        m = -m;
+    }
+    npy_uint64 x = 0;
+    while (m) {
+        x = ((x << 28) & HASH_MODULUS) | x >> (HASH_BITS - 28);
+        m *= 268435456.0; /* 2**28 */
+        e -= 28;
+        npy_uint64 top = (npy_uint64)m;
+        m -= (double)top;
+        x += top;
+        if (x >= HASH_MODULUS)
+            x -= HASH_MODULUS;
+    }
+    e = e >= 0 ? e % HASH_BITS : HASH_BITS - 1 - ((-1 - e) % HASH_BITS);
+    x = ((x << e) & HASH_MODULUS) | x >> (HASH_BITS - e);
+    x = x * sign;
+    if (x == (npy_uint64)-1)
+        x = (npy_uint64)-2;
+    return x;
+}
+
+static PyObject *content_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyArray_Check(args[0]) || !PyArray_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "content_keys(X, y, ts, out) takes four numpy arrays");
+        return NULL;
+    }
+    PyArrayObject *Xa = (PyArrayObject *)args[0], *oa = (PyArrayObject *)args[3];
+    if (PyArray_NDIM(Xa) != 2) {
+        PyErr_SetString(PyExc_ValueError, "content_keys: X must have two dimensions");
+        return NULL;
+    }
+    npy_intp k = PyArray_DIM(Xa, 0), d = PyArray_DIM(Xa, 1);
+    if (PyArray_TYPE(oa) != NPY_INT64 || !PyArray_IS_C_CONTIGUOUS(oa) || PyArray_SIZE(oa) != k
+        || !PyArray_ISWRITEABLE(oa)) {
+        PyErr_SetString(PyExc_ValueError, "out: expected a writable C-contiguous int64 array of len(X)");
+        return NULL;
+    }
+    const double *X = f64(args[0], k * d, 0, "X"), *y = f64(args[1], k, 0, "y"), *ts = f64(args[2], k, 0, "ts");
+    if (!X || !y || !ts)
+        return NULL;
+    if (sizeof(Py_hash_t) != 8)
+        Py_RETURN_FALSE;
+    for (npy_intp i = 0; i < k * d; i++)
+        if (isnan(X[i]))
+            Py_RETURN_FALSE;
+    for (npy_intp i = 0; i < k; i++)
+        if (isnan(y[i]) || isnan(ts[i]))
+            Py_RETURN_FALSE;
+    npy_int64 *out = (npy_int64 *)PyArray_DATA(oa);
+    npy_uint64 len = (npy_uint64)(d + 2);
+    for (npy_intp r = 0; r < k; r++) {
+        npy_uint64 acc = XXPRIME_5;
+        for (npy_intp i = 0; i < d + 2; i++) {
+            double v = i < d ? X[r * d + i] : (i == d ? y[r] : ts[r]);
+            acc += hash_double(v) * XXPRIME_2;
+            acc = (acc << 31) | (acc >> 33);
+            acc *= XXPRIME_1;
+        }
+        acc += len ^ (XXPRIME_5 ^ 3527539ULL);
+        if (acc == (npy_uint64)-1)
+            acc = 1546275796ULL;
+        out[r] = (npy_int64)acc;
+    }
+    Py_RETURN_TRUE;
+}
+
 /* --- the id table of edgedrift_edge.id_index ------------------------------------------------------------
  * A power-of-two table of slot + 1 (0 = empty), int16 or int32; the ids' words in two uint64 arrays indexed
  * by slot; an id's home is the top bits of (key ^ check) * golden (Fibonacci hashing, IdIndex). */
@@ -1074,6 +1382,14 @@ static PyMethodDef methods[] = {
     {"whitened_sq", (PyCFunction)(void (*)(void))whitened_sq, METH_FASTCALL, "||W v||^2."},
     {"linear_score", (PyCFunction)(void (*)(void))linear_score, METH_FASTCALL, "w . x + b."},
     {"in_range", (PyCFunction)(void (*)(void))in_range, METH_FASTCALL, "All of lo <= x <= hi."},
+    {"rows_outside", (PyCFunction)(void (*)(void))rows_outside, METH_FASTCALL,
+     "Which rows have a value outside [lo, hi]; how many."},
+    {"grad_track_many", (PyCFunction)(void (*)(void))grad_track_many, METH_FASTCALL,
+     "Add or remove a batch of samples' gradients in Delta g (see edgedrift.kernels)."},
+    {"druid_steps", (PyCFunction)(void (*)(void))druid_steps, METH_FASTCALL,
+     "DRUiD's test at every step of a batch (see edgedrift.kernels)."},
+    {"content_keys", (PyCFunction)(void (*)(void))content_keys, METH_FASTCALL,
+     "Python's hash of (*x, y, ts) for every row."},
     {"id_find", (PyCFunction)(void (*)(void))id_find, METH_FASTCALL, "The slot of an id, or -1."},
     {"id_find_many", (PyCFunction)(void (*)(void))id_find_many, METH_FASTCALL, "id_find for many ids."},
     {"id_place", (PyCFunction)(void (*)(void))id_place, METH_FASTCALL, "Put a slot in the id table."},

@@ -1,6 +1,6 @@
 """Types of the compiled kernels (``_kernels.c``; see :mod:`edgedrift.kernels`)."""
 
-from numpy import float64, int16, int32, int64, uint64
+from numpy import bool_, float64, int16, int32, int64, uint64
 from numpy.typing import NDArray
 
 _F = NDArray[float64]
@@ -100,6 +100,41 @@ def raw_weights(w: _F, inv_std: _F, mean: _F, raw_w: _F, /) -> float: ...
 def whitened_sq(W: _F, v: _F, /) -> float: ...
 def linear_score(w: _F, x: _F, b: float, /) -> float: ...
 def in_range(x: _F, lo: _F, hi: _F, /) -> bool: ...
+def rows_outside(X: _F, lo: _F, hi: _F, out: NDArray[bool_], /) -> int: ...
+def grad_track_many(
+    X: _F,
+    y: _F,
+    loss: int,
+    raw_coef: _F,
+    raw_intercept: float,
+    mean: _F | None,
+    inv_scale: _F,
+    bias: float,
+    g2_max: float,
+    vec: _F,
+    sign: float,
+    metric: _F | None,
+    radius2: float,
+    robust: _F,
+    added_sum: _F | None,
+    added_outer: _F,
+    R: _F,
+    /,
+) -> int: ...
+def druid_steps(
+    before: _F,
+    R_add: _F,
+    R_ev: _F,
+    W: _F,
+    n_added: int,
+    n_evicted: int,
+    n_orig: int,
+    min_labels: int,
+    threshold: float,
+    carry: int,
+    /,
+) -> tuple[int, int, float, int, int]: ...
+def content_keys(X: _F, y: _F, ts: _F, out: NDArray[int64], /) -> bool: ...
 def id_find(table: _T, keys: _W, checks: _W, key: int, check: int, shift: int, /) -> int: ...
 def id_find_many(
     table: _T, keys: _W, checks: _W, qkeys: _W, qchecks: _W, shift: int, out: NDArray[int64], /

@@ -163,10 +163,20 @@ class RangeGuard:
 
     def outside(self, X: FloatArray, y: FloatArray | None = None) -> NDArray[np.bool_]:
         """The rows outside the accepted range (NaN in ``y`` = unlabeled); counts and remembers nothing."""
+        labels = y is not None and (math.isfinite(self.y_lo) or math.isfinite(self.y_hi))
+        k = kernels.MODULE
+        if k is not None and not labels:
+            bad = np.empty(len(X), dtype=bool)
+            try:
+                k.rows_outside(X, self.lo, self.hi, bad)
+                return bad
+            except ValueError:  # rows the kernel does not take (not contiguous, another width)
+                pass
         inside = self.lo <= X  # comparisons with NaN are False (and do not warn)
         inside &= self.hi >= X
         bad = cast(NDArray[np.bool_], ~inside.all(axis=1))
-        if y is not None and (math.isfinite(self.y_lo) or math.isfinite(self.y_hi)):
+        if labels:
+            assert y is not None
             bad |= ~np.isnan(y) & ~((y >= self.y_lo) & (y <= self.y_hi))
         return bad
 

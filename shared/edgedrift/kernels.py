@@ -17,6 +17,13 @@ in the same order of operations as the numpy code it replaces:
 * ``whitened_sq``: ‖W v‖², DRUiD's statistic before it is divided by the count;
 * ``linear_score``: w·x + b, a linear learner's prediction from its raw-space weights;
 * ``in_range``: the range guard's test of one sample (:class:`~edgedrift.guard.RangeGuard`);
+* ``rows_outside``: the range guard's test of a batch;
+* ``grad_track_many``: a labeled batch into or out of Δg (``DeltaG.add_many`` / ``remove_many``), with
+  each sample's clipped contribution for the step-wise test;
+* ``druid_steps``: DRUiD's test at every step of a batch
+  (:meth:`~edgedrift.monitors.DruidMonitor.update_many`);
+* ``content_keys``: Python's hash of every sample's ``(*x, y, ts)`` (``edgedrift_edge.messages``: the
+  digests that tell a redelivery from a reused id; checked against ``hash`` when first loaded);
 * ``id_find`` … ``id_unplace_many``: the probing of the hash table of sample ids behind the edge agent's
   recent samples (``edgedrift_edge.id_index``: find, insert, backward-shift delete).
 

@@ -25,7 +25,7 @@ from edgedrift import kernels
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, eviction_steps, require_linear
-from edgedrift.monitors.gradient import BoundMonitor
+from edgedrift.monitors.gradient import BoundMonitor, step_counts
 from edgedrift.monitors.hooks import RestartHook, WarningHook
 from edgedrift.monitors.quantiles import chi2_ppf, chi_ppf
 
@@ -320,34 +320,64 @@ class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
     ) -> None:
         """Vectorised batch update: the statistic at every step from cumulative sums of contributions."""
         dg = self.delta_g
-        k = len(y)
         before = dg.robust.copy()
-        n_added0 = dg.n_added
-        added = np.arange(1, k + 1)
-        evicted = eviction_steps(k, n_evicted)
-        counts = dg.counts_after(added, evicted)
+        start = (dg.n_added, dg.n_evicted, dg.n_orig)
         R_add = dg.add_many(X, y)
         R_ev = dg.remove_many(window.evicted_X[:n_evicted], window.evicted_y[:n_evicted])
         if dg.n_added >= self._next_refresh:
             self._refresh_covariance()
+        steps = self._steps_compiled(before, R_add, R_ev, start)
+        tests, exceedances, statistic, run, longest = (
+            self._steps(before, R_add, R_ev, start) if steps is None else steps
+        )
+        if not tests:
+            return
+        self.statistic = statistic
+        self.n_tests += tests
+        self.n_exceedances += exceedances
+        self.num_warnings = run
+        self.warning_detected = self.num_warnings > 0
+        self.drift_detected = longest >= self.t_n
+        if self.drift_detected:
+            self.n_detections += 1
+
+    def _steps(
+        self, before: FloatArray, R_add: FloatArray, R_ev: FloatArray, start: tuple[int, int, int]
+    ) -> tuple[int, int, float, int, int]:
+        """The test at every step t of the batch: robust Δg after step t is ``before`` plus the added
+        contributions up to t minus the evicted ones up to t (the window evicts at the batch's last steps).
+        Returns (tests, exceedances, the last statistic, the run of exceedances at the end, the longest
+        run); no tests: nothing else is meaningful."""
+        k, n_evicted = len(R_add), len(R_ev)
+        added = np.arange(1, k + 1)
+        evicted = eviction_steps(k, n_evicted)
         traj = before + np.cumsum(R_add, axis=0)
         if n_evicted:
             traj -= np.vstack([np.zeros((1, traj.shape[1])), np.cumsum(R_ev, axis=0)])[evicted]
-        tested = n_added0 + added >= self.min_labels
+        tested = start[0] + added >= self.min_labels
         if not tested.any():
-            return
+            return 0, 0, 0.0, self.num_warnings, 0
         U = traj[tested] @ self._W.T
+        counts = step_counts(*start, added, evicted)
         stat = np.einsum("ij,ij->i", U, U) / counts[tested]
         exc = stat > self.threshold
         run = consecutive_counts(self.num_warnings, exc)
-        self.statistic = float(stat[-1])
-        self.n_tests += int(tested.sum())
-        self.n_exceedances += int(exc.sum())
-        self.num_warnings = int(run[-1])
-        self.warning_detected = self.num_warnings > 0
-        self.drift_detected = bool((run >= self.t_n).any())
-        if self.drift_detected:
-            self.n_detections += 1
+        return int(tested.sum()), int(exc.sum()), float(stat[-1]), int(run[-1]), int(run.max())
+
+    def _steps_compiled(
+        self, before: FloatArray, R_add: FloatArray, R_ev: FloatArray, start: tuple[int, int, int]
+    ) -> tuple[int, int, float, int, int] | None:
+        """:meth:`_steps` in one compiled call; None without the kernels (or for arrays they do not take)."""
+        k = kernels.MODULE
+        if k is None:
+            return None
+        try:
+            steps: tuple[int, int, float, int, int] = k.druid_steps(
+                before, R_add, R_ev, self._W, *start, self.min_labels, self.threshold, self.num_warnings
+            )
+        except (TypeError, ValueError):
+            return None
+        return steps
 
     def train_on_last(self) -> int | None:
         """With ``restart``: the samples of the current run of exceedances (at least ``min_labels``)."""

@@ -29,6 +29,18 @@ from edgedrift.monitors.base import Evictions, Monitor, require_linear
 G2_MAX = 1e100
 
 
+def step_counts(
+    n_added: int, n_evicted: int, n_orig: int, added: np.ndarray, evicted: np.ndarray
+) -> FloatArray:
+    """|D_A| + |D_R| of a Δg that has taken ``n_added`` samples and seen ``n_evicted`` evictions of a
+    window that held ``n_orig`` at the reset, after the given numbers of further additions and
+    evictions (vectorised)."""
+    ev = n_evicted + evicted
+    removed = np.minimum(ev, n_orig)
+    new = n_added + added - np.maximum(0, ev - n_orig)
+    return np.asarray(removed + new, dtype=np.float64)
+
+
 class DeltaG:
     """Running Δg for one batch model; call :meth:`reset` for every new model."""
 
@@ -180,8 +192,35 @@ class DeltaG:
         factor = np.sqrt(np.minimum(1.0, self._radius2 / np.maximum(q, 1e-300)))
         return np.asarray(G * factor[:, None], dtype=np.float64)
 
+    def _many_compiled(self, X: FloatArray, y: FloatArray, added: bool) -> FloatArray | None:
+        """:meth:`add_many` (or :meth:`remove_many`) in one compiled call: the contributions R; None where
+        there is no kernel for the loss or these arrays (then the numpy code runs)."""
+        found = kernels.for_loss(self._loss)
+        if found is None:
+            return None
+        k, code = found
+        robust = self._metric is not None
+        R = np.empty((len(y), len(self.vec)))
+        try:
+            skipped: int = k.grad_track_many(
+                X, y, code, self._raw_coef, self._raw_intercept, self._mean, self._inv_scale, self._bias,
+                G2_MAX, self.vec, 1.0 if added else -1.0, self._metric, self._radius2 if robust else 0.0,
+                self.robust, self.added_sum if robust and added else None, self.added_outer, R,
+            )  # fmt: skip
+        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+            return None
+        if added:
+            self.n_skipped += skipped
+            self.n_added += len(y)
+        else:
+            self._evicted += len(y)
+        return R
+
     def add_many(self, X: FloatArray, y: FloatArray) -> FloatArray:
         """Add a batch; returns its (clipped) per-sample contributions, for step-wise statistics."""
+        R = self._many_compiled(X, y, added=True)
+        if R is not None:
+            return R
         G, n_bad = self._gradients(X, y)
         self.n_skipped += n_bad
         self.vec += G.sum(axis=0)
@@ -195,6 +234,9 @@ class DeltaG:
 
     def remove_many(self, X: FloatArray, y: FloatArray) -> FloatArray:
         """Remove a batch of evicted samples; returns their (clipped) contributions."""
+        R = self._many_compiled(X, y, added=False)
+        if R is not None:
+            return R
         G = self.gradients(X, y)
         self.vec -= G.sum(axis=0)
         R = self.clip(G)
@@ -203,12 +245,15 @@ class DeltaG:
         self._evicted += len(y)
         return R
 
-    def counts_after(self, added: np.ndarray, evicted: np.ndarray) -> FloatArray:
-        """|D_A| + |D_R| after the given numbers of further additions and evictions (vectorised)."""
-        ev = self._evicted + evicted
-        removed = np.minimum(ev, self._orig)
-        new = self.n_added + added - np.maximum(0, ev - self._orig)
-        return np.asarray(removed + new, dtype=np.float64)
+    @property
+    def n_evicted(self) -> int:
+        """Samples the window has evicted since the reset (β₁'s training samples first, FIFO)."""
+        return self._evicted
+
+    @property
+    def n_orig(self) -> int:
+        """β₁'s training samples: the window at the reset."""
+        return self._orig
 
     @property
     def n_removed(self) -> int:
