@@ -86,10 +86,10 @@ def _keys_kernel() -> Any:
     if k is None:
         return None
     X = np.array([[0.0, -0.0, 1.0, -2.5, 1e300], [math.inf, -math.inf, 5e-324, 0.1, -123456.789]])
-    y, ts = np.array([1.0, _NAN_KEY]), np.array([_NAN_KEY, 1.7e9])
+    y, ts = np.array([1.0, math.nan]), np.array([math.nan, 1.7e9])
     out = np.empty(2, np.int64)
     expected = content_keys(X.tolist(), y.tolist(), ts.tolist())
-    return k if k.content_keys(X, y, ts, out) and out.tolist() == expected else None
+    return k if k.content_keys(X, y, ts, _NAN_KEY, out) and out.tolist() == expected else None
 
 
 _KEYS = _keys_kernel()
@@ -100,10 +100,8 @@ def content_keys_of(X: FloatArray, y: FloatArray, ts: FloatArray) -> npt.NDArray
     (one compiled call where the kernels are built)."""
     out = np.empty(len(y), np.int64)
     if _KEYS is not None:
-        y_key = np.where(np.isnan(y), _NAN_KEY, y)
-        ts_key = np.where(np.isnan(ts), _NAN_KEY, ts)
         try:
-            if _KEYS.content_keys(X, y_key, ts_key, out):
+            if _KEYS.content_keys(X, y, ts, _NAN_KEY, out):
                 return out
         except ValueError:  # arrays the kernel does not take (not contiguous, say)
             pass
@@ -160,6 +158,11 @@ def _fast(payload: bytes, d: int, task: str, next_seq: int, max_items: int | Non
         )
     if not n:
         return None
+    k = kernels.MODULE
+    if k is not None:
+        X, y, ts = np.empty((n, d)), np.empty(n), np.empty(n)
+        columns = k.sample_columns(items, d, task == "classification", next_seq, msgspec.UNSET, X, y, ts)
+        return None if columns is None else Samples(columns, X, y, ts, batch)
     try:
         X = np.array([s.x for s in items], dtype=np.float64)
     except ValueError:  # rows of different widths

@@ -342,6 +342,8 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
             y_hat = loop.process_many(s.X, s.y, s.ts)
             self.drift_events += loop.counters.recomputes - recomputes
             flags = loop.last_outliers
+            if not flags.any() and np.isfinite(y_hat).all():
+                return self._batch_predictions(s, y_hat, slots, source, version)
             preds = []
             outlier = flags.tolist() if flags.size else [False] * len(s.ids)
             X, remember, score = s.X, self._remember, self._score
@@ -386,6 +388,31 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
                 self._score(y, p)
             preds.append(self._prediction(sid, p, source, loop.last_outlier, version))
         self._report_outliers(outliers)
+        return preds
+
+    def _batch_predictions(
+        self, s: Samples, y_hat: FloatArray, slots: IntArray | None, source: str, version: int | None
+    ) -> list[Prediction]:
+        """:meth:`_run`'s vectorised batch when no sample was an outlier and every prediction is finite
+        (the usual case): the labeled samples are scored and the unlabeled ones wait for a late label,
+        each in the batch's order, as the general loop does."""
+        predicted = y_hat.tolist()
+        preds: list[Prediction] = [
+            {"id": sid, "y_hat": p, "model_version": version, "source": source}
+            for sid, p in zip(s.ids, predicted, strict=True)
+        ]
+        unlabeled = np.isnan(s.y)
+        ys = s.y.tolist()
+        for i in np.flatnonzero(~unlabeled).tolist():
+            self._score(ys[i], predicted[i])
+        waiting = np.flatnonzero(unlabeled)
+        if slots is None:
+            for i in waiting.tolist():
+                self._remember(s.ids[i], s.X[i], predicted[i])
+        elif waiting.size:
+            kept = waiting[slots[waiting] >= 0]  # -1: pushed out by a later id of the batch
+            self.counters.join_evictions += waiting.size - kept.size
+            self.recent_samples.remember_many(slots[kept], s.X[kept], y_hat[kept])
         return preds
 
     def _report_outliers(self, ids: Sequence[SampleId | None]) -> None:

@@ -16,6 +16,7 @@
  *   rows_outside    the range guard's test of a batch                        (guard.py)
  *   grad_track_many DeltaG.add_many / DeltaG.remove_many                     (monitors/gradient.py)
  *   druid_steps     DruidMonitor.update_many's test at every step of a batch (monitors/druid.py)
+ *   sample_columns  the columns of a decoded batch of samples            (edgedrift_edge/messages.py)
  *   content_keys    Python's hash of every sample's (*x, y, ts)          (edgedrift_edge/messages.py)
  *   id_find, id_find_many, id_place, id_place_many, id_unplace, id_unplace_many
  *                   the open-addressing table of sample ids of edgedrift_edge.id_index (linear probing,
@@ -960,10 +961,100 @@ static PyObject *druid_steps(PyObject *self, PyObject *const *args, Py_ssize_t n
     return Py_BuildValue("(LLdLL)", tests, exceedances, stat, run, longest);
 }
 
-/* content_keys(X, y, ts, out) -> True, with out[i] = hash((*X[i], y[i], ts[i])) as CPython computes it
- * for a tuple of floats (tuplehash over _Py_HashDouble: edgedrift_edge.messages.content_keys, whose
- * digests checkpoints keep, so they must not change); False, out untouched, where a value is NaN (a NaN
- * hashes by identity; the caller substitutes it first) or the platform's hash is not 64 bits wide. */
+/* sample_columns(items, d, classification, next_seq, unset, X, y, ts) -> the ids, or None.
+ * The columns of a decoded batch (edgedrift_edge.messages._fast): items are objects with attributes x (a
+ * list of d floats), id (an int or str, or unset: next_seq + its position), y and ts (a float or None:
+ * NaN); X (n, d), y and ts (n) are filled. None, with the arrays partly written, when a row is not d
+ * floats or, for classification, a label is not -1 or +1: the caller then reads the message the general
+ * way. */
+static PyObject *sample_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static PyObject *s_x = NULL, *s_id = NULL, *s_y = NULL, *s_ts = NULL;
+    if (s_x == NULL) {
+        s_x = PyUnicode_InternFromString("x");
+        s_id = PyUnicode_InternFromString("id");
+        s_y = PyUnicode_InternFromString("y");
+        s_ts = PyUnicode_InternFromString("ts");
+        if (!s_x || !s_id || !s_y || !s_ts)
+            return NULL;
+    }
+    if (nargs != 8 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sample_columns(items, d, classification, next_seq, unset, X, y, ts) takes a list first");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(args[0]), d = PyLong_AsSsize_t(args[1]);
+    int classification = PyObject_IsTrue(args[2]);
+    long long next_seq = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    double *X = f64(args[5], n * d, 1, "X"), *y = f64(args[6], n, 1, "y"), *ts = f64(args[7], n, 1, "ts");
+    if (!X || !y || !ts)
+        return NULL;
+    PyObject *unset = args[4];
+    PyObject *ids = PyList_New(n);
+    if (ids == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PyList_GET_ITEM(args[0], k);
+        PyObject *x = PyObject_GetAttr(item, s_x);
+        if (x == NULL)
+            goto fail;
+        int ok = PyList_Check(x) && PyList_GET_SIZE(x) == d;
+        for (Py_ssize_t i = 0; ok && i < d; i++) {
+            PyObject *v = PyList_GET_ITEM(x, i);
+            if (PyFloat_CheckExact(v))
+                X[k * d + i] = PyFloat_AS_DOUBLE(v);
+            else
+                ok = 0;
+        }
+        Py_DECREF(x);
+        PyObject *values[2] = {NULL, NULL};
+        PyObject *names[2] = {s_y, s_ts};
+        double *columns[2] = {y, ts};
+        for (int c = 0; ok && c < 2; c++) {
+            values[c] = PyObject_GetAttr(item, names[c]);
+            if (values[c] == NULL) {
+                Py_XDECREF(values[0]);
+                goto fail;
+            }
+            if (values[c] == Py_None)
+                columns[c][k] = NAN;
+            else if (PyFloat_CheckExact(values[c]))
+                columns[c][k] = PyFloat_AS_DOUBLE(values[c]);
+            else
+                ok = 0;
+        }
+        Py_XDECREF(values[0]);
+        Py_XDECREF(values[1]);
+        if (ok && classification && !isnan(y[k]) && y[k] != 1.0 && y[k] != -1.0)
+            ok = 0;
+        if (!ok) {
+            Py_DECREF(ids);
+            Py_RETURN_NONE;
+        }
+        PyObject *sid = PyObject_GetAttr(item, s_id);
+        if (sid == NULL)
+            goto fail;
+        if (sid == unset) {
+            Py_DECREF(sid);
+            sid = PyLong_FromLongLong(next_seq + k);
+            if (sid == NULL)
+                goto fail;
+        }
+        PyList_SET_ITEM(ids, k, sid);
+    }
+    return ids;
+fail:
+    Py_DECREF(ids);
+    return NULL;
+}
+
+/* content_keys(X, y, ts, nan_key, out) -> True, with out[i] = hash((*X[i], y[i], ts[i])) as CPython
+ * computes it for a tuple of floats (tuplehash over _Py_HashDouble: edgedrift_edge.messages.content_keys,
+ * whose digests checkpoints keep, so they must not change), a NaN y or ts standing in as nan_key; False,
+ * out untouched, where X holds a NaN (Python hashes a NaN by identity) or the platform's hash is not 64
+ * bits wide. */
 #define HASH_BITS 61
 #define HASH_MODULUS ((((npy_uint64)1) << HASH_BITS) - 1)
 #define XXPRIME_1 11400714785074694791ULL
@@ -1002,11 +1093,11 @@ static npy_uint64 hash_double(double v)
 
 static PyObject *content_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyArray_Check(args[0]) || !PyArray_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "content_keys(X, y, ts, out) takes four numpy arrays");
+    if (nargs != 5 || !PyArray_Check(args[0]) || !PyArray_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "content_keys(X, y, ts, nan_key, out) takes four arrays and a float");
         return NULL;
     }
-    PyArrayObject *Xa = (PyArrayObject *)args[0], *oa = (PyArrayObject *)args[3];
+    PyArrayObject *Xa = (PyArrayObject *)args[0], *oa = (PyArrayObject *)args[4];
     if (PyArray_NDIM(Xa) != 2) {
         PyErr_SetString(PyExc_ValueError, "content_keys: X must have two dimensions");
         return NULL;
@@ -1018,15 +1109,13 @@ static PyObject *content_keys(PyObject *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     const double *X = f64(args[0], k * d, 0, "X"), *y = f64(args[1], k, 0, "y"), *ts = f64(args[2], k, 0, "ts");
-    if (!X || !y || !ts)
+    double nan_key = PyFloat_AsDouble(args[3]);
+    if (!X || !y || !ts || PyErr_Occurred())
         return NULL;
-    if (sizeof(Py_hash_t) != 8)
+    if (sizeof(Py_hash_t) != 8 || isnan(nan_key))
         Py_RETURN_FALSE;
     for (npy_intp i = 0; i < k * d; i++)
         if (isnan(X[i]))
-            Py_RETURN_FALSE;
-    for (npy_intp i = 0; i < k; i++)
-        if (isnan(y[i]) || isnan(ts[i]))
             Py_RETURN_FALSE;
     npy_int64 *out = (npy_int64 *)PyArray_DATA(oa);
     npy_uint64 len = (npy_uint64)(d + 2);
@@ -1034,6 +1123,8 @@ static PyObject *content_keys(PyObject *self, PyObject *const *args, Py_ssize_t 
         npy_uint64 acc = XXPRIME_5;
         for (npy_intp i = 0; i < d + 2; i++) {
             double v = i < d ? X[r * d + i] : (i == d ? y[r] : ts[r]);
+            if (isnan(v))
+                v = nan_key;
             acc += hash_double(v) * XXPRIME_2;
             acc = (acc << 31) | (acc >> 33);
             acc *= XXPRIME_1;
@@ -1388,6 +1479,8 @@ static PyMethodDef methods[] = {
      "Add or remove a batch of samples' gradients in Delta g (see edgedrift.kernels)."},
     {"druid_steps", (PyCFunction)(void (*)(void))druid_steps, METH_FASTCALL,
      "DRUiD's test at every step of a batch (see edgedrift.kernels)."},
+    {"sample_columns", (PyCFunction)(void (*)(void))sample_columns, METH_FASTCALL,
+     "The ids and the x, y, ts columns of a decoded batch of samples."},
     {"content_keys", (PyCFunction)(void (*)(void))content_keys, METH_FASTCALL,
      "Python's hash of (*x, y, ts) for every row."},
     {"id_find", (PyCFunction)(void (*)(void))id_find, METH_FASTCALL, "The slot of an id, or -1."},

@@ -640,10 +640,9 @@ def test_content_keys_are_python_s_hash_of_the_sample() -> None:
     assert content_keys_of(np.asfortranarray(X), y, ts).tolist() == expected  # not contiguous: in Python
     if COMPILED is not None:
         out = np.zeros(500, np.int64)
-        y_key, ts_key = (np.where(np.isnan(a), -7.7e-311, a) for a in (y, ts))
-        assert COMPILED.content_keys(X, y_key, ts_key, out) and out.tolist() == expected
+        assert COMPILED.content_keys(X, y, ts, -7.7e-311, out) and out.tolist() == expected
         X[9, 1] = np.nan  # hashed by identity in Python: the kernel declines
-        assert not COMPILED.content_keys(X, y_key, ts_key, out)
+        assert not COMPILED.content_keys(X, y, ts, -7.7e-311, out)
 
 
 @needs_kernels
@@ -658,6 +657,55 @@ def test_the_batch_kernels_reject_arrays_of_the_wrong_shape_with_a_clear_error()
     with pytest.raises(ValueError, match="more evictions than steps"):
         COMPILED.druid_steps(np.zeros(2), np.zeros((1, 2)), np.zeros((2, 2)), np.eye(2), 0, 0, 1, 0, 1.0, 0)
     with pytest.raises(ValueError, match="out: expected a writable C-contiguous int64 array"):
-        COMPILED.content_keys(np.ones((2, 2)), np.ones(2), np.ones(2), np.zeros(3, np.int64))
+        COMPILED.content_keys(np.ones((2, 2)), np.ones(2), np.ones(2), 0.0, np.zeros(3, np.int64))
     with pytest.raises(TypeError, match="17 arguments"):
         COMPILED.grad_track_many(np.ones((2, 2)))
+
+
+BATCHES = [
+    {"samples": [{"id": 1, "x": [0.5, -1.0, 2.0]}, {"id": 2, "x": [1, 2, 3], "y": -1, "ts": 1.5}]},
+    {"samples": [{"x": [0.5, -1.0, 2.0], "y": 1.0}, {"id": "a-7", "x": [0.0, 0.0, 1e300]}, {"x": [1, 1, 1]}]},
+    {"samples": [{"id": 3, "x": [0.5, -1.0]}, {"id": 4, "x": [1.0, 2.0, 3.0]}]},  # a row too short
+    {"samples": [{"id": 5, "x": [0.5, -1.0, 2.0], "y": 0.5}]},  # not a class label
+    {"samples": [{"id": 6, "x": [0.5, -1.0, 2.0], "y": 2}, {"id": 7, "x": [1.0, 2.0, 3.0]}]},
+]
+
+
+@needs_kernels
+@pytest.mark.parametrize("task", ["classification", "regression"])
+@pytest.mark.parametrize("message", BATCHES)
+def test_a_batch_decodes_to_the_same_samples_and_rejections(
+    task: str, message: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sample_columns against the numpy fast path and the general path (for what it declines)."""
+    import json
+
+    from edgedrift_edge.messages import parse_samples
+
+    payload = json.dumps(message).encode()
+    compiled, reference = both_paths(lambda: parse_samples(payload, 3, task, 100, None), monkeypatch)
+    assert compiled.ids == reference.ids
+    assert [(r.id, r.reason) for r in compiled.rejected] == [(r.id, r.reason) for r in reference.rejected]
+    for name in ("X", "y", "ts"):
+        np.testing.assert_array_equal(getattr(compiled, name), getattr(reference, name), err_msg=name)
+    assert compiled.batch and reference.batch
+
+
+@needs_kernels
+def test_sample_columns_fills_the_columns_and_numbers_missing_ids() -> None:
+    assert COMPILED is not None
+    import msgspec
+
+    from edgedrift_edge.messages import _BATCH
+
+    items = _BATCH.decode(
+        b'{"samples": [{"x": [1.0, 2.0]}, {"id": "s", "x": [3.0, 4.0], "y": -1, "ts": 9.0}]}'
+    )
+    X, y, ts = np.zeros((2, 2)), np.zeros(2), np.zeros(2)
+    ids = COMPILED.sample_columns(items.samples, 2, True, 40, msgspec.UNSET, X, y, ts)
+    assert ids == [40, "s"]
+    assert X.tolist() == [[1.0, 2.0], [3.0, 4.0]] and ts[1] == 9.0 and y[1] == -1.0
+    assert np.isnan(y[0]) and np.isnan(ts[0])
+    assert COMPILED.sample_columns(items.samples, 3, True, 0, msgspec.UNSET, np.zeros((2, 3)), y, ts) is None
+    with pytest.raises(ValueError, match="X: expected a C-contiguous float64 array of 4 values"):
+        COMPILED.sample_columns(items.samples, 2, True, 0, msgspec.UNSET, np.zeros(3), y, ts)

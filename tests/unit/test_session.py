@@ -264,3 +264,37 @@ def test_a_session_keeps_no_reference_to_the_messages_it_handled() -> None:
     before = sys.getrefcount(payload)
     s.handle("samples", payload)
     assert sys.getrefcount(payload) == before
+
+
+def batch(start: int, X: np.ndarray, y: np.ndarray, every: int) -> bytes:
+    items: list[dict[str, Any]] = []
+    for i in range(len(y)):
+        item: dict[str, Any] = {"id": start + i, "x": X[i].tolist()}
+        if i % every == 0:
+            item["y"] = float(y[i])
+        items.append(item)
+    return json.dumps({"samples": items}).encode()
+
+
+def test_a_batch_scores_its_labeled_samples_and_keeps_the_others_for_late_labels() -> None:
+    """The batch path: each labeled sample's hit goes into the recent accuracy, each unlabeled one waits
+    in the recent samples, and its late label is learned and scored then."""
+    s = session(FakeCloud(), accuracy_window=1000)
+    X, y = rows(500)
+    feed(s, X[:200], y[:200])
+    assert s.phase == "running"
+    scored = len(s.recent)
+    out = s.handle("samples", batch(200, X[200:300], y[200:300], every=4))
+    predicted = np.array([p["y_hat"] for p in out.predictions])
+    labeled = np.arange(100) % 4 == 0
+    assert len(s.recent) == scored + 25
+    assert (
+        s.recent.values()[-25:].tolist() == (predicted[labeled] == y[200:300][labeled]).astype(float).tolist()
+    )
+    assert all(s.recent_samples.awaits(200 + i) for i in np.flatnonzero(~labeled).tolist())
+    assert not any(s.recent_samples.awaits(200 + i) for i in np.flatnonzero(labeled).tolist())
+    labels = {"labels": [{"id": 201, "y": float(y[201])}, {"id": 202, "y": float(y[202])}]}
+    s.handle("labels", json.dumps(labels).encode())
+    assert len(s.recent) == scored + 27
+    assert s.recent.values()[-2:].tolist() == (predicted[1:3] == y[201:203]).astype(float).tolist()
+    assert not s.recent_samples.awaits(201) and s.recent_samples.awaits(203)
