@@ -743,29 +743,41 @@ static PyObject *in_range(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Py_RETURN_TRUE;
 }
 
+/* The rows k and columns d of X (a two-dimensional numpy array) and out's data, a writable C-contiguous
+ * array of k values of the numpy type `type`; NULL with an error set otherwise. */
+static void *rows_and_out(const char *fn, PyObject *X, PyObject *out, int type, const char *type_name,
+                          npy_intp *k, npy_intp *d)
+{
+    if (!PyArray_Check(X) || PyArray_NDIM((PyArrayObject *)X) != 2) {
+        PyErr_Format(PyExc_ValueError, "%s: X must be a two-dimensional numpy array", fn);
+        return NULL;
+    }
+    *k = PyArray_DIM((PyArrayObject *)X, 0);
+    *d = PyArray_DIM((PyArrayObject *)X, 1);
+    PyArrayObject *oa = (PyArrayObject *)out;
+    if (!PyArray_Check(out) || PyArray_TYPE(oa) != type || !PyArray_IS_C_CONTIGUOUS(oa)
+        || PyArray_SIZE(oa) != *k || !PyArray_ISWRITEABLE(oa)) {
+        PyErr_Format(PyExc_ValueError, "out: expected a writable C-contiguous %s array of len(X)", type_name);
+        return NULL;
+    }
+    return PyArray_DATA(oa);
+}
+
 /* rows_outside(X, lo, hi, out) -> how many rows of X (k, d) have a value outside [lo, hi] (or NaN);
  * out (k bools) says which (RangeGuard.outside without labels). */
 static PyObject *rows_outside(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyArray_Check(args[0]) || !PyArray_Check(args[3])) {
+    if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "rows_outside(X, lo, hi, out) takes four numpy arrays");
         return NULL;
     }
-    PyArrayObject *Xa = (PyArrayObject *)args[0], *oa = (PyArrayObject *)args[3];
-    if (PyArray_NDIM(Xa) != 2) {
-        PyErr_SetString(PyExc_ValueError, "rows_outside: X must have two dimensions");
+    npy_intp k, d;
+    npy_bool *out = rows_and_out("rows_outside", args[0], args[3], NPY_BOOL, "bool", &k, &d);
+    if (out == NULL)
         return NULL;
-    }
-    npy_intp k = PyArray_DIM(Xa, 0), d = PyArray_DIM(Xa, 1);
-    if (PyArray_TYPE(oa) != NPY_BOOL || !PyArray_IS_C_CONTIGUOUS(oa) || PyArray_SIZE(oa) != k
-        || !PyArray_ISWRITEABLE(oa)) {
-        PyErr_SetString(PyExc_ValueError, "out: expected a writable C-contiguous bool array of len(X)");
-        return NULL;
-    }
     const double *X = f64(args[0], k * d, 0, "X"), *lo = f64(args[1], d, 0, "lo"), *hi = f64(args[2], d, 0, "hi");
     if (!X || !lo || !hi)
         return NULL;
-    npy_bool *out = (npy_bool *)PyArray_DATA(oa);
     npy_intp bad = 0;
     for (npy_intp r = 0; r < k; r++) {
         const double *x = X + r * d;
@@ -1093,21 +1105,14 @@ static npy_uint64 hash_double(double v)
 
 static PyObject *content_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyArray_Check(args[0]) || !PyArray_Check(args[4])) {
+    if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "content_keys(X, y, ts, nan_key, out) takes four arrays and a float");
         return NULL;
     }
-    PyArrayObject *Xa = (PyArrayObject *)args[0], *oa = (PyArrayObject *)args[4];
-    if (PyArray_NDIM(Xa) != 2) {
-        PyErr_SetString(PyExc_ValueError, "content_keys: X must have two dimensions");
+    npy_intp k, d;
+    npy_int64 *out = rows_and_out("content_keys", args[0], args[4], NPY_INT64, "int64", &k, &d);
+    if (out == NULL)
         return NULL;
-    }
-    npy_intp k = PyArray_DIM(Xa, 0), d = PyArray_DIM(Xa, 1);
-    if (PyArray_TYPE(oa) != NPY_INT64 || !PyArray_IS_C_CONTIGUOUS(oa) || PyArray_SIZE(oa) != k
-        || !PyArray_ISWRITEABLE(oa)) {
-        PyErr_SetString(PyExc_ValueError, "out: expected a writable C-contiguous int64 array of len(X)");
-        return NULL;
-    }
     const double *X = f64(args[0], k * d, 0, "X"), *y = f64(args[1], k, 0, "y"), *ts = f64(args[2], k, 0, "ts");
     double nan_key = PyFloat_AsDouble(args[3]);
     if (!X || !y || !ts || PyErr_Occurred())
@@ -1117,7 +1122,6 @@ static PyObject *content_keys(PyObject *self, PyObject *const *args, Py_ssize_t 
     for (npy_intp i = 0; i < k * d; i++)
         if (isnan(X[i]))
             Py_RETURN_FALSE;
-    npy_int64 *out = (npy_int64 *)PyArray_DATA(oa);
     npy_uint64 len = (npy_uint64)(d + 2);
     for (npy_intp r = 0; r < k; r++) {
         npy_uint64 acc = XXPRIME_5;
