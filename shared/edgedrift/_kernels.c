@@ -831,13 +831,9 @@ static PyObject *grad_track_many(PyObject *self, PyObject *const *args, Py_ssize
     double radius2 = metric ? PyFloat_AsDouble(args[12]) : 0.0;
     if (PyErr_Occurred())
         return NULL;
-    if (n > 4096) {
-        PyErr_SetString(PyExc_ValueError, "grad_track_many: more than 4095 features");
-        return NULL;
-    }
-    double gsum[4096], rsum[4096], mg[4096];
-    for (npy_intp i = 0; i < n; i++)
-        gsum[i] = rsum[i] = 0.0;
+    double *gsum = PyMem_Calloc(3 * (size_t)n, sizeof(double)), *rsum = gsum + n, *mg = rsum + n;
+    if (gsum == NULL)
+        return PyErr_NoMemory();
     npy_intp skipped = 0;
     for (npy_intp r = 0; r < k; r++) {
         const double *x = X + r * d;
@@ -888,6 +884,7 @@ static PyObject *grad_track_many(PyObject *self, PyObject *const *args, Py_ssize
                 }
         }
     }
+    PyMem_Free(gsum);
     return PyLong_FromSsize_t((Py_ssize_t)skipped);
 }
 
@@ -911,8 +908,8 @@ static PyObject *druid_steps(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
     npy_intp n = PyArray_SIZE((PyArrayObject *)args[0]);
     PyArrayObject *Wa = (PyArrayObject *)args[3];
-    if (n < 1 || n > 4096 || PyArray_NDIM(Wa) != 2 || PyArray_DIM(Wa, 1) != n) {
-        PyErr_SetString(PyExc_ValueError, "druid_steps: W must have shape (r, len(before)), len(before) <= 4096");
+    if (n < 1 || PyArray_NDIM(Wa) != 2 || PyArray_DIM(Wa, 1) != n) {
+        PyErr_SetString(PyExc_ValueError, "druid_steps: W must have shape (r, len(before))");
         return NULL;
     }
     npy_intp k = PyArray_SIZE((PyArrayObject *)args[1]) / n, m = PyArray_SIZE((PyArrayObject *)args[2]) / n;
@@ -931,9 +928,9 @@ static PyObject *druid_steps(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_ValueError, "druid_steps: more evictions than steps");
         return NULL;
     }
-    double cs_add[4096], cs_ev[4096];
-    for (npy_intp i = 0; i < n; i++)
-        cs_add[i] = cs_ev[i] = 0.0;
+    double *cs_add = PyMem_Calloc(2 * (size_t)n, sizeof(double)), *cs_ev = cs_add + n;
+    if (cs_add == NULL)
+        return PyErr_NoMemory();
     long long tests = 0, exceedances = 0, longest = 0;
     double stat = 0.0;
     for (npy_intp t = 1; t <= k; t++) {
@@ -970,6 +967,7 @@ static PyObject *druid_steps(PyObject *self, PyObject *const *args, Py_ssize_t n
         } else
             run = 0;
     }
+    PyMem_Free(cs_add);
     return Py_BuildValue("(LLdLL)", tests, exceedances, stat, run, longest);
 }
 
