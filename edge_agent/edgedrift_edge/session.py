@@ -28,7 +28,7 @@ import hashlib
 import math
 import uuid
 from collections import Counter as Tally
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, fields
 from typing import Any, Literal
 
@@ -55,14 +55,12 @@ from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.score_window import ScoreWindow
 from edgedrift_edge.session_dedup import DedupMixin
 from edgedrift_edge.session_recompute import RecomputesMixin
-from edgedrift_edge.session_reports import ReportsMixin
+from edgedrift_edge.session_reports import REASONS_PER_EVENT, ReportsMixin
 
 __all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "SessionConfig"]
 
 #: The fewest labels (and, for classification, two classes) the first window needs to train a model.
 MIN_WARMUP_LABELS = 10
-#: Rejection reasons listed in a summary event (the count covers all of them).
-REASONS_PER_EVENT = 5
 Phase = Literal["warmup", "awaiting_model", "running"]
 
 
@@ -414,25 +412,6 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
             self.counters.join_evictions += waiting.size - kept.size
             self.recent_samples.remember_many(slots[kept], s.X[kept], y_hat[kept])
         return preds
-
-    def _report_outliers(self, ids: Sequence[SampleId | None]) -> None:
-        if ids:
-            self.counters.outliers += len(ids)
-            self._emit(
-                "outlier",
-                count=len(ids),
-                ids=ids[:REASONS_PER_EVENT],
-                reason="outside the guard's range: predicted, kept out of learner, monitor and window",
-            )
-
-    def _score(self, y: float, y_hat: float) -> None:
-        if not math.isfinite(y_hat):
-            return
-        hit = (y - y_hat) * (y - y_hat) if self.config.task == "regression" else float(y == y_hat)
-        evicted = self.recent.push(hit)
-        if evicted is not None:
-            self.recent_sum -= evicted
-        self.recent_sum += hit
 
     def _remember(self, sid: SampleId, x: FloatArray, y_hat: float) -> None:
         """The unlabeled sample ``sid`` (just put in the recent samples) awaits a late label."""

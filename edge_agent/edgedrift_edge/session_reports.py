@@ -1,18 +1,24 @@
-"""The reporting half of a device's session: recent accuracy (or RMSE), the retained status and the
-heartbeat to the cloud. A mixin of :class:`~edgedrift_edge.session.DeviceSession` (no state of its own)."""
+"""The reporting half of a device's session: recent accuracy (or RMSE) and the scoring that keeps it,
+outlier events, the retained status and the heartbeat to the cloud. A mixin of
+:class:`~edgedrift_edge.session.DeviceSession` (no state of its own)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgedrift import __version__
 from edgedrift.loop import EdgeLoop
 from edgedrift.wire import Heartbeat
 from edgedrift_edge.ledger import Counters, SessionConfig
+from edgedrift_edge.messages import SampleId
 from edgedrift_edge.recompute import RecomputeRequest
 from edgedrift_edge.score_window import ScoreWindow
+
+#: Rejection reasons (or outlier ids) listed in a summary event (the count covers all of them).
+REASONS_PER_EVENT = 5
 
 
 class ReportsMixin:
@@ -29,6 +35,29 @@ class ReportsMixin:
     recent: ScoreWindow
     recent_sum: float
     drift_events: int
+
+    if TYPE_CHECKING:
+
+        def _emit(self, kind: str, **values: Any) -> None: ...
+
+    def _report_outliers(self, ids: Sequence[SampleId | None]) -> None:
+        if ids:
+            self.counters.outliers += len(ids)
+            self._emit(
+                "outlier",
+                count=len(ids),
+                ids=ids[:REASONS_PER_EVENT],
+                reason="outside the guard's range: predicted, kept out of learner, monitor and window",
+            )
+
+    def _score(self, y: float, y_hat: float) -> None:
+        if not math.isfinite(y_hat):
+            return
+        hit = (y - y_hat) * (y - y_hat) if self.config.task == "regression" else float(y == y_hat)
+        evicted = self.recent.push(hit)
+        if evicted is not None:
+            self.recent_sum -= evicted
+        self.recent_sum += hit
 
     def accuracy(self) -> float | None:
         n = len(self.recent)
