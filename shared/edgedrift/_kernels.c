@@ -2,7 +2,8 @@
  *
  * Each function does in one call what the numpy reference does in 10-25 small numpy calls, on the
  * caller's preallocated float64 arrays, in the same order of operations; only the dot products may sum
- * in another order than BLAS, so results agree with the numpy path to rounding (tests/unit/test_kernels.py).
+ * in another order than BLAS, so results agree with the numpy path to rounding (tests/unit/test_kernels.py,
+ * test_newton_batch_kernel.py, test_gateway_batch_kernels.py).
  *
  *   newton_learn    EWStandardizer.update + x~ + ForgettingNewton._update   (learners/second_order.py)
  *   newton_learn_many  size filter + EWStandardizer.update_many + x~ + ForgettingNewton._update_many

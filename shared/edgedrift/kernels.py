@@ -28,7 +28,8 @@ in the same order of operations as the numpy code it replaces:
   recent samples (``edgedrift_edge.id_index``: find, insert, backward-shift delete).
 
 The numpy code stays the reference. Only the dot products may sum in another order than BLAS does, so
-the two agree to rounding (``tests/unit/test_kernels.py``), not bit for bit: the extension is built when
+the two agree to rounding (``tests/unit/test_kernels.py``, ``test_newton_batch_kernel.py``,
+``test_gateway_batch_kernels.py``), not bit for bit: the extension is built when
 the package is installed (a C compiler is required, as for liblinear-official), so that a deployed edge
 and the evaluator take the same path. :data:`MODULE` is None when ``EDGEDRIFT_NO_KERNELS=1`` is set (to
 measure or check the numpy code) or the extension is missing (a source tree on ``PYTHONPATH`` that was
