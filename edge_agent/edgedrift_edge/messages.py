@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Annotated, Any, cast
 
 import msgspec
@@ -80,29 +79,30 @@ def content_keys(rows: list[list[float]], ys: list[float], tss: list[float]) -> 
     ]
 
 
-def _keys_kernel() -> ModuleType | None:
-    """The compiled :func:`content_keys_of`, if it reproduces Python's hash here (checked once on values
+def _kernel_hashes_as_python() -> bool:
+    """Whether the compiled :func:`content_keys_of` reproduces Python's hash here (checked once on values
     that exercise every branch of the float hash: a change of CPython's hash would switch it off)."""
     k = kernels.MODULE
     if k is None:
-        return None
+        return False
     X = np.array([[0.0, -0.0, 1.0, -2.5, 1e300], [math.inf, -math.inf, 5e-324, 0.1, -123456.789]])
     y, ts = np.array([1.0, math.nan]), np.array([math.nan, 1.7e9])
     out = np.empty(2, np.int64)
     expected = content_keys(X.tolist(), y.tolist(), ts.tolist())
-    return k if k.content_keys(X, y, ts, _NAN_KEY, out) and out.tolist() == expected else None
+    return bool(k.content_keys(X, y, ts, _NAN_KEY, out)) and out.tolist() == expected
 
 
-_KEYS = _keys_kernel()
+_KERNEL_HASHES_AS_PYTHON = _kernel_hashes_as_python()
 
 
 def content_keys_of(X: FloatArray, y: FloatArray, ts: FloatArray) -> npt.NDArray[np.int64]:
     """:func:`content_keys` of the rows of X (n, d) with their labels and times (NaN: none), as int64
     (one compiled call where the kernels are built)."""
     out = np.empty(len(y), np.int64)
-    if _KEYS is not None and kernels.MODULE is not None:  # tests switch the kernels off via MODULE
+    k = kernels.MODULE
+    if k is not None and _KERNEL_HASHES_AS_PYTHON:
         try:
-            if _KEYS.content_keys(X, y, ts, _NAN_KEY, out):
+            if k.content_keys(X, y, ts, _NAN_KEY, out):
                 return out
         except ValueError:  # arrays the kernel does not take (not contiguous, say)
             pass

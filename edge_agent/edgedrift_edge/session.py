@@ -344,27 +344,21 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
                 return self._batch_predictions(s, y_hat, slots, source, version)
             preds = []
             outlier = flags.tolist() if flags.size else [False] * len(s.ids)
-            X, remember, score = s.X, self._remember, self._score
-            finite = math.isfinite
+            score, finite = self._score, math.isfinite
+            predicted = y_hat.tolist()
             waiting: list[int] = []  # unlabeled (NaN) samples: they wait for a late label
-            for i, (sid, y, p) in enumerate(zip(s.ids, s.y.tolist(), y_hat.tolist(), strict=True)):
+            for i, (sid, y, p) in enumerate(zip(s.ids, s.y.tolist(), predicted, strict=True)):
                 if outlier[i]:
                     preds.append(self._prediction(sid, p, source, True, version))
                     continue
                 if y != y:
-                    if slots is None:
-                        remember(sid, X[i], p)
-                    else:
-                        waiting.append(i)
+                    waiting.append(i)
                 else:
                     score(y, p)
                 preds.append(
                     {"id": sid, "y_hat": p if finite(p) else None, "model_version": version, "source": source}
                 )
-            if waiting and slots is not None:
-                kept = [i for i in waiting if slots[i] >= 0]  # -1: pushed out by a later id of the batch
-                self.counters.join_evictions += len(waiting) - len(kept)
-                self.recent_samples.remember_many(slots[kept], X[kept], y_hat[kept])
+            self._await_labels(s, np.array(waiting, dtype=np.int64), predicted, y_hat, slots)
             if any(outlier):
                 self._report_outliers([sid for sid, f in zip(s.ids, outlier, strict=True) if f])
             return preds
@@ -403,15 +397,27 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         ys = s.y.tolist()
         for i in np.flatnonzero(~unlabeled).tolist():
             self._score(ys[i], predicted[i])
-        waiting = np.flatnonzero(unlabeled)
+        self._await_labels(s, np.flatnonzero(unlabeled), predicted, y_hat, slots)
+        return preds
+
+    def _await_labels(
+        self,
+        s: Samples,
+        waiting: IntArray,
+        predicted: list[float],
+        y_hat: FloatArray,
+        slots: IntArray | None,
+    ) -> None:
+        """The unlabeled samples at positions ``waiting`` of a batch wait in the recent samples for a
+        late label: in the slots :meth:`_dedup_new` gave them (-1: pushed out by a later id of the
+        batch, counted as evicted), or looked up one by one without them."""
         if slots is None:
             for i in waiting.tolist():
                 self._remember(s.ids[i], s.X[i], predicted[i])
         elif waiting.size:
-            kept = waiting[slots[waiting] >= 0]  # -1: pushed out by a later id of the batch
+            kept = waiting[slots[waiting] >= 0]
             self.counters.join_evictions += waiting.size - kept.size
             self.recent_samples.remember_many(slots[kept], s.X[kept], y_hat[kept])
-        return preds
 
     def _remember(self, sid: SampleId, x: FloatArray, y_hat: float) -> None:
         """The unlabeled sample ``sid`` (just put in the recent samples) awaits a late label."""
