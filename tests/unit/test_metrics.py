@@ -26,7 +26,9 @@ from edgedrift.metrics import (
 )
 
 TOL = 1e-9
-CLASSIFICATION_KEYS = {"accuracy", "kappa", "kappa_t", "kappa_m", "balanced_accuracy", "f1", "mcc", "n"}
+CLASSIFICATION_KEYS = {
+    *("accuracy", "kappa", "kappa_t", "kappa_m", "balanced_accuracy", "f1", "macro_f1", "mcc", "n")
+}
 
 
 @pytest.fixture(autouse=True)

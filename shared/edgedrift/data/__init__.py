@@ -1,6 +1,7 @@
 """Data streams for EdgeDrift: real data sets, CSV files and the synthetic drifting streams of the paper.
 
-Everything returns a :class:`Stream` (rows in arrival order, ±1 labels for classification). The
+Everything returns a :class:`Stream` (rows in arrival order; class labels coded as :mod:`edgedrift.labels`
+says: ±1 for two classes, 0..C−1 beyond). The
 generators based on river import it lazily, so this package imports without river installed.
 """
 
@@ -11,10 +12,10 @@ from edgedrift.data.datasets import (
     data_dir,
     fetch,
     load_covtype,
-    load_csv,
     load_dataset,
     load_elec2,
 )
+from edgedrift.data.files import load_csv
 from edgedrift.data.generators import hyperplane, rbf_drift, ridge_stream, sea, sine1plus
 from edgedrift.data.stream import Stream
 

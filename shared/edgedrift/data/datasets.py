@@ -11,7 +11,6 @@ import csv
 import gzip
 import hashlib
 import inspect
-import math
 import os
 import re
 import sys
@@ -26,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from edgedrift.data import generators
+from edgedrift.data.files import load_csv
 from edgedrift.data.stream import Stream
-from edgedrift.models.losses import FloatArray, Task
+from edgedrift.models.losses import FloatArray
 
 ELEC2_URL = "https://raw.githubusercontent.com/scikit-multiflow/streaming-datasets/master/elec.csv"
 ELEC2_SHA256 = "cdf901433885f29eca6911f70c0eeafb50d90596c879c30c5b99f5a2e8e734ff"
@@ -199,7 +199,8 @@ def load_elec2(drop_period: bool = True) -> Stream:
         y=np.where(labels == 1.0, 1.0, -1.0),
         task="classification",
         feature_names=ELEC2_COLUMNS[first:-1],
-        meta={"source": str(path), "classes": {-1.0: "DOWN (0)", 1.0: "UP (1)"}},
+        meta={"source": str(path)},
+        classes=("DOWN", "UP"),
     )
 
 
@@ -227,12 +228,14 @@ def _compact(X: FloatArray) -> np.ndarray[Any, Any]:
     return X
 
 
-def load_covtype() -> Stream:
-    """Forest Covertype (Blackard & Dean 1999; DRUiD paper Section 5.3): Lodgepole Pine (class 2) = +1.
+def load_covtype(binary: bool = True) -> Stream:
+    """Forest Covertype (Blackard & Dean 1999): 581,012 samples, 54 attributes.
 
-    581,012 samples, 54 attributes, the other six cover types = -1 (nearly balanced). The parsed arrays are
-    cached as ``covtype.npz`` in the cache directory, tagged with the archive's SHA-256, so later loads skip
-    both the download and the slow text parsing.
+    ``binary=True`` (``covtype``, DRUiD paper Section 5.3): Lodgepole Pine (class 2) = +1, the other six
+    cover types = −1 (nearly balanced). ``binary=False`` (``covtype-7``, Online-BLS paper Table 7): the
+    seven cover types as classes 1..7 (codes 0..6). The parsed arrays are cached as ``covtype.npz`` in the
+    cache directory, tagged with the archive's SHA-256, so later loads skip both the download and the slow
+    text parsing.
     """
     _, sha256 = _resolve_source("covtype", COVTYPE_URL, COVTYPE_SHA256)
     npz_path = cache_dir() / "covtype" / "covtype.npz"
@@ -267,149 +270,25 @@ def load_covtype() -> Stream:
         except BaseException:
             Path(tmp_name).unlink(missing_ok=True)
             raise
+    counts = {int(c): int(k) for c, k in zip(*np.unique(cover, return_counts=True), strict=True)}
+    if binary:
+        return Stream(
+            name="covtype",
+            X=X,
+            y=np.where(cover == 2, 1.0, -1.0),
+            task="classification",
+            feature_names=COVTYPE_FEATURES,
+            meta={"source": source, "cover_type_counts": counts},
+            classes=("cover types 1, 3-7", "Lodgepole Pine (2)"),
+        )
     return Stream(
-        name="covtype",
+        name="covtype-7",
         X=X,
-        y=np.where(cover == 2, 1.0, -1.0),
+        y=cover.astype(np.float64) - 1.0,
         task="classification",
         feature_names=COVTYPE_FEATURES,
-        meta={
-            "source": source,
-            "classes": {-1.0: "cover types 1, 3-7", 1.0: "Lodgepole Pine (2)"},
-            "cover_type_counts": {
-                int(c): int(k) for c, k in zip(*np.unique(cover, return_counts=True), strict=True)
-            },
-        },
-    )
-
-
-def _as_float(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def load_csv(
-    path: str | os.PathLike[str],
-    target: str,
-    task: Task | None = None,
-    features: list[str] | tuple[str, ...] | None = None,
-) -> Stream:
-    """Any CSV file with a header row, in file order, as a stream.
-
-    ``features`` defaults to every other column that holds numbers (columns without a single number,
-    e.g. dates or ids, are skipped and listed in ``meta["skipped_columns"]``). The task is classification
-    when asked for, or when ``task`` is None and the target has exactly two distinct values; the two values
-    are mapped in sorted order (numeric order if both are numbers) to -1/+1 and kept as
-    ``meta["classes"] = {-1.0: first, 1.0: second}``. Otherwise the target must be numeric (regression).
-    """
-    if task not in (None, "classification", "regression"):
-        raise ValueError(f"task must be 'classification', 'regression' or None, got {task!r}")
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"CSV file not found: {file}")
-    with file.open(newline="") as f:
-        reader = csv.reader(f)
-        header = [c.strip() for c in next(reader, [])]
-        rows: list[tuple[int, list[str]]] = [
-            (reader.line_num, [c.strip() for c in row]) for row in reader if any(c.strip() for c in row)
-        ]
-    if not header:
-        raise ValueError(f"{file}: empty file, expected a header row")
-    if len(set(header)) != len(header):
-        raise ValueError(f"{file}: duplicate column names in header {header}")
-    if not rows:
-        raise ValueError(f"{file}: no data rows")
-    for line, row in rows:
-        if len(row) != len(header):
-            raise ValueError(f"{file}: line {line} has {len(row)} fields, the header has {len(header)}")
-    if target not in header:
-        raise ValueError(f"{file}: unknown target column {target!r}; columns are {header}")
-    t = header.index(target)
-
-    skipped: list[str] = []
-    if features is None:
-        feature_cols = []
-        for j, col in enumerate(header):
-            if j == t:
-                continue
-            if any(_as_float(row[j]) is not None for _, row in rows):
-                feature_cols.append(j)
-            else:
-                skipped.append(col)
-    else:
-        unknown = [c for c in features if c not in header]
-        if unknown:
-            raise ValueError(f"{file}: unknown feature column(s) {unknown}; columns are {header}")
-        if target in features:
-            raise ValueError(f"{file}: the target {target!r} cannot also be a feature")
-        if len(set(features)) != len(features):
-            raise ValueError(f"{file}: duplicate feature columns in {list(features)}")
-        feature_cols = [header.index(c) for c in features]
-    if not feature_cols:
-        raise ValueError(f"{file}: no numeric feature columns besides the target {target!r}")
-
-    X = np.empty((len(rows), len(feature_cols)))
-    for i, (line, row) in enumerate(rows):
-        for k, j in enumerate(feature_cols):
-            value = _as_float(row[j])
-            if value is None:
-                raise ValueError(
-                    f"{file}: non-numeric value {row[j]!r} in feature column {header[j]!r}, "
-                    f"data row {i + 1} (line {line})"
-                )
-            if not math.isfinite(value):
-                raise ValueError(
-                    f"{file}: NaN/inf value {row[j]!r} in feature column {header[j]!r}, "
-                    f"data row {i + 1} (line {line})"
-                )
-            X[i, k] = value
-
-    raw = [row[t] for _, row in rows]
-    numeric = [_as_float(v) for v in raw]
-    for i, (value, (line, _)) in enumerate(zip(numeric, rows, strict=True)):
-        if value is not None and not math.isfinite(value):
-            raise ValueError(
-                f"{file}: NaN/inf value {raw[i]!r} in target column {target!r}, "
-                f"data row {i + 1} (line {line})"
-            )
-    all_numeric = all(v is not None for v in numeric)
-    labels: list[Any] = list(numeric) if all_numeric else raw
-    distinct = sorted(set(labels))
-    meta: dict[str, Any] = {"source": str(file), "target": target}
-    if skipped:
-        meta["skipped_columns"] = tuple(skipped)
-
-    resolved: Task
-    if task == "classification" or (task is None and len(distinct) == 2):
-        if len(distinct) != 2:
-            shown = distinct[:10]
-            raise ValueError(
-                f"{file}: classification needs exactly two classes in target {target!r}, "
-                f"found {len(distinct)}: {shown}{' ...' if len(distinct) > 10 else ''}"
-            )
-        resolved = "classification"
-        negative, positive = distinct
-        y = np.fromiter((1.0 if v == positive else -1.0 for v in labels), dtype=np.float64, count=len(labels))
-        meta["classes"] = {-1.0: negative, 1.0: positive}
-    else:
-        if not all_numeric:
-            i = next(i for i, v in enumerate(numeric) if v is None)
-            raise ValueError(
-                f"{file}: regression needs a numeric target, but column {target!r} has {raw[i]!r} "
-                f"at data row {i + 1} (line {rows[i][0]}); {len(distinct)} distinct values is too many "
-                "for binary classification"
-            )
-        resolved = "regression"
-        y = np.array(numeric, dtype=np.float64)
-    return Stream(
-        name=file.stem,
-        X=X,
-        y=y,
-        task=resolved,
-        feature_names=tuple(header[j] for j in feature_cols),
-        meta=meta,
+        meta={"source": source, "cover_type_counts": counts},
+        classes=tuple(range(1, 8)),
     )
 
 
@@ -426,6 +305,7 @@ _REAL: dict[str, Callable[[], Stream]] = {
     "elec2": lambda: load_elec2(drop_period=True),
     "elec2-6": lambda: load_elec2(drop_period=False),
     "covtype": load_covtype,
+    "covtype-7": lambda: load_covtype(binary=False),
 }
 KNOWN_DATASETS: tuple[str, ...] = (*_REAL, "csv:PATH", *_GENERATORS)
 

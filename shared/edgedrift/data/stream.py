@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from edgedrift.labels import ClassLabels, ClassName, check_codes
 from edgedrift.models.losses import FloatArray, Task
 
 _TASKS: tuple[Task, ...] = ("classification", "regression")
@@ -22,8 +23,10 @@ _TASKS: tuple[Task, ...] = ("classification", "regression")
 class Stream:
     """Rows ``X[i], y[i]`` in arrival order.
 
-    Classification labels are always -1.0/+1.0 (the losses of Table 1 are written for ±1 labels).
-    ``drift_points`` are the indices of the first sample of every new concept (synthetic streams only).
+    Classification labels are codes (:mod:`edgedrift.labels`): −1.0/+1.0 for two classes (the losses of
+    Table 1 are written for ±1 labels), 0.0 … C−1 for C ≥ 3 classes. ``classes`` names the classes in
+    code order (None: a binary stream whose classes are just −1 and +1). ``drift_points`` are the
+    indices of the first sample of every new concept (synthetic streams only).
     ``X`` and ``y`` are converted to float64 (``X`` C-contiguous) on construction; the arrays are shared,
     not copied, when they already have that layout. Equality is identity (arrays have no single truth
     value).
@@ -36,6 +39,7 @@ class Stream:
     feature_names: tuple[str, ...]
     drift_points: tuple[int, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
+    classes: tuple[ClassName, ...] | None = None
 
     def __post_init__(self) -> None:
         X = np.ascontiguousarray(self.X, dtype=np.float64)
@@ -71,13 +75,11 @@ class Stream:
             raise ValueError(
                 f"Stream {name!r}: y has {bad_y.size} NaN/inf value(s); first at row {int(bad_y[0])}"
             )
+        classes = None if self.classes is None else ClassLabels(tuple(self.classes)).names
         if self.task == "classification":
-            wrong = np.flatnonzero((y != 1.0) & (y != -1.0))
-            if wrong.size:
-                raise ValueError(
-                    f"Stream {name!r}: classification labels must be -1.0/+1.0; "
-                    f"row {int(wrong[0])} has {y[wrong[0]]} ({wrong.size} such rows)"
-                )
+            check_codes(y, 2 if classes is None else len(classes), f"Stream {name!r}")
+        elif classes is not None:
+            raise ValueError(f"Stream {name!r}: a regression stream has no classes")
         drifts = tuple(int(p) for p in self.drift_points)
         if any(not 0 < p < n for p in drifts) or any(a >= b for a, b in pairwise(drifts)):
             raise ValueError(
@@ -87,6 +89,7 @@ class Stream:
         object.__setattr__(self, "y", y)
         object.__setattr__(self, "feature_names", names)
         object.__setattr__(self, "drift_points", drifts)
+        object.__setattr__(self, "classes", classes)
 
     def __len__(self) -> int:
         return int(self.X.shape[0])
@@ -102,6 +105,20 @@ class Stream:
         """Number of input features d (without any bias term)."""
         return int(self.X.shape[1])
 
+    @property
+    def n_classes(self) -> int:
+        """Number of classes (2 for a binary stream without names); 0 for regression."""
+        if self.task == "regression":
+            return 0
+        return 2 if self.classes is None else len(self.classes)
+
+    @property
+    def labels(self) -> ClassLabels:
+        """The classes' names and codes (names −1 and +1 when the stream has none); regression: ValueError."""
+        if self.task == "regression":
+            raise ValueError(f"Stream {self.name!r}: a regression stream has no classes")
+        return ClassLabels(self.classes if self.classes is not None else (-1, 1))
+
     def shuffled(self, seed: int) -> Stream:
         """The same rows in a random order: an i.i.d. stream without drift, so ``drift_points`` is cleared."""
         perm = np.random.default_rng(seed).permutation(len(self))
@@ -112,4 +129,5 @@ class Stream:
             task=self.task,
             feature_names=self.feature_names,
             meta={**self.meta, "shuffle_seed": seed},
+            classes=self.classes,
         )
