@@ -39,6 +39,13 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.shuffle is not None:
         stream = stream.shuffled(args.shuffle)
     protocol = get_protocol(args.protocol, every=args.every, window=args.window, delay=args.delay)
+    if args.window is None and protocol.fitted(len(stream)) is not protocol:
+        protocol = protocol.fitted(len(stream))
+        print(
+            f"{stream.name}: {len(stream)} samples, fewer than twice the protocol's window: the first window "
+            f"is {protocol.window} samples (--window sets it)",
+            file=sys.stderr,
+        )
     names = expand([s.strip() for s in args.strategies.split(",") if s.strip()])
     offsets = None
     if args.offsets:

@@ -39,10 +39,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--dataset",
         default="elec2",
-        help="elec2, elec2-6, covtype, sine1, 'sine1+:d=10,sigma=100', 'ridge:sigma=10', sea, "
-        "hyperplane, rbf, or csv:PATH (with --target)",
+        help="elec2, elec2-6, covtype, covtype-7, outdoor, keystroke, usenet1, usenet2, sine1, "
+        "'sine1+:d=10,sigma=100', 'ridge:sigma=10', sea, hyperplane, rbf, csv:PATH (with --target) or "
+        "arff:PATH",
     )
-    p.add_argument("--target", help="label column for --dataset csv:PATH")
+    p.add_argument("--target", help="label column for --dataset csv:PATH (arff:PATH: the last attribute)")
     p.add_argument("--seed", type=int, default=0, help="seed of synthetic streams")
     p.add_argument(
         "--shuffle",

@@ -1,4 +1,9 @@
-"""river's own learners as peers, run under the same protocol (predict_one, then learn_one when labeled)."""
+"""river's own learners as peers, run under the same protocol (predict_one, then learn_one when labeled).
+
+Binary labels ±1 reach river as True/False; multi-class codes 0..C−1 as the integers 0..C−1. The linear
+peers become one-vs-rest (``river.multiclass.OneVsRestClassifier``) when there are more than two classes;
+the trees and the adaptive random forest are multi-class by themselves.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ from typing import Any
 from edgedrift.models.losses import FloatArray, Task
 
 
-def _river_model(name: str, task: Task) -> Any:
-    from river import compose, linear_model, preprocessing, tree
+def _river_model(name: str, task: Task, n_classes: int = 2) -> Any:
+    from river import compose, forest, linear_model, multiclass, preprocessing, tree
 
     if task == "regression":
         regressors: dict[str, Callable[[], Any]] = {
@@ -22,57 +27,72 @@ def _river_model(name: str, task: Task) -> Any:
         if name not in regressors:
             raise ValueError(f"{name} has no regression variant")
         return regressors[name]()
+
+    def linear(model: Callable[[], Any]) -> Callable[[], Any]:
+        if n_classes > 2:
+            return lambda: compose.Pipeline(
+                preprocessing.StandardScaler(), multiclass.OneVsRestClassifier(model())
+            )
+        return lambda: compose.Pipeline(preprocessing.StandardScaler(), model())
+
     classifiers: dict[str, Callable[[], Any]] = {
-        "river-lr": lambda: compose.Pipeline(
-            preprocessing.StandardScaler(), linear_model.LogisticRegression()
-        ),
-        "river-perceptron": lambda: compose.Pipeline(
-            preprocessing.StandardScaler(), linear_model.Perceptron()
-        ),
+        "river-lr": linear(linear_model.LogisticRegression),
+        "river-perceptron": linear(linear_model.Perceptron),
         "river-ht": lambda: tree.HoeffdingTreeClassifier(),
         "river-hat": lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=0),
+        "river-arf": lambda: forest.ARFClassifier(seed=0),
     }
     return classifiers[name]()
 
 
 RIVER_PEERS: dict[str, str] = {
-    "river-lr": "river StandardScaler | LogisticRegression",
-    "river-perceptron": "river StandardScaler | Perceptron",
+    "river-lr": "river StandardScaler | LogisticRegression (one-vs-rest for C > 2 classes)",
+    "river-perceptron": "river StandardScaler | Perceptron (one-vs-rest for C > 2 classes)",
     "river-ht": "river Hoeffding tree",
     "river-hat": "river Hoeffding adaptive tree",
+    "river-arf": "river adaptive random forest (10 trees, ADWIN)",
 }
 REGRESSION_PEERS = ("river-lr", "river-ht")
 
 
 class RiverRunner:
-    """Adapts a river estimator to the runner protocol (labels ±1 map to True/False)."""
+    """Adapts a river estimator to the runner protocol (see the module docstring for the labels)."""
 
     recomputes = 0
 
-    def __init__(self, name: str, task: Task, n_features: int) -> None:
-        self.model = _river_model(name, task)
+    def __init__(self, name: str, task: Task, n_features: int, n_classes: int = 2) -> None:
+        self.model = _river_model(name, task, n_classes)
         self.task = task
+        self.multiclass = task == "classification" and n_classes > 2
         self._keys = list(range(n_features))
 
     def _x(self, x: FloatArray) -> dict[int, float]:
         return dict(zip(self._keys, x.tolist(), strict=True))
 
-    def predict_one(self, x: FloatArray) -> float:
-        p = self.model.predict_one(self._x(x))
+    def _label(self, y: float) -> float | bool | int:
+        if self.task == "regression":
+            return y
+        return int(y) if self.multiclass else y > 0
+
+    def _code(self, p: Any) -> float:
         if self.task == "regression":
             return float(p or 0.0)
+        if self.multiclass:
+            return 0.0 if p is None else float(p)  # nothing learned yet: class 0, as the majority baseline
         return 1.0 if p else -1.0
+
+    def predict_one(self, x: FloatArray) -> float:
+        return self._code(self.model.predict_one(self._x(x)))
 
     def process_one(self, x: FloatArray, y: float | None = None, ts: float = math.nan) -> float:
         xd = self._x(x)
-        p = self.model.predict_one(xd)
-        y_hat = float(p or 0.0) if self.task == "regression" else (1.0 if p else -1.0)
+        y_hat = self._code(self.model.predict_one(xd))
         if y is not None:
-            self.model.learn_one(xd, y if self.task == "regression" else y > 0)
+            self.model.learn_one(xd, self._label(y))
         return y_hat
 
     def learn_one(self, x: FloatArray, y: float, y_hat: float | None = None, ts: float = math.nan) -> None:
-        self.model.learn_one(self._x(x), y if self.task == "regression" else y > 0)
+        self.model.learn_one(self._x(x), self._label(y))
 
     def warm(self, X: FloatArray, y: FloatArray) -> None:
         for xi, yi in zip(X, y, strict=True):

@@ -64,7 +64,7 @@ def known_labels(
 
 
 def baseline_predictions(
-    kind: str, y: FloatArray, labeled: NDArray[np.bool_], delay: int, task: str
+    kind: str, y: FloatArray, labeled: NDArray[np.bool_], delay: int, task: str, n_classes: int = 2
 ) -> FloatArray:
     """The no-change (last known label) and majority (of known labels) predictors under the schedule.
 
@@ -75,7 +75,7 @@ def baseline_predictions(
     y_k, lab_k = known_labels(y, labeled, delay)
     if task == "classification":
         predict = no_change_predictions if kind == "no-change" else majority_predictions
-        return predict(y_k, lab_k)
+        return predict(y_k, lab_k, n_classes=n_classes)
     if kind == "no-change":
         last = np.maximum.accumulate(np.where(lab_k, np.arange(len(y)), -1))
         prev = np.concatenate([[-1], last[:-1]])
@@ -108,7 +108,7 @@ def build_runner(
     X0, y0 = stream.X[:W][labeled[:W]], stream.y[:W][labeled[:W]]
     train_clock = [0.0, 0.0]
     if spec.strategy in RIVER_PEERS:
-        runner = RiverRunner(spec.strategy, stream.task, stream.n_features)
+        runner = RiverRunner(spec.strategy, stream.task, stream.n_features, stream.n_classes)
         runner.warm(X0, y0)
         return runner, RunnerInfo("river"), train_clock
     strategy = STRATEGIES[spec.strategy]
@@ -132,7 +132,9 @@ def run_one(stream: Stream, protocol: Protocol, spec: RunSpec, curves: bool = Fa
     X, y = stream.X, stream.y
     t_build = time.perf_counter()
     if spec.strategy in BASELINES:
-        preds = baseline_predictions(spec.strategy, y, labeled, protocol.delay, stream.task)[W:]
+        preds = baseline_predictions(
+            spec.strategy, y, labeled, protocol.delay, stream.task, stream.n_classes
+        )[W:]
         runner: EdgeLoop | RiverRunner | None = None
         info = RunnerInfo("O(1)")
         elapsed, train_time, train_cpu = 0.0, 0.0, 0.0
@@ -158,8 +160,9 @@ def run_one(stream: Stream, protocol: Protocol, spec: RunSpec, curves: bool = Fa
         train_time, train_cpu = clock[0], clock[1]
     y_true = y[W:]
     if stream.task == "classification":
-        nochange = baseline_predictions("no-change", y, labeled, protocol.delay, stream.task)[W:]
-        metrics = classification_report(y_true, preds, y_nochange=nochange)
+        n_classes = stream.n_classes
+        nochange = baseline_predictions("no-change", y, labeled, protocol.delay, stream.task, n_classes)[W:]
+        metrics = classification_report(y_true, preds, y_nochange=nochange, n_classes=n_classes)
         metrics |= scoring_metrics(y_true, preds, labeled[W:], lag_since_label(labeled)[W:])
     else:
         metrics = regression_report(y_true, preds)

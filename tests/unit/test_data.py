@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.server
 import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support.file_server import FileServer, serve_files
 
 from edgedrift.data import (
     ChecksumError,
@@ -60,43 +57,10 @@ def shared_data(monkeypatch: pytest.MonkeyPatch) -> Path:
     return Path(SHARED_DATA)
 
 
-@dataclass
-class FileServer:
-    """A real HTTP server on 127.0.0.1 serving ``root``; ``requests`` logs every GET path."""
-
-    root: Path
-    url: str
-    requests: list[str] = field(default_factory=list)
-
-    def put(self, name: str, content: bytes) -> tuple[str, str]:
-        """Serve ``content`` as ``name``; returns its URL and SHA-256."""
-        (self.root / name).write_bytes(content)
-        return f"{self.url}/{name}", hashlib.sha256(content).hexdigest()
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[FileServer]:
-    root = tmp_path / "www"
-    root.mkdir()
-    log: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:
-            log.append(self.path)
-            super().do_GET()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield FileServer(root=root, url=f"http://127.0.0.1:{httpd.server_address[1]}", requests=log)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with serve_files(tmp_path / "www") as files:
+        yield files
 
 
 def files_under(path: Path) -> list[Path]:
@@ -410,7 +374,7 @@ def test_load_dataset_csv_and_errors(tmp_path: Path) -> None:
     assert load_dataset(f"csv:{f}", target="t").task == "classification"
     with pytest.raises(ValueError, match="needs a target column"):
         load_dataset(f"csv:{f}")
-    known = "known: elec2, elec2-6, covtype, covtype-7, csv:PATH"
+    known = "known: elec2, elec2-6, covtype, covtype-7, outdoor, keystroke, usenet1, usenet2, csv:PATH"
     with pytest.raises(ValueError, match=f"unknown dataset 'mnist'; {known}"):
         load_dataset("mnist")
     with pytest.raises(ValueError, match=r"unknown parameter 'q'; allowed: \['d', 'sigma'"):

@@ -1,4 +1,4 @@
-"""Loading a user's own CSV files: binary, multi-class and regression targets, and precise errors."""
+"""Loading a user's own CSV and ARFF files: binary, multi-class and regression targets, precise errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgedrift.data import load_csv
+from edgedrift.data import load_arff, load_csv
 from edgedrift.data.files import MAX_INFERRED_CLASSES
 
 SHARED_DATA = os.environ.get("EDGEDRIFT_DATA_DIR", "")
@@ -105,3 +105,52 @@ def test_csv_errors(tmp_path: Path, text: str, kw: dict[str, Any], message: str)
 def test_csv_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"CSV file not found: .*nothing\.csv"):
         load_csv(tmp_path / "nothing.csv", "y")
+
+
+# ---------------------------------------------------------------------------------------------- ARFF
+
+ARFF = """% a comment
+@relation 'sensors'
+@attribute temp numeric
+@attribute door {0,1}
+@attribute room {kitchen,hall}
+@attribute note string
+@attribute gas {none,co,smoke}
+
+@data
+21.5,1,hall,'x',co
+19.0,0,kitchen,'y',none
+22.25,1,kitchen,'z',smoke
+"""
+
+
+def test_arff_dense_nominal_target_keeps_the_declared_order(tmp_path: Path) -> None:
+    s = load_arff(write(tmp_path / "s.arff", ARFF))
+    assert s.task == "classification" and s.classes == ("none", "co", "smoke")
+    assert s.feature_names == ("temp", "door", "room")  # the string attribute is skipped
+    np.testing.assert_array_equal(s.y, [1.0, 0.0, 2.0])
+    np.testing.assert_array_equal(s.X, [[21.5, 1, 1], [19.0, 0, 0], [22.25, 1, 0]])
+
+
+def test_arff_sparse_rows_and_a_numeric_target(tmp_path: Path) -> None:
+    text = "@relation r\n@attribute a numeric\n@attribute b numeric\n@attribute y numeric\n@data\n"
+    text += "{0 1.5, 2 3.25}\n{1 2}\n{0 -1, 1 1, 2 0.5}\n"
+    s = load_arff(write(tmp_path / "r.arff", text))
+    assert s.task == "regression"
+    np.testing.assert_array_equal(s.X, [[1.5, 0], [0, 2], [-1, 1]])
+    np.testing.assert_array_equal(s.y, [3.25, 0.0, 0.5])
+
+
+@pytest.mark.parametrize(
+    ("text", "kw", "message"),
+    [
+        (ARFF.replace("22.25,1", "?,1"), {}, r"missing value \(\?\) in attribute 'temp', data row 3"),
+        (ARFF, {"target": "nope"}, "unknown target attribute 'nope'"),
+        (ARFF, {"features": ["note"]}, r"\['note'\] are neither numeric nor nominal"),
+        (ARFF, {"task": "regression"}, "is nominal: it cannot be regression"),
+        ("@relation r\n@attribute a numeric\n@data\n1,2\n", {}, "not a readable ARFF file"),
+    ],
+)
+def test_arff_errors(tmp_path: Path, text: str, kw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_arff(write(tmp_path / "bad.arff", text), **kw)

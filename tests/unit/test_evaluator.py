@@ -71,6 +71,15 @@ def test_protocol_window_labels_and_offsets() -> None:
         get_protocol("nope")
 
 
+def test_a_short_stream_gets_a_window_that_leaves_three_quarters_to_score() -> None:
+    p = Protocol()
+    assert p.fitted(4000) is p  # outdoor: the paper's window fits twice
+    assert p.fitted(1600).window == 400 and p.fitted(1500).window == 370  # keystroke, usenet
+    assert p.fitted(1500).window_labels == 37
+    with pytest.raises(ValueError, match="too short"):
+        p.fitted(30)
+
+
 # --- baselines ----------------------------------------------------------------------------------------
 
 

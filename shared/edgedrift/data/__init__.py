@@ -5,17 +5,10 @@ says: ±1 for two classes, 0..C−1 beyond). The
 generators based on river import it lazily, so this package imports without river installed.
 """
 
-from edgedrift.data.datasets import (
-    KNOWN_DATASETS,
-    ChecksumError,
-    cache_dir,
-    data_dir,
-    fetch,
-    load_covtype,
-    load_dataset,
-    load_elec2,
-)
-from edgedrift.data.files import load_csv
+from edgedrift.data.datasets import KNOWN_DATASETS, load_covtype, load_dataset, load_elec2
+from edgedrift.data.download import ChecksumError, cache_dir, data_dir, fetch
+from edgedrift.data.drift_streams import load_drift_stream
+from edgedrift.data.files import load_arff, load_csv
 from edgedrift.data.generators import hyperplane, rbf_drift, ridge_stream, sea, sine1plus
 from edgedrift.data.stream import Stream
 
@@ -27,9 +20,11 @@ __all__ = [
     "data_dir",
     "fetch",
     "hyperplane",
+    "load_arff",
     "load_covtype",
     "load_csv",
     "load_dataset",
+    "load_drift_stream",
     "load_elec2",
     "rbf_drift",
     "ridge_stream",

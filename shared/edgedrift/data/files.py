@@ -1,7 +1,8 @@
-"""A user's own data files as streams: CSV with a header row, in file order.
+"""A user's own data files as streams, in file order: CSV with a header row, and Weka's ARFF.
 
 Class labels may be text or numbers; :mod:`edgedrift.labels` codes them (−1/+1 for two classes,
-0..C−1 beyond) and ``Stream.classes`` keeps their names.
+0..C−1 beyond) and ``Stream.classes`` keeps their names. ARFF files are read with liac-arff
+(``pip install 'edgedrift-core[arff]'``, imported on first use), dense or sparse.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from edgedrift.data.stream import Stream
 from edgedrift.labels import ClassLabels
 from edgedrift.models.losses import Task
 
-__all__ = ["MAX_INFERRED_CLASSES", "load_csv"]
+__all__ = ["MAX_INFERRED_CLASSES", "load_arff", "load_csv"]
 
 
 def _as_float(text: str) -> float | None:
@@ -159,3 +160,118 @@ def _infer_task(distinct: set[Any], all_numeric: bool) -> Task:
     if len(distinct) <= MAX_INFERRED_CLASSES and all(float(v).is_integer() for v in distinct):
         return "classification"
     return "regression"
+
+
+def _arff_module() -> Any:
+    try:
+        import arff
+    except ImportError as exc:
+        raise ImportError("reading ARFF files needs liac-arff: pip install 'edgedrift-core[arff]'") from exc
+    return arff
+
+
+def _nominal_number(values: list[str]) -> dict[str, float]:
+    """A nominal attribute as a feature: its values' numbers when all are numbers (``{0,1}``), else the
+    position of the value in the declaration."""
+    numbers = [_as_float(v) for v in values]
+    if all(n is not None and math.isfinite(n) for n in numbers):
+        return {v: float(n) for v, n in zip(values, numbers, strict=True)}  # type: ignore[arg-type]
+    return {v: float(i) for i, v in enumerate(values)}
+
+
+def load_arff(
+    path: str | os.PathLike[str],
+    target: str | None = None,
+    task: Task | None = None,
+    features: list[str] | tuple[str, ...] | None = None,
+) -> Stream:
+    """A Weka ARFF file (dense or sparse rows) as a stream.
+
+    ``target`` defaults to the last attribute (Weka's convention for the class). A nominal target is
+    classification with the classes in their declared order; a numeric one follows :func:`load_csv`'s
+    rule. Features: numeric attributes, and nominal ones as numbers (their values when those are numbers,
+    as in ``{0,1}``, else the value's position in the declaration); string and date attributes are
+    skipped unless named in ``features``, which then fails. A missing value (``?``) is an error naming
+    the row and the attribute.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"ARFF file not found: {file}")
+    arff = _arff_module()
+    try:
+        with file.open() as f:
+            data = arff.load(f, return_type=arff.DENSE)
+    except arff.ArffException as exc:
+        raise ValueError(f"{file}: not a readable ARFF file: {exc}") from exc
+    attributes: list[tuple[str, Any]] = data["attributes"]
+    names = [a for a, _ in attributes]
+    target = names[-1] if target is None else target
+    if target not in names:
+        raise ValueError(f"{file}: unknown target attribute {target!r}; attributes are {names}")
+    t = names.index(target)
+    usable = [
+        j
+        for j, (_, kind) in enumerate(attributes)
+        if j != t and (isinstance(kind, list) or str(kind).upper() in ("NUMERIC", "REAL", "INTEGER"))
+    ]
+    if features is None:
+        cols = usable
+    else:
+        unknown = [c for c in features if c not in names]
+        if unknown:
+            raise ValueError(f"{file}: unknown feature attribute(s) {unknown}; attributes are {names}")
+        cols = [names.index(c) for c in features]
+        bad = [names[j] for j in cols if j not in usable]
+        if bad:
+            raise ValueError(
+                f"{file}: attribute(s) {bad} are neither numeric nor nominal (or are the target)"
+            )
+    if not cols:
+        raise ValueError(f"{file}: no numeric or nominal feature attributes besides the target {target!r}")
+    rows: list[list[Any]] = data["data"]
+    if not rows:
+        raise ValueError(f"{file}: no data rows")
+    maps = {j: _nominal_number(attributes[j][1]) for j in cols if isinstance(attributes[j][1], list)}
+    X = np.empty((len(rows), len(cols)))
+    for i, row in enumerate(rows):
+        for k, j in enumerate(cols):
+            value = row[j]
+            if value is None:
+                raise ValueError(f"{file}: missing value (?) in attribute {names[j]!r}, data row {i + 1}")
+            X[i, k] = maps[j][value] if j in maps else float(value)
+    raw = [row[t] for row in rows]
+    if any(v is None for v in raw):
+        i = next(i for i, v in enumerate(raw) if v is None)
+        raise ValueError(f"{file}: missing value (?) in target {target!r}, data row {i + 1}")
+    kind = attributes[t][1]
+    meta: dict[str, Any] = {"source": str(file), "target": target}
+    if isinstance(kind, list):
+        if task == "regression":
+            raise ValueError(f"{file}: the target {target!r} is nominal: it cannot be regression")
+        labels = ClassLabels(tuple(kind))
+        return Stream(
+            name=file.stem,
+            X=X,
+            y=labels.encode(raw),
+            task="classification",
+            feature_names=tuple(names[j] for j in cols),
+            meta=meta,
+            classes=labels.names,
+        )
+    values = [float(v) for v in raw]
+    resolved = task or _infer_task(set(values), True)
+    classes = None
+    if resolved == "classification":
+        labels = ClassLabels.from_values(values)
+        y, classes = labels.encode(values), labels.names
+    else:
+        y = np.asarray(values, dtype=np.float64)
+    return Stream(
+        name=file.stem,
+        X=X,
+        y=y,
+        task=resolved,
+        feature_names=tuple(names[j] for j in cols),
+        meta=meta,
+        classes=classes,
+    )
