@@ -98,9 +98,12 @@ def _prune(session: Session, device_id: str, capacity: int) -> int:
     return min(held, capacity)
 
 
-def load_history(session: Session, device_id: str, d: int, capacity: int) -> tuple[FloatArray, FloatArray]:
+def load_history(
+    session: Session, device_id: str, d: int, capacity: int, classification: bool = False
+) -> tuple[FloatArray, FloatArray]:
     """The newest ``capacity`` labels of width ``d``, oldest first (older chunks of another width, from
-    before the device re-warmed, end the history)."""
+    before the device re-warmed, end the history, as does one whose labels are not ±1 for a
+    ``classification`` search: whatever is stored, the search gets labels it can use)."""
     chunks = session.execute(
         select(HistoryChunk.n, HistoryChunk.d, HistoryChunk.data)
         .where(HistoryChunk.device_id == device_id)
@@ -111,7 +114,10 @@ def load_history(session: Session, device_id: str, d: int, capacity: int) -> tup
     for n, width, data in chunks:
         if width != d or held >= capacity:
             break
-        parts.append(unpack(data, n, width))
+        X, y = unpack(data, n, width)
+        if classification and not np.all(np.abs(y) == 1.0):
+            break
+        parts.append((X, y))
         held += n
     if not parts:
         return np.zeros((0, d)), np.zeros(0)

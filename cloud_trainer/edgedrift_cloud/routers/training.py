@@ -215,14 +215,19 @@ async def _retune(
 ) -> tuple[TrainOutcome, dict[str, Any]]:
     """A re-tuning recompute: the device's stored history, then the search in the training pool."""
     capacity = state.settings.history_labels
-    Xh, yh = await anyio.to_thread.run_sync(_load_history, state, device_id, int(X.shape[1]), capacity)
+    classification = header.task == "classification"
+    Xh, yh = await anyio.to_thread.run_sync(
+        _load_history, state, device_id, int(X.shape[1]), capacity, classification
+    )
     done = await state.trainings.run(request.is_disconnected, history.retune_window, header, X, y, Xh, yh)
     return done.outcome, done.edge
 
 
-def _load_history(state: AppState, device_id: str, d: int, capacity: int) -> tuple[FloatArray, FloatArray]:
+def _load_history(
+    state: AppState, device_id: str, d: int, capacity: int, classification: bool
+) -> tuple[FloatArray, FloatArray]:
     with state.sessions() as session:
-        return history.load_history(session, device_id, d, capacity)
+        return history.load_history(session, device_id, d, capacity, classification)
 
 
 def window_fingerprint(header: WindowHeader, X: FloatArray, y: FloatArray) -> str:
@@ -254,7 +259,10 @@ def _before_training(
     """What the registry answers without training: (the pinned version, False), (the version of an
     earlier request with this request_id, True), a spent budget (of ``minute``), or None: train."""
     with state.sessions() as session:
-        pinned = versions.pinned_model(session, device_id)
+        try:
+            pinned = versions.pinned_model(session, device_id)
+        except versions.VersionPrunedError as exc:  # stored before pins and retention were serialised
+            raise HTTPException(status.HTTP_409_CONFLICT, f"{exc}: pin another version") from None
         if pinned is not None:
             return pinned, False
         if header.request_id is not None:
