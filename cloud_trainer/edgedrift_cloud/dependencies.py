@@ -44,10 +44,10 @@ class AppState:
     database_error: tuple[float, str] | None = None
     #: Credentials the registry did not know, remembered for ``auth_miss_cache_seconds``.
     misses: MissCache = field(default_factory=lambda: MissCache(0.0))
-    #: The fleet summary at default thresholds, computed at most every ``fleet_summary_max_age_s``.
-    summary: ViewCache[FleetSummary] = field(default_factory=lambda: ViewCache(0.0))
     #: Per-device rate limits of this worker: heartbeats, history uploads and their bytes.
     limits: DeviceLimits = field(default_factory=DeviceLimits)
+    #: The fleet summary at default thresholds, computed at most every ``fleet_summary_max_age_s``.
+    summary: ViewCache[FleetSummary] = field(default_factory=lambda: ViewCache(0.0))
 
     def note_database_error(self, reason: str) -> None:
         self.database_error = (time.monotonic(), reason)

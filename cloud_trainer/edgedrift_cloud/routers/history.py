@@ -43,8 +43,8 @@ _REQUEST_BODY = {
     openapi_extra=_REQUEST_BODY,
     responses={
         200: {"description": "Replay of a batch already stored under this batch id", "model": HistoryStored},
-        409: {"description": "batch id reused with other samples, or a task or width other than the model's"},
-        413: {"description": "Body above the history upload cap (edgedrift.wire.HISTORY_BODY_BYTES)"},
+        409: {"description": "batch id reused with other samples"},
+        413: {"description": "Body above the size cap"},
         415: {"description": "Unknown content type"},
         422: {"description": "Malformed window, or no batch id (request_id)"},
         429: {"description": "Past the device's history upload or byte limit: retry after Retry-After"},
@@ -70,13 +70,13 @@ async def append(
     else:
         parsed = parse_window(body, content_type, state)
     header, X, y, _encoding = parsed
+    mismatch = await anyio.to_thread.run_sync(_mismatch, state, device_id, header.task, int(X.shape[1]))
+    if mismatch is not None:
+        return JSONResponse({"detail": mismatch, "reason": "history_mismatch"}, status_code=409)
     if header.request_id is None:
         detail = "a history batch needs its batch id in the header's request_id (retries must not add twice)"
         return JSONResponse({"detail": detail, "reason": "batch_id_missing"}, status_code=422)
     batch_id = header.request_id
-    mismatch = await anyio.to_thread.run_sync(_mismatch, state, device_id, header.task, int(X.shape[1]))
-    if mismatch is not None:
-        return JSONResponse({"detail": mismatch, "reason": "history_mismatch"}, status_code=409)
     stored = await anyio.to_thread.run_sync(_store, state, device_id, batch_id, X, y, len(body))
     if stored is None:
         detail = f"batch id {batch_id!r} was stored with other samples; a batch id must not be reused"

@@ -215,19 +215,14 @@ async def _retune(
 ) -> tuple[TrainOutcome, dict[str, Any]]:
     """A re-tuning recompute: the device's stored history, then the search in the training pool."""
     capacity = state.settings.history_labels
-    classification = header.task == "classification"
-    Xh, yh = await anyio.to_thread.run_sync(
-        _load_history, state, device_id, int(X.shape[1]), capacity, classification
-    )
+    Xh, yh = await anyio.to_thread.run_sync(_load_history, state, device_id, int(X.shape[1]), capacity)
     done = await state.trainings.run(request.is_disconnected, history.retune_window, header, X, y, Xh, yh)
     return done.outcome, done.edge
 
 
-def _load_history(
-    state: AppState, device_id: str, d: int, capacity: int, classification: bool
-) -> tuple[FloatArray, FloatArray]:
+def _load_history(state: AppState, device_id: str, d: int, capacity: int) -> tuple[FloatArray, FloatArray]:
     with state.sessions() as session:
-        return history.load_history(session, device_id, d, capacity, classification)
+        return history.load_history(session, device_id, d, capacity)
 
 
 def window_fingerprint(header: WindowHeader, X: FloatArray, y: FloatArray) -> str:
