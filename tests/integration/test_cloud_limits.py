@@ -6,19 +6,17 @@ written before the checks holds them), to show the read paths survive them."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from support.cloud import DEVICES, OPERATOR, UNLIMITED, CloudServer, field_error
+from support.cloud import DEVICES, OPERATOR, UNLIMITED, CloudServer, backend_url, field_error
 
 from edgedrift.wire import (
     HISTORY_BODY_BYTES,
@@ -32,7 +30,6 @@ from edgedrift.wire import (
 from edgedrift_cloud.history import pack
 from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.recompute import LabelBatch
-from edgedrift_harness.postgres import fresh_database
 
 A = DEVICES["dev-a"]
 BINARY = {"Content-Type": WINDOW_CONTENT_TYPE}
@@ -42,26 +39,17 @@ FIXED_C = LearnerParams(C=1.0).model_dump()
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudServer]:
+    """One server per backend, with the per-device limits at their defaults (rows 9 and 11 test them)."""
     workdir = tmp_path_factory.mktemp("limits")
-    if request.param == "sqlite":
-        with _started(f"sqlite:///{workdir / 'registry.db'}", workdir) as server:
+    with backend_url(request, workdir) as url:
+        server = CloudServer(url, workdir, EDGEDRIFT_CLOUD_TRAINING_PROCESSES="false")
+        for name in UNLIMITED:
+            server.env.pop(name, None)
+        server.start()
+        try:
             yield server
-        return
-    admin = request.getfixturevalue("postgres_admin_url")
-    with fresh_database(admin) as url, _started(url, workdir) as server:
-        yield server
-
-
-@contextlib.contextmanager
-def _started(url: str, workdir: Path) -> Iterator[CloudServer]:
-    server = CloudServer(url, workdir, EDGEDRIFT_CLOUD_TRAINING_PROCESSES="false")
-    for name in UNLIMITED:  # the per-device limits at their defaults: rows 9 and 11 test them
-        server.env.pop(name, None)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+        finally:
+            server.stop()
 
 
 def device(server: CloudServer, name: str) -> str:

@@ -3,18 +3,21 @@ tests' operator token and two provisioned devices."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift_cloud import registry
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_harness.cloud import CloudProcess
+from edgedrift_harness.postgres import fresh_database
 
-__all__ = ["DEVICES", "OPERATOR", "UNLIMITED", "CloudServer", "field_error"]
+__all__ = ["DEVICES", "OPERATOR", "UNLIMITED", "CloudServer", "backend_url", "field_error"]
 
 OPERATOR = "operator-token-" + "x" * 24
 DEVICES = {"dev-a": "secret-of-device-a-0123456789", "dev-b": "secret-of-device-b-0123456789"}
@@ -59,6 +62,17 @@ def field_error(r: httpx.Response, status: int, *fields: str) -> None:
     locs = [".".join(str(p) for p in d["loc"]) for d in detail]
     assert any(all(f in loc for f in fields) for loc in locs), (fields, detail)
     assert all(d["msg"] for d in detail)
+
+
+@contextlib.contextmanager
+def backend_url(request: pytest.FixtureRequest, workdir: Path) -> Iterator[str]:
+    """The registry URL of the backend a fixture's ``request.param`` names: ``sqlite`` (a file in
+    ``workdir``) or ``postgresql`` (a fresh database on the session's server, dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{workdir / 'registry.db'}"
+        return
+    with fresh_database(request.getfixturevalue("postgres_admin_url")) as url:
+        yield url
 
 
 def seeded_registry(url: str, devices: Iterable[str]) -> tuple[Engine, sessionmaker[Session]]:
