@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError, with_config
+from pydantic import AfterValidator, BeforeValidator, Field, Strict, TypeAdapter, ValidationError, with_config
 from pydantic.config import JsonDict
 from typing_extensions import TypedDict
 
@@ -38,8 +38,9 @@ MAX_STAT_ABS = 1e300
 MAX_STAT_TEXT = 128
 #: Entries of a statistics map (a version's ``monitor``, a heartbeat's ``extra``).
 MAX_STATS = 32
-StatFloat = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_STAT_ABS, le=MAX_STAT_ABS)]
-StatInt = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+#: Strict, so a text of digits stays a text (and is bounded as one) instead of becoming a number.
+StatFloat = Annotated[float, Strict(), Field(allow_inf_nan=False, ge=-MAX_STAT_ABS, le=MAX_STAT_ABS)]
+StatInt = Annotated[int, Strict(), Field(ge=-(2**63), le=2**63 - 1)]
 StatText = Annotated[str, Field(max_length=MAX_STAT_TEXT, pattern=r"^[^\x00-\x1f\x7f]*$")]
 StatValue = StatFloat | StatInt | bool | StatText | None
 NAME_PATTERN = r"^[A-Za-z0-9_.:\-]+$"
