@@ -11,8 +11,13 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from fastapi.exceptions import RequestValidationError
+
+from edgedrift.secrets import weak_secret_reason
 
 
 def hash_secret(secret: str) -> str:
@@ -23,6 +28,21 @@ def hash_secret(secret: str) -> str:
 def new_secret() -> str:
     """A fresh 256-bit device secret."""
     return secrets.token_urlsafe(32)
+
+
+def refuse_weak(production: bool, given: Iterable[tuple[Sequence[object], str | None]]) -> None:
+    """The rule the service applies to its own secrets at start (:func:`edgedrift.secrets.weak_secret_reason`)
+    applied to secrets set through the API: in production mode a weak one is a 422 naming its field
+    (``given``: the field's location in the body and the secret, None when the service generates one)."""
+    if not production:
+        return
+    errors = [
+        {"loc": ["body", *loc], "msg": f"the secret {reason} (production mode)", "type": "value_error"}
+        for loc, secret in given
+        if secret is not None and (reason := weak_secret_reason(secret))
+    ]
+    if errors:
+        raise RequestValidationError(errors)
 
 
 def same_secret(presented: str, expected: str) -> bool:

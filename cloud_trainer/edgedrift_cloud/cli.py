@@ -248,7 +248,7 @@ def prune(args: argparse.Namespace) -> int:
     with make_sessionmaker(engine)() as session:
         for device_id in registry.list_device_ids(session):
             total += len(versions.prune(session, device_id, args.keep).pruned)
-        session.commit()
+            session.commit()  # each device's lock is held only while its versions are pruned
     print(f"pruned the documents of {total} model versions (kept the newest {args.keep}, pinned, aliased)")
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Annotated, TypeVar
@@ -21,6 +22,7 @@ from edgedrift_cloud.auth import Principal, TokenCache, hash_secret, same_secret
 from edgedrift_cloud.fleet_query import FleetSummary
 from edgedrift_cloud.gate import MissCache
 from edgedrift_cloud.observability import Metrics
+from edgedrift_cloud.rate_limit import DeviceLimits
 from edgedrift_cloud.settings import CloudSettings
 from edgedrift_cloud.view_cache import ViewCache
 
@@ -40,8 +42,10 @@ class AppState:
     trainings: TrainingPool = field(default_factory=lambda: TrainingPool(2, 32, processes=False))
     #: The last database failure answered with a 503 and when (monotonic s): ``/readyz`` reports it.
     database_error: tuple[float, str] | None = None
-    #: Credentials the registry did not know, remembered for ``auth_cache_seconds``.
+    #: Credentials the registry did not know, remembered for ``auth_miss_cache_seconds``.
     misses: MissCache = field(default_factory=lambda: MissCache(0.0))
+    #: Per-device rate limits of this worker: heartbeats, history uploads and their bytes.
+    limits: DeviceLimits = field(default_factory=DeviceLimits)
     #: The fleet summary at default thresholds, computed at most every ``fleet_summary_max_age_s``.
     summary: ViewCache[FleetSummary] = field(default_factory=lambda: ViewCache(0.0))
 
@@ -110,11 +114,21 @@ async def get_principal(
     return principal
 
 
+#: The credential this request verified already (the gate checks it before the body is read, the route's
+#: dependency again): a context variable, so it lives as long as the request's task and no longer.
+_verified: ContextVar[tuple[str, Principal] | None] = ContextVar("edgedrift_verified", default=None)
+
+
 async def known_credential(state: AppState, token: str) -> Principal | None:
-    """The principal of a bearer token, or None. Async, so a cached credential (or a remembered miss)
-    costs no thread-pool hop; only a cache miss asks the database."""
+    """The principal of a bearer token, or None. A device secret is looked up in the registry on every
+    request (once per request), so a revoked or rotated secret stops working at once in every worker and
+    replica; ``auth_cache_seconds`` > 0 caches it per worker instead (a revocation then takes up to that
+    long elsewhere). Unknown tokens are remembered for ``auth_miss_cache_seconds``."""
     if same_secret(token, state.settings.operator_token.get_secret_value()):
         return Principal("operator")
+    verified = _verified.get()
+    if verified is not None and verified[0] == token:
+        return verified[1]
     token_hash = hash_secret(token)
     device_id = state.tokens.get(token_hash)
     if device_id is None:
@@ -125,7 +139,9 @@ async def known_credential(state: AppState, token: str) -> Principal | None:
             state.misses.add(token_hash)
             return None
         state.tokens.put(token_hash, device_id)
-    return Principal("device", device_id)
+    principal = Principal("device", device_id)
+    _verified.set((token, principal))
+    return principal
 
 
 def _lookup_token(state: AppState, token_hash: str) -> str | None:

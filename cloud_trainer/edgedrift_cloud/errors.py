@@ -7,17 +7,20 @@ other refusals are ``{"detail": "..."}`` with the matching status.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from fastapi import FastAPI, HTTPException, Request, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from edgedrift.wire import WindowError
+from edgedrift.wire import HISTORY_BODY_BYTES, WindowError
 
 
 class BodyTooLarge(HTTPException):
@@ -30,11 +33,15 @@ SMALL_BODY_BYTES = 64 * 1024
 
 
 def route_body_limit(path: str, limit: int) -> int:
-    """The body cap of a path: ``limit`` for training windows, bulk and gateway batches, 64 KiB elsewhere."""
+    """The body cap of a path: ``limit`` for training windows, bulk and gateway batches, the wire's
+    :data:`~edgedrift.wire.HISTORY_BODY_BYTES` for history uploads (the agent splits its batches to fit),
+    64 KiB elsewhere."""
     if path.startswith(("/v1/bulk/", "/v1/gateways/")) or (
         path.startswith("/v1/devices/") and path.rstrip("/").endswith("/models")
     ):
         return limit
+    if path.startswith("/v1/devices/") and path.rstrip("/").endswith("/history"):
+        return min(limit, HISTORY_BODY_BYTES)
     return min(limit, SMALL_BODY_BYTES)
 
 
@@ -93,6 +100,17 @@ def window_error_body(exc: WindowError) -> dict[str, object]:
     return {"detail": [{"loc": ["body", *exc.field.split(".")], "msg": exc.reason, "type": "value_error"}]}
 
 
+def _json_safe(value: object) -> object:
+    """``value`` with every non-finite float as its text (JSON has no inf or NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    return value
+
+
 #: Seconds a client waits before retrying while the database is unavailable.
 DATABASE_RETRY_AFTER_S = 5
 
@@ -112,6 +130,13 @@ def install_handlers(app: FastAPI, on_database_error: Callable[[str], None] | No
     @app.exception_handler(WindowError)
     async def _window_error(_request: Request, exc: WindowError) -> JSONResponse:
         return JSONResponse(window_error_body(exc), status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422 body, whose ``input`` may be a number JSON cannot hold (``1e400`` parses as inf):
+        such a number is given as text, so the refusal is not a 500."""
+        body = {"detail": _json_safe(jsonable_encoder(exc.errors()))}
+        return JSONResponse(body, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
 
     async def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
         reason = database_problem(exc)

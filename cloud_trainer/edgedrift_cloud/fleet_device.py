@@ -12,7 +12,7 @@ from datetime import datetime
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
-from edgedrift.wire import StatValue
+from edgedrift.wire_stats import StoredStats, stat_number
 from edgedrift_cloud import registry
 from edgedrift_cloud.db.tables import HeartbeatRecord
 from edgedrift_cloud.fleet_query import (
@@ -53,7 +53,7 @@ class VersionPoint(BaseModel):
     d: int
     train_ms: float
     chosen: str | None
-    monitor: dict[str, StatValue]
+    monitor: StoredStats
 
 
 class DevicePage(BaseModel):
@@ -63,8 +63,7 @@ class DevicePage(BaseModel):
 
 
 def _rmse(beat: HeartbeatRecord) -> float | None:
-    value = beat.extra.get("rmse")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return stat_number(beat.extra.get("rmse")) if isinstance(beat.extra, dict) else None
 
 
 def beat_points(beats: list[HeartbeatRecord]) -> list[BeatPoint]:

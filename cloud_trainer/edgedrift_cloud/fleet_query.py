@@ -23,19 +23,24 @@ from pydantic import BaseModel
 from sqlalchemy import (
     Boolean,
     ColumnElement,
+    Float,
+    Numeric,
     RowMapping,
     Select,
+    Text,
     and_,
     bindparam,
     case,
     func,
     literal,
+    null,
     or_,
     select,
     true,
 )
 from sqlalchemy.orm import Session, aliased
 
+from edgedrift.wire_stats import MAX_STAT_ABS, stat_number
 from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelRecord, UTCDateTime, as_utc, utcnow
 
 __all__ = [
@@ -209,7 +214,7 @@ def _rows(
         (and_(Device.revoked_at.is_(None), last_seen >= fresh, warned), literal(True)),
         else_=literal(False),
     )
-    rmse = beat.extra["rmse"].as_float()
+    rmse = _stored_rmse(beat.extra, lateral)
     task = func.coalesce(
         last.task,
         case((rmse.is_not(None), literal("regression")), (beat.accuracy.is_not(None), "classification")),
@@ -239,6 +244,25 @@ def _rows(
         .outerjoin(last, and_(last.device_id == Device.id, last.version == Device.model_count))
     )
     return statement if only is None else statement.where(Device.id.in_(only))
+
+
+def _stored_rmse(extra: Any, postgresql: bool) -> ColumnElement[Any]:
+    """A heartbeat's ``extra.rmse`` when it is a finite number of sane magnitude, else NULL, whatever was
+    stored (a string, a bool, a 400-digit integer, ``\\u0000`` anywhere in the map): one device's stored
+    value must not fail the fleet's read. On PostgreSQL every JSON operator fails on a map holding
+    ``\\u0000`` (it cannot become text), so the raw text is checked first; a CASE evaluates its branches
+    only when their condition holds."""
+    if postgresql:
+        field = extra.op("->")(literal("rmse"))
+        text_value = extra.op("->>")(literal("rmse"))
+        number = and_(
+            func.strpos(extra.cast(Text), "\\u0000") == 0, func.json_typeof(field) == literal("number")
+        )
+        sane = func.abs(text_value.cast(Numeric)) <= literal(repr(MAX_STAT_ABS)).cast(Numeric)
+        return case((number, case((sane, text_value.cast(Float)))), else_=null())
+    value = func.json_extract(extra, "$.rmse")
+    number = and_(func.instr(extra, "\\u0000") == 0, func.json_type(extra, "$.rmse").in_(["integer", "real"]))
+    return case((number, case((func.abs(value) <= MAX_STAT_ABS, value.cast(Float)))), else_=null())
 
 
 def _lateral(session: Session) -> bool:
@@ -378,8 +402,8 @@ def _row(r: dict[str, Any]) -> FleetRow:
         drifting=bool(r["drifting"]),
         last_seen=as_utc(r["last_seen"]),
         task=r["task"],
-        accuracy=r["accuracy"],
-        rmse=r["rmse"],
+        accuracy=stat_number(r["accuracy"]),
+        rmse=stat_number(r["rmse"]),
         samples=r["samples"],
         dropped=r["dropped"],
         rejected=r["rejected"],

@@ -69,10 +69,12 @@ def unassign(session: Session, gateway_id: str, device_id: str) -> bool:
 
 
 def devices_of(session: Session, gateway_id: str) -> list[str]:
+    """The devices the gateway serves (a revoked device is served by none)."""
     return list(
         session.scalars(
             select(GatewayDevice.device_id)
-            .where(GatewayDevice.gateway_id == gateway_id)
+            .join(Device, Device.id == GatewayDevice.device_id)
+            .where(GatewayDevice.gateway_id == gateway_id, Device.revoked_at.is_(None))
             .order_by(GatewayDevice.device_id)
         )
     )
@@ -80,11 +82,12 @@ def devices_of(session: Session, gateway_id: str) -> list[str]:
 
 def sync(session: Session, gateway_id: str, known: set[str]) -> list[tuple[str, str | None]]:
     """The gateway's devices; each one it does not hold a secret for gets a fresh secret, returned
-    here once (its previous secret stops working). One SELECT, one UPDATE per rotated device."""
+    here once (its previous secret stops working). A revoked device is left out: only an operator lifts a
+    revocation (``PUT /v1/devices/{id}``), never a gateway. One SELECT, one UPDATE per rotated device."""
     query = (
         select(Device)
         .join(GatewayDevice, GatewayDevice.device_id == Device.id)
-        .where(GatewayDevice.gateway_id == gateway_id)
+        .where(GatewayDevice.gateway_id == gateway_id, Device.revoked_at.is_(None))
         .order_by(Device.id)
     )
     out: list[tuple[str, str | None]] = []
@@ -94,6 +97,5 @@ def sync(session: Session, gateway_id: str, known: set[str]) -> list[tuple[str, 
             continue
         secret = new_secret()
         device.token_hash = hash_secret(secret)
-        device.revoked_at = None
         out.append((device.id, secret))
     return out

@@ -135,6 +135,7 @@ def retune_window(
     """The evaluator's re-tuning search (:func:`~edgedrift.training.retune.retune_on_history`) over the
     device's history, with the batch model the header asks for; runs in the training pool."""
     assert header.retune is not None
+    Xh, yh = fitting_history(header, Xh, yh)
     start = perf_counter()
     plain = header.model_copy(update={"retune": None})
     fitted: list[tuple[BatchModel, TrainOutcome]] = []
@@ -158,3 +159,16 @@ def retune_window(
     return RetuneOutcome(
         TrainOutcome(final.document, final.kind, None, None, train_ms, final.C, final.note), edge
     )
+
+
+def fitting_history(header: WindowHeader, Xh: FloatArray, yh: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The newest labels of the history that fit the request's task (±1 for a classifier: the search
+    trains the header's learner on them), oldest first. Uploads of another task are refused, but a
+    registry may hold them from before: one such chunk used to fail every re-tune of the device."""
+    if header.task != "classification":
+        return Xh, yh
+    misfits = np.flatnonzero(np.abs(yh) != 1.0)
+    if misfits.size == 0:
+        return Xh, yh
+    keep = slice(int(misfits[-1]) + 1, None)
+    return Xh[keep], yh[keep]

@@ -27,6 +27,7 @@ from edgedrift_cloud.dependencies import AppState, known_credential
 from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
 from edgedrift_cloud.gate import AuthGate, FailureLimiter, MissCache
 from edgedrift_cloud.observability import Metrics, RequestLogMiddleware, configure_logging
+from edgedrift_cloud.rate_limit import DeviceLimits, RateLimiter
 from edgedrift_cloud.routers import (
     bulk,
     dashboard,
@@ -69,8 +70,14 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
         metrics=Metrics(sessions, settings.metrics_per_device),
         tokens=TokenCache(settings.auth_cache_seconds),
         trainings=trainings,
-        misses=MissCache(settings.auth_cache_seconds),
+        misses=MissCache(settings.auth_miss_cache_seconds),
         summary=ViewCache(settings.fleet_summary_max_age_s),
+        limits=DeviceLimits(
+            RateLimiter(settings.heartbeats_per_minute),
+            RateLimiter(settings.heartbeat_bytes_per_minute),
+            RateLimiter(settings.history_uploads_per_minute),
+            RateLimiter(settings.history_bytes_per_minute),
+        ),
     )
     state.metrics.watch_admission(trainings, settings)
 

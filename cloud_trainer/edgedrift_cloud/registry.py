@@ -47,6 +47,9 @@ from edgedrift_cloud.db.tables import (
 FLEET_SHARDS = 16
 #: Rows per counter upsert (well below PostgreSQL's 65,535 bind parameters).
 CHUNK = 1000
+#: (learner, reason) counters per device; more reasons are counted as :data:`OTHER_REASON`.
+MAX_REASONS = 16
+OTHER_REASON = "other"
 
 
 def canonical_json(doc: dict[str, Any]) -> str:
@@ -163,9 +166,23 @@ def _count_recompute(session: Session, record: ModelRecord) -> None:
         add=("recomputes", "bytes_in", "bytes_out", "train_ms_total"),
         replace=("latest_version", "last_recompute_at", "last_reason"),
     )
-    group = {"learner": record.learner, "reason": record.reason, **measures}
+    group = {"learner": record.learner, "reason": _counted_reason(session, record), **measures}
     upsert(session, DeviceRecomputeCounter, [{"device_id": record.device_id, **group}], add=_MEASURES)
     upsert(session, FleetRecomputeCounter, [{"shard": fleet_shard(record.device_id), **group}], add=_MEASURES)
+
+
+def _counted_reason(session: Session, record: ModelRecord) -> str:
+    """The reason a recompute is counted under: its own, or ``other`` once its device has
+    :data:`MAX_REASONS` (learner, reason) counters and this is a new one. A device names its reasons, and
+    each would be a counter row and a Prometheus series: their number is bounded per device."""
+    seen = session.execute(
+        select(DeviceRecomputeCounter.learner, DeviceRecomputeCounter.reason).where(
+            DeviceRecomputeCounter.device_id == record.device_id
+        )
+    ).all()
+    if len(seen) < MAX_REASONS or (record.learner, record.reason) in {(a, b) for a, b in seen}:
+        return record.reason
+    return OTHER_REASON
 
 
 def count_heartbeats(session: Session, device_ids: Sequence[str], at: datetime) -> None:

@@ -34,7 +34,7 @@ from edgedrift.secrets import (
     secrets_from_files,
     weak_secret_reason,
 )
-from edgedrift.wire import DEVICE_ID_PATTERN
+from edgedrift.wire import DEVICE_ID_PATTERN, HISTORY_BODY_BYTES
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -139,8 +139,13 @@ class CloudSettings(BaseSettings):
     #: Log lines as JSON objects (one per line) or as plain text.
     log_json: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    #: Seconds a verified credential is cached per worker (0 = ask the database every request).
-    auth_cache_seconds: float = Field(default=5.0, ge=0.0)
+    #: Seconds a verified device credential is cached per worker. 0 (the default): the registry is asked
+    #: on every request, so a revoked or rotated secret stops working at once in every worker and
+    #: replica; with a cache it keeps working up to this long in the workers that cached it.
+    auth_cache_seconds: float = Field(default=0.0, ge=0.0)
+    #: Seconds an unknown credential is remembered per worker (a flood of wrong tokens does not reach the
+    #: database); 0: off.
+    auth_miss_cache_seconds: float = Field(default=5.0, ge=0.0)
     #: Dashboard refresh period in seconds.
     dashboard_refresh_seconds: float = Field(default=5.0, gt=0.0)
     #: The fleet summary (default thresholds) is recomputed at most this often per worker and served
@@ -194,6 +199,14 @@ class CloudSettings(BaseSettings):
     heartbeat_retention_hours: float = Field(default=72.0, ge=0.0)
     #: Seconds between two retention rounds in each worker.
     heartbeat_retention_every_s: float = Field(default=300.0, gt=0.0)
+    #: Per-device limits in each worker (429 with Retry-After past them; bursts up to a minute's worth):
+    #: heartbeats and their stored bytes (an agent sends one of about 400 bytes every
+    #: ``heartbeat_every_s``, 10 s by default: the limits admit one every 0.5 s), history uploads and
+    #: their bytes (an agent forwards a batch of 200 labels, ~90 KB at 54 features, every 2,000 samples).
+    heartbeats_per_minute: int = Field(default=120, ge=1, le=1_000_000)
+    heartbeat_bytes_per_minute: int = Field(default=64 * 2**10, ge=8 * 2**10, le=2**40)
+    history_uploads_per_minute: int = Field(default=120, ge=1, le=1_000_000)
+    history_bytes_per_minute: int = Field(default=16 * 2**20, ge=HISTORY_BODY_BYTES, le=2**40)
     #: Labels of each device's history the cloud keeps for re-tuning recomputes (``druid-tune``,
     #: ``periodic-tune``): the newest chunks that hold this many labels.
     history_labels: int = Field(default=20_000, ge=1, le=10_000_000)

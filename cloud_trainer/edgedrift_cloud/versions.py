@@ -10,7 +10,6 @@ caller commits.
 
 from __future__ import annotations
 
-import math
 import secrets
 from collections import defaultdict
 from datetime import datetime
@@ -21,8 +20,16 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
 from edgedrift.wire import NUMBER, WireModel
+from edgedrift.wire_stats import stat_number
 from edgedrift_cloud.auth import hash_secret
-from edgedrift_cloud.db.tables import Device, HeartbeatRecord, ModelAlias, ModelRecord, utcnow
+from edgedrift_cloud.db.tables import (
+    Device,
+    GatewayDevice,
+    HeartbeatRecord,
+    ModelAlias,
+    ModelRecord,
+    utcnow,
+)
 
 ALIAS_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 
@@ -98,6 +105,20 @@ def _device(session: Session, device_id: str) -> Device:
     return device
 
 
+def lock_device(session: Session, device_id: str) -> Device:
+    """The device, with its row locked until the transaction ends: pin, rollback, aliases, retention and
+    a new version (:func:`registry.store_model` numbers it with an UPDATE of this row) of one device run
+    one after another, so a pinned or aliased version is never pruned whatever the interleaving. A
+    no-op UPDATE, the first statement of the transaction: on PostgreSQL it takes the row lock, on SQLite
+    the database's write lock, and everything read after it is current."""
+    locked = session.execute(
+        update(Device).where(Device.id == device_id).values(model_count=Device.model_count)
+    )
+    if not locked.rowcount:  # type: ignore[attr-defined]
+        raise VersionNotFoundError(f"unknown device {device_id!r}")
+    return _device(session, device_id)
+
+
 def stored(session: Session, device_id: str, version: int) -> ModelRecord:
     """One version with its document; VersionNotFoundError or VersionPrunedError otherwise."""
     record = session.scalar(
@@ -118,7 +139,7 @@ def pinned_model(session: Session, device_id: str) -> ModelRecord | None:
 
 def pin(session: Session, device_id: str, version: int | None) -> None:
     """Pin a stored version (None unpins: the newest serves again)."""
-    device = _device(session, device_id)
+    device = lock_device(session, device_id)
     if version is not None:
         stored(session, device_id, version)
     device.pinned_version = version
@@ -126,6 +147,7 @@ def pin(session: Session, device_id: str, version: int | None) -> None:
 
 def rollback(session: Session, device_id: str, to: int | None) -> int:
     """Pin ``to``, or the newest stored version older than the one serving now; the pinned version."""
+    lock_device(session, device_id)
     if to is None:
         view = registry_view(session, device_id)
         if view.serving is None:
@@ -144,7 +166,7 @@ def rollback(session: Session, device_id: str, to: int | None) -> int:
 
 
 def set_alias(session: Session, device_id: str, alias: str, version: int) -> None:
-    _device(session, device_id)
+    lock_device(session, device_id)
     stored(session, device_id, version)
     row = session.get(ModelAlias, (device_id, alias))
     if row is None:
@@ -213,9 +235,7 @@ def version_metrics(session: Session, device_id: str) -> list[VersionMetrics]:
     ).all()
     groups: dict[int, list[tuple[int, float | None, float | None, datetime]]] = defaultdict(list)
     for version, samples, accuracy, extra, at in rows:
-        rmse = extra.get("rmse") if isinstance(extra, dict) else None
-        if not isinstance(rmse, int | float) or isinstance(rmse, bool) or not math.isfinite(rmse):
-            rmse = None
+        rmse = stat_number(extra.get("rmse")) if isinstance(extra, dict) else None
         groups[int(version or 0)].append((int(samples), accuracy, rmse, at))
     out = []
     for version, beats in sorted(groups.items(), reverse=True):
@@ -238,6 +258,7 @@ def version_metrics(session: Session, device_id: str) -> list[VersionMetrics]:
 
 def prune(session: Session, device_id: str, keep: int) -> PruneResult:
     """Drop the documents of every version but the newest ``keep``, the pinned and the aliased ones."""
+    lock_device(session, device_id)
     view = registry_view(session, device_id)
     live = session.scalars(
         select(ModelRecord.version)
@@ -260,12 +281,16 @@ def prune(session: Session, device_id: str, keep: int) -> PruneResult:
 
 
 def deregister(session: Session, device_id: str, purge: bool) -> Deregistration:
-    """Revoke the device's credential; ``purge`` also deletes the device with its versions and heartbeats,
-    otherwise the history stays readable by the operator and a new ``PUT`` re-registers the device."""
+    """Revoke the device's credential and unassign it from its gateway; ``purge`` also deletes the device
+    with its versions and heartbeats, otherwise the history stays readable by the operator. The
+    revocation holds until an operator registers the device again (``PUT``): a gateway's sync never
+    re-issues a revoked device's secret."""
     device = _device(session, device_id)
     if not purge:
         device.token_hash = hash_secret(secrets.token_urlsafe(32))
         device.revoked_at = utcnow()
+        # No gateway serves it any more, so no gateway's sync can hand it a secret again.
+        session.execute(delete(GatewayDevice).where(GatewayDevice.device_id == device_id))
         return Deregistration(device_id=device_id, purged=False, models_deleted=0, heartbeats_deleted=0)
     beats = session.execute(delete(HeartbeatRecord).where(HeartbeatRecord.device_id == device_id))
     session.execute(delete(ModelAlias).where(ModelAlias.device_id == device_id))

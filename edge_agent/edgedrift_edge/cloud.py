@@ -34,6 +34,7 @@ from edgedrift.wire import (
     Heartbeat,
     WindowHeader,
     encode_window,
+    history_rows,
 )
 from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel
 
@@ -328,13 +329,23 @@ class CloudClient:
                 self._in_flight[device_id] -= 1
 
     async def _post_batch(self, device_id: str, headers: dict[str, str], batch: LabelBatch, task: str) -> int:
-        """One POST of a label batch (float64: the search sees what the edge learned); its bytes."""
+        """POST a label batch (float64: the search sees what the edge learned) in parts of at most
+        :data:`~edgedrift.wire.HISTORY_BODY_BYTES`, the cloud's cap; the bytes sent. A batch that fits is
+        one part under its own id; a larger one is split the same way on every attempt, part k under
+        ``<batch id>.k``, so a retry stores nothing twice."""
         learner = "logistic" if task == "classification" else "ridge"
-        header = WindowHeader.model_validate({"task": task, "learner": learner, "request_id": batch.batch_id})
-        body = encode_window(header, batch.X, batch.y, dtype="float64")
         content = {**headers, "Content-Type": WINDOW_CONTENT_TYPE}
-        await self._post(f"/v1/devices/{device_id}/history", content, content=body)
-        return len(body)
+        rows = history_rows(batch.X.shape[1])
+        parts = range(0, max(1, len(batch.y)), rows)
+        sent = 0
+        for k, start in enumerate(parts):
+            part_id = batch.batch_id if len(parts) == 1 else f"{batch.batch_id}.{k}"
+            header = WindowHeader.model_validate({"task": task, "learner": learner, "request_id": part_id})
+            part = slice(start, start + rows)
+            body = encode_window(header, batch.X[part], batch.y[part], dtype="float64")
+            await self._post(f"/v1/devices/{device_id}/history", content, content=body)
+            sent += len(body)
+        return sent
 
     # --- heartbeats ----------------------------------------------------------------------------------------
 

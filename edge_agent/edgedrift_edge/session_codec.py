@@ -4,7 +4,7 @@ statistics the cloud stores (the recent samples write their own arrays:
 
 from __future__ import annotations
 
-import math
+import re
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ import numpy as np
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import TrainSpec
 from edgedrift.wire import RetuneRequest
+from edgedrift.wire_stats import MAX_STAT_TEXT, MAX_STATS, stat_number
 from edgedrift_edge.recompute import LabelBatch, RecomputeRequest
 
 
@@ -64,18 +65,23 @@ def request_from_fields(values: dict[str, Any]) -> RecomputeRequest:
 
 
 def scalar_stats(stats: dict[str, Any]) -> dict[str, Any]:
-    """Monitor stats the API stores: up to 32 finite scalars with short names (numpy scalars converted)."""
+    """Monitor stats the API stores (:data:`edgedrift.wire.StatValue`): up to 32 scalars with short names
+    (numpy scalars converted), numbers within the wire's bounds, text short and without control
+    characters."""
     out: dict[str, Any] = {}
     for key, value in stats.items():
-        if len(out) == 32:
+        if len(out) == MAX_STATS:
             break
         name = "".join(c if c.isalnum() or c in "_.:-" else "_" for c in str(key))[:64] or "_"
         if isinstance(value, bool | np.bool_):
             out[name] = bool(value)
-        elif isinstance(value, int | np.integer):
+        elif isinstance(value, int | np.integer) and abs(int(value)) < 2**63:
             out[name] = int(value)
-        elif isinstance(value, float | np.floating) and math.isfinite(float(value)):
+        elif isinstance(value, int | float | np.number) and stat_number(float(value)) is not None:
             out[name] = float(value)
         elif isinstance(value, str):
-            out[name] = value[:256]
+            out[name] = _CONTROL.sub("", value)[:MAX_STAT_TEXT]
     return out
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")

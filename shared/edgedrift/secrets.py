@@ -8,7 +8,8 @@ cloud). Errors name the variable and the path, never a secret's content.
 
 :func:`weak_secret_reason` is the production rule that the cloud trainer, the agent and the compose
 stack's entry points (``deploy/mosquitto/entrypoint.sh``, the PostgreSQL override) apply alike: no
-placeholder, no development default (they all contain ``insecure``), nothing shorter than 16 characters.
+placeholder, no development default (they all contain ``insecure``), nothing shorter than 16 characters,
+nothing of fewer than 5 distinct characters or made of a repeated pattern.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 __all__ = [
+    "MIN_DISTINCT_CHARACTERS",
     "MIN_SECRET_LENGTH",
     "PLACEHOLDER_MARKERS",
     "PLACEHOLDER_SECRETS",
@@ -32,6 +34,8 @@ PLACEHOLDER_SECRETS = frozenset({"", "change-me", "changeme", "secret", "passwor
 #: ``-insecure``, the example files say ``replace-with-...``), however long the value is.
 PLACEHOLDER_MARKERS = ("insecure", "change-me", "changeme", "replace-with", "replace-me")
 MIN_SECRET_LENGTH = 16
+#: Fewest distinct characters of a production secret.
+MIN_DISTINCT_CHARACTERS = 5
 #: Larger files are not secrets (a device list of a few thousand entries stays far below this).
 MAX_SECRET_FILE_BYTES = 1 << 20
 
@@ -87,10 +91,18 @@ def secrets_from_files(environ: Mapping[str, str], prefix: str, names: Iterable[
 
 
 def weak_secret_reason(value: str, min_length: int = MIN_SECRET_LENGTH) -> str | None:
-    """Why ``value`` must not be a production secret (a short phrase), or None when it may be."""
+    """Why ``value`` must not be a production secret (a short phrase), or None when it may be: a
+    placeholder, too short, too few distinct characters (``aaaaaaaaaaaaaaaa`` is 16 characters and
+    nothing to guess), or one pattern repeated (``passwordpassword``). A random token of 16 or more
+    characters, even hexadecimal, passes with certainty for all practical purposes."""
     lowered = value.lower()
     if lowered in PLACEHOLDER_SECRETS or any(marker in lowered for marker in PLACEHOLDER_MARKERS):
         return "is a placeholder or a development default"
     if len(value) < min_length:
         return f"is shorter than {min_length} characters"
+    if len(set(value)) < MIN_DISTINCT_CHARACTERS:
+        return f"uses fewer than {MIN_DISTINCT_CHARACTERS} distinct characters"
+    n = len(value)
+    if any(value[p:] == value[: n - p] for p in range(1, n // 2 + 1)):
+        return "repeats a shorter pattern"
     return None

@@ -18,11 +18,24 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, Strict, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    Strict,
+    TypeAdapter,
+    model_validator,
+)
 from pydantic.config import JsonDict
 
 from edgedrift.ids import DEVICE_ID_PATTERN as DEVICE_ID_PATTERN
 from edgedrift.models.losses import FloatArray
+from edgedrift.wire_stats import INT64_MAX as INT64_MAX
+from edgedrift.wire_stats import NUMBER as NUMBER
+from edgedrift.wire_stats import Extra, HeartbeatExtra, ShortText, Stats, StoredStats, readable
+from edgedrift.wire_stats import StatValue as StatValue
 
 API_VERSION = "v1"
 WINDOW_CONTENT_TYPE = "application/x-edgedrift-window"
@@ -50,25 +63,11 @@ MAX_COUNT = 2**31 - 1
 MAX_ABS_VALUE = 1e30
 #: Upper bounds of heartbeat counters: the registry's INTEGER and BIGINT columns.
 INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 
-def _not_bool_or_text(value: object) -> object:
-    """Numbers of the wire are JSON numbers: a bool or a numeric string is refused, as the schema says,
-    where pydantic's lax mode would convert it (3.0 stays a valid integer, as in JSON Schema)."""
-    if isinstance(value, bool | str | bytes):
-        raise ValueError(f"must be a number, not {type(value).__name__}")
-    return value
-
-
-#: Marks a numeric field of a request, after its bounds (so the JSON schema keeps them):
-#: ``Annotated[int, Field(ge=0), NUMBER]`` takes ``3`` or ``3.0``, not ``true`` or ``"3"``.
-NUMBER = BeforeValidator(_not_bool_or_text)
 #: A flag of a request: JSON ``true`` or ``false`` only.
 Flag = Annotated[bool, Strict()]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-StatValue = FiniteFloat | int | bool | str | None
-ShortText = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 
 
 class WireModel(BaseModel):
@@ -153,7 +152,7 @@ class WindowHeader(WireModel):
     reset_rows: Annotated[int, Field(ge=0, le=MAX_COUNT), NUMBER] | None = None
     return_base: Flag = False
     reason: ShortText = "manual"
-    monitor: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
+    monitor: Stats = Field(default_factory=dict)
     request_id: ShortText | None = None
     #: Re-tune the edge learner on the device's history (off by default).
     retune: RetuneRequest | None = None
@@ -227,7 +226,7 @@ class ModelInfo(StoredModel):
     kind: str
     task: Task
     requested_by: str
-    monitor: dict[str, StatValue]
+    monitor: StoredStats
 
 
 class ModelVersion(ModelInfo):
@@ -235,6 +234,18 @@ class ModelVersion(ModelInfo):
 
     device_id: str
     model: dict[str, Any]
+
+
+#: Largest body of a history upload (``POST /v1/devices/{id}/history``): the cloud answers 413 past it, and
+#: the agent splits a batch of labels into parts that fit (:func:`history_rows`).
+HISTORY_BODY_BYTES = 1 << 20
+#: Room :func:`history_rows` leaves for the magic, the length and the JSON header of a history body.
+HISTORY_HEADER_BYTES = 1024
+
+
+def history_rows(d: int) -> int:
+    """Labeled rows of ``d`` features (float64) one history body of :data:`HISTORY_BODY_BYTES` holds."""
+    return max(1, (HISTORY_BODY_BYTES - HISTORY_HEADER_BYTES) // (8 * (d + 1)))
 
 
 class HistoryStored(WireModel):
@@ -251,7 +262,8 @@ class HistoryStored(WireModel):
 
 class Heartbeat(WireModel):
     """An edge agent's periodic report, stored as a time series for the dashboard. Counters are bounded
-    by their registry columns (BIGINT or INTEGER), so an out-of-range value is a 422, not a 500."""
+    by their registry columns (BIGINT or INTEGER), so an out-of-range value is a 422, not a 500; the
+    statistics in ``extra`` are typed and bounded (:class:`HeartbeatExtra`)."""
 
     samples: Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER]
     labeled: Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER] = 0
@@ -263,7 +275,7 @@ class Heartbeat(WireModel):
     model_version: Annotated[int, Field(ge=0, le=INT32_MAX), NUMBER] | None = None
     dropped: Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER] = 0
     rejected: Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER] = 0
-    extra: Annotated[dict[ShortText, StatValue], Field(max_length=32)] = Field(default_factory=dict)
+    extra: Extra = Field(default_factory=lambda: HeartbeatExtra())
 
 
 #: Most heartbeats in one batch request (a gateway sends its devices' in chunks of at most this many).
@@ -295,8 +307,11 @@ class GatewayHeartbeatsStored(HeartbeatsStored):
 
 
 class HeartbeatRecord(Heartbeat):
-    """A stored heartbeat."""
+    """A stored heartbeat (its ``extra`` read with :func:`readable`)."""
 
+    extra: Annotated[HeartbeatExtra, BeforeValidator(readable(TypeAdapter(Extra)))] = Field(
+        default_factory=lambda: HeartbeatExtra()
+    )
     received_at: datetime
 
 

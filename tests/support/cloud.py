@@ -3,26 +3,40 @@ tests' operator token and two provisioned devices."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift_cloud import registry
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_harness.cloud import CloudProcess
+from edgedrift_harness.postgres import fresh_database
 
-__all__ = ["DEVICES", "OPERATOR", "CloudServer", "field_error"]
+__all__ = ["DEVICES", "OPERATOR", "UNLIMITED", "CloudServer", "backend_url", "field_error"]
 
 OPERATOR = "operator-token-" + "x" * 24
 DEVICES = {"dev-a": "secret-of-device-a-0123456789", "dev-b": "secret-of-device-b-0123456789"}
 
 
+#: The per-device rate limits lifted (agents in tests send a heartbeat every 0.2 s; the limits have tests
+#: of their own, tests/integration/test_cloud_limits.py).
+UNLIMITED = {
+    "EDGEDRIFT_CLOUD_HEARTBEATS_PER_MINUTE": "1000000",
+    "EDGEDRIFT_CLOUD_HEARTBEAT_BYTES_PER_MINUTE": str(2**40),
+    "EDGEDRIFT_CLOUD_HISTORY_UPLOADS_PER_MINUTE": "1000000",
+    "EDGEDRIFT_CLOUD_HISTORY_BYTES_PER_MINUTE": str(2**40),
+}
+
+
 class CloudServer(CloudProcess):
-    """``edgedrift-cloud serve`` with OPERATOR and DEVICES, per-device recompute series and no failed-auth
-    limit (tests make many refused calls from one address); ``env`` adds EDGEDRIFT_CLOUD_* settings."""
+    """``edgedrift-cloud serve`` with OPERATOR and DEVICES, per-device recompute series, no failed-auth
+    limit (tests make many refused calls from one address) and no per-device rate limits; ``env`` adds
+    EDGEDRIFT_CLOUD_* settings."""
 
     def __init__(self, database_url: str, workdir: Path, **env: str) -> None:
         super().__init__(
@@ -34,6 +48,7 @@ class CloudServer(CloudProcess):
                 "EDGEDRIFT_CLOUD_AUTH_CACHE_SECONDS": "0",
                 "EDGEDRIFT_CLOUD_AUTH_FAILURES_PER_10S": "1000000",
                 "EDGEDRIFT_CLOUD_METRICS_PER_DEVICE": "true",
+                **UNLIMITED,
                 **env,
             },
         )
@@ -47,6 +62,17 @@ def field_error(r: httpx.Response, status: int, *fields: str) -> None:
     locs = [".".join(str(p) for p in d["loc"]) for d in detail]
     assert any(all(f in loc for f in fields) for loc in locs), (fields, detail)
     assert all(d["msg"] for d in detail)
+
+
+@contextlib.contextmanager
+def backend_url(request: pytest.FixtureRequest, workdir: Path) -> Iterator[str]:
+    """The registry URL of the backend a fixture's ``request.param`` names: ``sqlite`` (a file in
+    ``workdir``) or ``postgresql`` (a fresh database on the session's server, dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{workdir / 'registry.db'}"
+        return
+    with fresh_database(request.getfixturevalue("postgres_admin_url")) as url:
+        yield url
 
 
 def seeded_registry(url: str, devices: Iterable[str]) -> tuple[Engine, sessionmaker[Session]]:

@@ -253,6 +253,8 @@ def test_postgres_refuses_its_default_in_production(tmp_path: Path) -> None:
         "development",
         "x" * 15,
         "x" * 16,
+        "abababababababab",
+        "passwordpassword",
         "secret-but-long-enough-0123",
         "9f86d081884c7d659a2feaa0c55ad015",
     ],

@@ -88,7 +88,7 @@ def test_default_secrets_are_refused_in_production(monkeypatch: pytest.MonkeyPat
         "EDGEDRIFT_CLOUD_OPERATOR_TOKEN",
         "EDGEDRIFT_CLOUD_DEVICES",
     ]
-    strong = "x" * 32
+    strong = "9f86d081884c7d659a2feaa0c55ad015"
     with pytest.raises(InsecureSettingsError, match="device"):
         cloud_settings({**env, "EDGEDRIFT_CLOUD_OPERATOR_TOKEN": strong}, monkeypatch)
     devices = ",".join(f"dev-{n}={n}{strong}" for n in (1, 2, 3))

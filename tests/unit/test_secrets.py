@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import string
 import subprocess
 import sys
 from collections.abc import Callable
@@ -118,15 +120,32 @@ def test_oversized_files_are_refused(tmp_path: Path) -> None:
         "replace-with-a-long-random-token",
         "please-changeme-0123456789",
         "x" * (MIN_SECRET_LENGTH - 1),
+        "a" * MIN_SECRET_LENGTH,
+        "abababababababab",
+        "abcdabcdabcdabcd",
+        "passwordpassword",
+        "Sup3r-S3cret!Sup3r-S3cret!",
+        "change-me-change-me-insecure",
     ],
 )
 def test_weak_secrets_have_a_reason(value: str) -> None:
     assert weak_secret_reason(value) is not None
 
 
-@pytest.mark.parametrize("value", ["x" * MIN_SECRET_LENGTH, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"])
+@pytest.mark.parametrize(
+    "value", ["abcdexyz01234567", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b", "operator-token-" + "x" * 24]
+)
 def test_real_secrets_pass(value: str) -> None:
     assert weak_secret_reason(value) is None
+
+
+def test_random_tokens_always_pass() -> None:
+    """The repetition rules never refuse a random secret of the minimum length, even a hexadecimal one."""
+    rng = random.Random(7)
+    for alphabet in ("0123456789abcdef", string.ascii_letters + string.digits + "-_"):
+        for _ in range(2000):
+            token = "".join(rng.choice(alphabet) for _ in range(MIN_SECRET_LENGTH))
+            assert weak_secret_reason(token) is None, token
 
 
 def test_the_module_needs_no_pydantic() -> None:

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from edgedrift.wire import DEVICE_ID_PATTERN, HeartbeatBatch, HeartbeatsStored, WireModel
 from edgedrift_cloud import bulk
-from edgedrift_cloud.auth import new_secret
+from edgedrift_cloud.auth import new_secret, refuse_weak
 from edgedrift_cloud.dependencies import OperatorDep, SessionDep, StateDep
 from edgedrift_cloud.errors import committed_or_409
 
@@ -56,11 +56,16 @@ class BulkRegistered(WireModel):
     "/devices",
     response_model=BulkRegistered,
     summary="Register or rotate up to 10,000 devices in one request (operator)",
-    responses={409: {"description": "A device listed twice, or a secret used twice or by another device"}},
+    responses={
+        409: {"description": "A device listed twice, or a secret used twice or by another device"},
+        422: {"description": "A weak secret in production mode (as the service refuses at start)"},
+    },
 )
 def register_devices(
     registration: BulkRegistration, _: OperatorDep, session: SessionDep, state: StateDep
 ) -> BulkRegistered:
+    given = [(["devices", i, "secret"], d.secret) for i, d in enumerate(registration.devices)]
+    refuse_weak(state.settings.mode != "development", given)
     conflict = _conflict(registration)
     if conflict is not None:
         raise HTTPException(status.HTTP_409_CONFLICT, conflict)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from edgedrift.wire import DeviceCounters, WireModel
 from edgedrift_cloud import counters_query, registry, versions
-from edgedrift_cloud.auth import new_secret
+from edgedrift_cloud.auth import new_secret, refuse_weak
 from edgedrift_cloud.dependencies import DeviceAccessDep, DevicePath, OperatorDep, SessionDep, StateDep
 from edgedrift_cloud.errors import committed_or_409
 
@@ -50,7 +50,10 @@ def list_devices(
     "/{device_id}",
     response_model=DeviceCredential,
     summary="Register a device or rotate its secret (operator)",
-    responses={409: {"description": "Another device already uses this secret"}},
+    responses={
+        409: {"description": "Another device already uses this secret"},
+        422: {"description": "A weak secret in production mode (as the service refuses at start)"},
+    },
 )
 def register_device(
     device_id: DevicePath,
@@ -60,6 +63,7 @@ def register_device(
     registration: Annotated[DeviceRegistration | None, Body()] = None,
 ) -> DeviceCredential:
     given = registration.secret if registration is not None else None
+    refuse_weak(state.settings.mode != "development", [(["secret"], given)])
     secret = given or new_secret()
     with committed_or_409(session, "secret: another device already uses this secret; choose another"):
         created = registry.upsert_device(session, device_id, secret)

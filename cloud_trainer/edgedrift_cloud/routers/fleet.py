@@ -105,7 +105,7 @@ async def get_device_page(
     _: OperatorDep,
     state: StateDep,
     points: Annotated[int, Query(ge=1, le=5000)] = 500,
-    versions: Annotated[int, Query(ge=1, le=1000)] = 100,
+    versions: Annotated[int, Query(ge=1, le=200)] = 100,
     stale_after: StaleAfter = Thresholds.stale_after_s,
     offline_after: OfflineAfter = Thresholds.offline_after_s,
 ) -> DevicePage:

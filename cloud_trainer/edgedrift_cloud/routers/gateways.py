@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from edgedrift.wire import DEVICE_ID_PATTERN, GatewayHeartbeatsStored, HeartbeatBatch, WireModel
 from edgedrift_cloud import bulk, gateway_registry
-from edgedrift_cloud.auth import new_secret, same_secret
+from edgedrift_cloud.auth import new_secret, refuse_weak, same_secret
 from edgedrift_cloud.dependencies import DevicePath, OperatorDep, SessionDep, StateDep
 
 router = APIRouter(
@@ -106,15 +106,20 @@ def _known_gateway(session: SessionDep, gateway_id: str) -> None:
     "/{gateway_id}",
     response_model=GatewayCredential,
     summary="Register a gateway or rotate its secret",
-    responses={409: {"description": "Another gateway already uses this secret"}},
+    responses={
+        409: {"description": "Another gateway already uses this secret"},
+        422: {"description": "A weak secret in production mode (as the service refuses at start)"},
+    },
 )
 def register_gateway(
     gateway_id: GatewayPath,
     _: OperatorDep,
     session: SessionDep,
+    state: StateDep,
     registration: Annotated[GatewayRegistration | None, Body()] = None,
 ) -> GatewayCredential:
     given = registration.secret if registration is not None else None
+    refuse_weak(state.settings.mode != "development", [(["secret"], given)])
     secret = given or new_secret()
     created = gateway_registry.upsert_gateway(session, gateway_id, secret)
     try:

@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session
 from edgedrift.models.losses import FloatArray
 from edgedrift.wire import WINDOW_CONTENT_TYPE, HistoryStored
 from edgedrift_cloud import history
-from edgedrift_cloud.db.tables import HistoryChunk
+from edgedrift_cloud.db.tables import HistoryChunk, ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
+from edgedrift_cloud.rate_limit import too_fast
 from edgedrift_cloud.routers.training import PARSE_INLINE_BYTES, parse_window
 
 router = APIRouter(prefix="/v1/devices/{device_id}/history", tags=["history"])
@@ -46,19 +47,32 @@ _REQUEST_BODY = {
         413: {"description": "Body above the size cap"},
         415: {"description": "Unknown content type"},
         422: {"description": "Malformed window, or no batch id (request_id)"},
+        429: {"description": "Past the device's history upload or byte limit: retry after Retry-After"},
         503: {"description": "Database unavailable: retry after Retry-After"},
     },
 )
 async def append(
     device_id: DevicePath, request: Request, _: DeviceAccessDep, state: StateDep
 ) -> JSONResponse:
+    limits, settings = state.limits, state.settings
+    if (wait := limits.history_uploads.take(device_id)) > 0:
+        detail = f"more than {settings.history_uploads_per_minute} history uploads a minute from {device_id}"
+        return too_fast("history_rate", detail, wait)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and (wait := limits.history_bytes.take(device_id, int(declared))) > 0:
+        return _too_many_bytes(state, device_id, wait)
     body = await request.body()
+    if not declared.isdigit() and (wait := limits.history_bytes.take(device_id, len(body))) > 0:
+        return _too_many_bytes(state, device_id, wait)
     content_type = request.headers.get("content-type", "")
     if len(body) > PARSE_INLINE_BYTES:
         parsed = await anyio.to_thread.run_sync(parse_window, body, content_type, state)
     else:
         parsed = parse_window(body, content_type, state)
     header, X, y, _encoding = parsed
+    mismatch = await anyio.to_thread.run_sync(_mismatch, state, device_id, header.task, int(X.shape[1]))
+    if mismatch is not None:
+        return JSONResponse({"detail": mismatch, "reason": "history_mismatch"}, status_code=409)
     if header.request_id is None:
         detail = "a history batch needs its batch id in the header's request_id (retries must not add twice)"
         return JSONResponse({"detail": detail, "reason": "batch_id_missing"}, status_code=422)
@@ -73,6 +87,29 @@ async def append(
         answer.model_dump(mode="json"),
         status_code=status.HTTP_200_OK if replayed else status.HTTP_201_CREATED,
     )
+
+
+def _mismatch(state: AppState, device_id: str, task: str, d: int) -> str | None:
+    """Why a batch does not fit the device's newest model (another task or width), or None. Such labels
+    could never serve its re-tuning recomputes, and one stored batch of them used to fail every later one."""
+    with state.sessions() as session:
+        newest = session.execute(
+            select(ModelRecord.version, ModelRecord.task, ModelRecord.d)
+            .where(ModelRecord.device_id == device_id)
+            .order_by(ModelRecord.version.desc())
+            .limit(1)
+        ).first()
+    if newest is None or (newest.task == task and newest.d == d):
+        return None
+    return (
+        f"a {task} history batch of {d} features does not fit the device's model (version {newest.version}: "
+        f"{newest.task}, {newest.d} features)"
+    )
+
+
+def _too_many_bytes(state: AppState, device_id: str, wait: float) -> JSONResponse:
+    detail = f"more than {state.settings.history_bytes_per_minute} bytes of history a minute from {device_id}"
+    return too_fast("history_bytes", detail, wait)
 
 
 def _store(

@@ -26,6 +26,9 @@ from edgedrift_cloud.versions import (
 
 router = APIRouter(prefix="/v1/devices/{device_id}/models", tags=["models"])
 ONNX_MEDIA_TYPE = "application/onnx"
+#: Versions in one page of the list: each entry is at most a few KiB (its ``monitor`` is bounded), so a
+#: page stays well under a MiB.
+MAX_PAGE = 200
 
 
 @router.get("", response_model=list[ModelInfo], summary="List a device's model versions, newest first")
@@ -33,7 +36,7 @@ def list_models(
     device_id: DevicePath,
     _: DeviceAccessDep,
     session: SessionDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
 ) -> list[ModelInfo]:
     return [registry.model_info(r) for r in registry.list_models(session, device_id, limit, offset)]

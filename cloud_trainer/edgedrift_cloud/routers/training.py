@@ -254,7 +254,10 @@ def _before_training(
     """What the registry answers without training: (the pinned version, False), (the version of an
     earlier request with this request_id, True), a spent budget (of ``minute``), or None: train."""
     with state.sessions() as session:
-        pinned = versions.pinned_model(session, device_id)
+        try:
+            pinned = versions.pinned_model(session, device_id)
+        except versions.VersionPrunedError as exc:  # stored before pins and retention were serialised
+            raise HTTPException(status.HTTP_409_CONFLICT, f"{exc}: pin another version") from None
         if pinned is not None:
             return pinned, False
         if header.request_id is not None:

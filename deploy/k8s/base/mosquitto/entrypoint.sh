@@ -4,7 +4,8 @@
 #
 #   EDGEDRIFT_MODE           production (the default) or development: production refuses any password
 #                            that is a placeholder, a development default (contains "insecure") or
-#                            shorter than 16 characters, as the cloud trainer and the agents do
+#                            shorter than 16 characters, of fewer than 5 distinct characters or a
+#                            repeated pattern, as the cloud trainer and the agents do
 #   MQTT_OPERATOR_PASSWORD   user "operator" (reads everything)
 #   MQTT_REPLAY_PASSWORD     user "replay" (writes samples and labels of every device)
 #   MQTT_DEVICES             device ids, separated by spaces or commas ("dev-1 dev-2 dev-3")
@@ -63,6 +64,13 @@ refuse_weak() { # VARIABLE PASSWORD: in production, the same rule as edgedrift.s
   esac
   length=${#2}
   [ "$length" -ge 16 ] || fail "refusing to start: $1 is shorter than 16 characters $hint"
+  weak=$(printf '%s\n' "$2" | awk '{
+    n = length($0); d = 0
+    for (i = 1; i <= n; i++) { c = substr($0, i, 1); if (!(c in seen)) { seen[c] = 1; d++ } }
+    if (d < 5) { print "uses fewer than 5 distinct characters"; exit }
+    for (p = 1; p <= n / 2; p++) if (substr($0, p + 1) == substr($0, 1, n - p)) { print "repeats a shorter pattern"; exit }
+  }')
+  [ -z "$weak" ] || fail "refusing to start: $1 $weak $hint"
 }
 
 umask 077

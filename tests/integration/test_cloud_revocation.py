@@ -1,0 +1,208 @@
+"""Issue 28, rows 6 and 7, against ``edgedrift-cloud serve`` with two uvicorn workers and real HTTP clients:
+a revocation holds until an operator lifts it (a gateway's sync never re-issues the secret), a revoked or
+rotated secret stops working at once in every worker, and pin, prune, rollback and aliases of one device
+are serialised (a pinned or aliased version is never pruned, whatever the interleaving)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from support.cloud import DEVICES, OPERATOR, UNLIMITED, CloudServer
+
+from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
+from edgedrift_harness.cloud import CloudProcess
+
+GATEWAY_SECRET = "gateway-secret-0123456789abcdef"
+BINARY = {"Content-Type": WINDOW_CONTENT_TYPE}
+NO_BUDGET = {
+    "EDGEDRIFT_CLOUD_TRAINING_PROCESSES": "false",
+    "EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_DEVICE_PER_MINUTE": "unlimited",
+}
+ENV = {"EDGEDRIFT_CLOUD_AUTH_FAILURES_PER_10S": "1000000", **UNLIMITED}
+X = np.random.default_rng(0).normal(size=(30, 3))
+Y = np.where(X[:, 0] > 0, 1.0, -1.0)
+
+
+def window(request_id: str) -> bytes:
+    header = WindowHeader(task="classification", learner="logistic", request_id=request_id)
+    return encode_window(header, X, Y, dtype="float64")
+
+
+def fresh(url: str, token: str) -> httpx.Client:
+    """A client whose every request opens a new connection, so the two workers share the requests."""
+    return httpx.Client(
+        base_url=url,
+        headers={"Authorization": f"Bearer {token}", "Connection": "close"},
+        limits=httpx.Limits(max_keepalive_connections=0),
+        timeout=30,
+    )
+
+
+@pytest.fixture
+def two_workers(postgres_url_fresh: str, tmp_path: Path) -> Iterator[CloudProcess]:
+    """Two workers on PostgreSQL with the credential settings at their defaults."""
+    server = CloudProcess(
+        postgres_url_fresh,
+        tmp_path,
+        operator_token=OPERATOR,
+        devices=DEVICES,
+        workers=2,
+        env={
+            "EDGEDRIFT_CLOUD_AUTH_FAILURES_PER_10S": "1000000",
+            "EDGEDRIFT_CLOUD_TRAINING_PROCESSES": "false",
+        },
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def sync(url: str, known: list[str]) -> dict[str, str | None]:
+    with fresh(url, GATEWAY_SECRET) as gw:
+        reply = gw.post("/v1/gateways/gw-1/sync", json={"known": known})
+    assert reply.status_code == 200, reply.text
+    return {d["device_id"]: d["secret"] for d in reply.json()["devices"]}
+
+
+def statuses(url: str, token: str, path: str, n: int) -> list[int]:
+    with fresh(url, token) as c:
+        return [c.get(path).status_code for _ in range(n)]
+
+
+def test_a_revoked_or_rotated_secret_stops_working_at_once_in_every_worker(two_workers: CloudProcess) -> None:
+    url, path = two_workers.url, "/v1/devices/dev-a/counters"
+    old = DEVICES["dev-a"]
+    assert set(statuses(url, old, path, 30)) == {200}, "both workers know (and may cache) the secret"
+    new = "rotated-secret-of-device-a-0123"
+    with fresh(url, OPERATOR) as op:
+        assert op.put("/v1/devices/dev-a", json={"secret": new}).status_code == 200
+    assert set(statuses(url, old, path, 30)) == {401}, "the old secret must stop working at once"
+    assert set(statuses(url, new, path, 30)) == {200}
+    with fresh(url, OPERATOR) as op:
+        assert op.delete("/v1/devices/dev-a").status_code == 200
+    assert set(statuses(url, new, path, 30)) == {401}, "a revoked secret must stop working at once"
+    with fresh(url, new) as c:
+        assert c.post("/v1/devices/dev-a/stats", json={"samples": 1}).status_code == 401
+
+
+def test_a_revocation_holds_until_an_operator_lifts_it(two_workers: CloudProcess) -> None:
+    url = two_workers.url
+    with fresh(url, OPERATOR) as op:
+        assert op.put("/v1/gateways/gw-1", json={"secret": GATEWAY_SECRET}).status_code == 200
+        assert op.post("/v1/gateways/gw-1/devices", json={"devices": ["d-1", "d-2"]}).status_code == 200
+    first = sync(url, [])
+    assert set(first) == {"d-1", "d-2"} and all(first.values())
+    with fresh(url, OPERATOR) as op:
+        assert op.delete("/v1/devices/d-1").status_code == 200
+        assert op.get("/v1/gateways/gw-1/devices").json() == ["d-2"], "revoking unassigns"
+        # Even assigned again by mistake, no sync re-issues a revoked device's secret.
+        assert op.post("/v1/gateways/gw-1/devices", json={"devices": ["d-1"]}).status_code == 200
+    for known in ([], ["d-2"]):
+        assert "d-1" not in sync(url, known), "a sync never re-issues a revoked device's secret"
+    with fresh(url, GATEWAY_SECRET) as gw:
+        beats = {"heartbeats": [{"device_id": "d-1", "heartbeat": {"samples": 1}}]}
+        assert gw.post("/v1/gateways/gw-1/heartbeats", json=beats).status_code == 403
+    with fresh(url, str(first["d-1"])) as device:
+        assert device.post("/v1/devices/d-1/models", content=window("w-1"), headers=BINARY).status_code == 401
+    with fresh(url, OPERATOR) as op:
+        view = op.get("/v1/devices/d-1/models/registry").json()
+        assert view["revoked_at"] is not None
+        rows = op.get("/v1/fleet", params={"q": "d-1"}).json()["devices"]
+        assert [r["status"] for r in rows] == ["unauthorized"]
+        # The operator lifts it: the device is registered again, and its gateway may sync it.
+        assert op.put("/v1/devices/d-1", json={"secret": "lifted-secret-of-d-1-0123456"}).status_code == 200
+    assert sync(url, ["d-2"]).get("d-1"), "after the operator lifted it, the gateway serves it again"
+
+
+# --- row 7: pin, prune, rollback, alias and new versions serialised per device -----------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def registry_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CloudServer]:
+    url = (
+        f"sqlite:///{tmp_path / 'registry.db'}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("postgres_url_fresh")
+    )
+    server = CloudServer(url, tmp_path, **UNLIMITED, **NO_BUDGET)
+    server.workers = 2
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def together(*calls: Callable[[], Any]) -> list[Any]:
+    """Run the calls at the same moment, each on its own thread and connection."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        results[i] = calls[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def test_a_pinned_or_aliased_version_is_never_pruned(registry_server: CloudServer) -> None:
+    """Rounds of a pin (or an alias, or a rollback) racing ``prune?keep=1`` and a new version: afterwards the
+    pinned and aliased versions are stored, and a recompute answers (it answered 500 for ever)."""
+    url, device = registry_server.url, "dev-b"
+    base = f"/v1/devices/{device}/models"
+    with fresh(url, DEVICES[device]) as c:
+        for k in range(3):
+            assert c.post(base, content=window(f"seed-{k}"), headers=BINARY).status_code == 201
+    for round_ in range(24):
+        race(url, base, DEVICES[device], round_, ("pin", "alias", "rollback")[round_ % 3])
+
+
+def race(url: str, base: str, secret: str, round_: int, kind: str) -> None:
+    """One round: a new version, then the change, a prune and another new version at once."""
+    with fresh(url, secret) as c:
+        older = c.post(base, content=window(f"r{round_}"), headers=BINARY).json()["version"] - 1
+
+    def change() -> int:
+        with fresh(url, OPERATOR) as op:
+            if kind == "pin":
+                return op.put(f"{base}/pin", json={"version": older}).status_code
+            if kind == "alias":
+                return op.put(f"{base}/aliases/production", json={"version": older}).status_code
+            return op.post(f"{base}/rollback").status_code
+
+    def prune() -> int:
+        with fresh(url, OPERATOR) as op:
+            return op.post(f"{base}/prune", params={"keep": 1}).status_code
+
+    def train() -> int:
+        with fresh(url, secret) as c:
+            return c.post(base, content=window(f"race-{round_}"), headers=BINARY).status_code
+
+    changed, pruned, trained = together(change, prune, train)
+    assert pruned == 200 and changed in (200, 404, 410), (changed, pruned)
+    assert trained in (200, 201), trained
+    with fresh(url, OPERATOR) as op:
+        view = op.get(f"{base}/registry").json()
+        protected = set(view["aliases"].values()) | ({view["pinned"]} - {None})
+        assert not protected & set(view["pruned"]), (round_, kind, view)
+        for version in protected:
+            assert op.get(f"{base}/{version}").status_code == 200
+    with fresh(url, secret) as c:
+        again = c.post(base, content=window(f"after-{round_}"), headers=BINARY)
+        assert again.status_code in (200, 201), again.text[:300]
+    with fresh(url, OPERATOR) as op:
+        op.delete(f"{base}/pin")
+        op.delete(f"{base}/aliases/production")
