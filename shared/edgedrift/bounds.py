@@ -64,7 +64,8 @@ def argmax_certain(lower: FloatArray, upper: FloatArray) -> np.ndarray:
 
     Examples
     --------
-    >>> lower, upper = np.array([[2.0, -1.0, 0.0], [2.0, 1.0, 0.0]]), np.array([[3.0, 1.5, 1.0]] * 2)
+    >>> lower = np.array([[2.0, -1.0, 0.0], [2.0, 1.0, 0.0]])
+    >>> upper = np.array([[3.0, 1.5, 1.0], [3.0, 2.5, 1.0]])
     >>> argmax_certain(lower, upper).tolist()
     [True, False]
     """

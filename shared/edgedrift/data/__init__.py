@@ -17,6 +17,7 @@ from edgedrift.data.datasets import (
 )
 from edgedrift.data.files import load_csv
 from edgedrift.data.generators import hyperplane, rbf_drift, ridge_stream, sea, sine1plus
+from edgedrift.data.sine_multiclass import sine_mc
 from edgedrift.data.stream import Stream
 
 __all__ = [
@@ -35,4 +36,5 @@ __all__ = [
     "ridge_stream",
     "sea",
     "sine1plus",
+    "sine_mc",
 ]
