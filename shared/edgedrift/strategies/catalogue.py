@@ -388,12 +388,14 @@ STRATEGIES: dict[str, Strategy] = {
             lambda ctx, _: _loop(ctx, NeverMonitor(), "bls", "incremental", anchor_on_recompute=False),
             edgedrift=True,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "online-bls-static",
             "Online-BLS without forgetting (Algorithm 1) alone on the edge (0 recomputes)",
             lambda ctx, _: _loop(ctx, NeverMonitor(), "bls-static", "incremental", anchor_on_recompute=False),
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "shrub-ensemble",
@@ -405,6 +407,7 @@ STRATEGIES: dict[str, Strategy] = {
             edgedrift=True,
             classification_only=True,
             train=SHRUB,
+            multiclass=True,
         ),
         Strategy(
             "shrub-ensemble-adwin",
@@ -415,6 +418,7 @@ STRATEGIES: dict[str, Strategy] = {
             ADWIN_DELTA,
             classification_only=True,
             train=SHRUB,
+            multiclass=True,
         ),
         Strategy(
             "rebalance-base",
