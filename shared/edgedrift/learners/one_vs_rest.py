@@ -95,7 +95,8 @@ class OneVsRest(Estimator):
         return float(np.argmax(self.scores_one(x)))
 
     def predict_many(self, X: FloatArray) -> FloatArray:
-        return np.argmax(self.scores_many(X), axis=1).astype(np.float64)
+        codes: FloatArray = np.argmax(self.scores_many(X), axis=1).astype(np.float64)
+        return codes
 
     def learn_one(self, x: FloatArray, y: float) -> None:
         """Each class's learner learns x with +1 (its class) or −1; ValueError for a label that is no code."""

@@ -184,7 +184,8 @@ class LinearModel:
         code), or real values for regression."""
         z = self.decision_function(X)
         if self.beta.ndim == 2:
-            return np.argmax(np.atleast_2d(z), axis=1).astype(np.float64)
+            codes: FloatArray = np.argmax(np.atleast_2d(z), axis=1).astype(np.float64)
+            return codes
         if self.task == "regression":
             return z
         return np.where(z >= 0.0, 1.0, -1.0)
@@ -192,7 +193,7 @@ class LinearModel:
     def predict_one(self, x: FloatArray) -> float:
         if self.beta.ndim == 2:
             return float(np.argmax(x @ self.raw_coef + self.raw_intercept))
-        z = float(self.raw_coef @ x) + self.raw_intercept
+        z: float = float(self.raw_coef @ x) + self.raw_intercept
         if self.task == "regression":
             return z
         return 1.0 if z >= 0.0 else -1.0
@@ -236,7 +237,8 @@ class LinearModel:
         Xa = self.augment(X)
         dz = self.loss.dz(self._targets(y), Xa @ self.beta)
         if self.beta.ndim == 2:
-            return np.einsum("ij,ic->ijc", Xa, dz).reshape(len(Xa), -1)
+            rows: FloatArray = np.einsum("ij,ic->ijc", Xa, dz).reshape(len(Xa), -1)
+            return rows
         return dz[:, None] * Xa
 
     def gradient_sum(self, X: FloatArray, y: FloatArray) -> FloatArray:

@@ -127,7 +127,7 @@ class PredSignMonitor(BoundMonitor, UnlabeledHook):
             half = np.linalg.norm(Xa, axis=1) * self._r_norm
             finite = np.isfinite(centre) & np.isfinite(half)
             uncertain = (centre - half >= 0.0) != (centre + half >= 0.0)
-        self.n_skipped += len(finite) - int(np.count_nonzero(finite))
+        self.n_skipped += len(Xa) - int(np.count_nonzero(finite))
         n = int(np.count_nonzero(finite & uncertain))
         if n:
             self.n_disagree += n

@@ -5,6 +5,9 @@ The offline evaluator and the edge agent both build their loop here, from a
 :class:`~edgedrift.strategies.context.Context` and one value of the strategy's parameter. So a deployed
 run and a replay with the same parameters make the same predictions and the same recomputes.
 
+The module is over 500 lines because :data:`STRATEGIES` is one table, an entry per strategy with its
+flags; splitting the table would scatter what a reader compares.
+
 Examples
 --------
 Every strategy of the catalogue on one stream whose concept rotates at sample 2500, every 10th sample
