@@ -42,6 +42,24 @@ def fit(X: np.ndarray, y: np.ndarray, loss: str, C: float) -> LinearModel:
     return train_linear(X, y, loss, C, eps=TIGHT)
 
 
+def slide_window(
+    beta1: LinearModel, X: np.ndarray, y: np.ndarray, n1: int, slide: int
+) -> tuple[DeltaG, np.ndarray, np.ndarray]:
+    """Δg of β₁ (trained on the first n1 rows) after a window of n1 labels slid ``slide`` rows, and that
+    window's contents."""
+    window = CountWindow(n1, X.shape[1])
+    for i in range(n1):
+        window.push(X[i], y[i])
+    dg = DeltaG()
+    dg.reset(beta1, X[:n1], y[:n1])
+    for i in range(n1, n1 + slide):
+        k = window.push(X[i], y[i])
+        dg.remove(window.evicted_X, window.evicted_y, k)
+        dg.add(X[i], y[i])
+    X2, y2 = window.contents()
+    return dg, X2, y2
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 10_000),
@@ -58,16 +76,7 @@ def test_model_distance_and_prediction_bounds(
 ) -> None:
     X, y = make_stream(seed, n1 + slide + 40, d, loss, shift)
     beta1 = fit(X[:n1], y[:n1], loss, C1)
-    window = CountWindow(n1, d)
-    for i in range(n1):
-        window.push(X[i], y[i])
-    dg = DeltaG()
-    dg.reset(beta1, X[:n1], y[:n1])
-    for i in range(n1, n1 + slide):
-        k = window.push(X[i], y[i])
-        dg.remove(window.evicted_X, window.evicted_y, k)
-        dg.add(X[i], y[i])
-    X2, y2 = window.contents()
+    dg, X2, y2 = slide_window(beta1, X, y, n1, slide)
     C2 = C1 * c_ratio
     beta2 = fit(X2, y2, loss, C2)
 
@@ -182,15 +191,7 @@ def test_multiclass_distance_and_prediction_bounds(
     (:func:`argmax_certain`) is β₂'s argmax."""
     X, y = make_multiclass_stream(seed, n1 + slide + 40, d, n_classes, shift)
     beta1 = train_linear(X[:n1], y[:n1], loss, C1, eps=TIGHT, n_classes=n_classes)
-    window = CountWindow(n1, d)
-    window.push_many(X[:n1], y[:n1])
-    dg = DeltaG()
-    dg.reset(beta1, X[:n1], y[:n1])
-    for i in range(n1, n1 + slide):
-        k = window.push(X[i], y[i])
-        dg.remove(window.evicted_X, window.evicted_y, k)
-        dg.add(X[i], y[i])
-    X2, y2 = window.contents()
+    dg, X2, y2 = slide_window(beta1, X, y, n1, slide)
     C2 = C1 * c_ratio
     beta2 = train_linear(X2, y2, loss, C2, eps=TIGHT, n_classes=n_classes)
 

@@ -55,6 +55,25 @@ def build_problem(X: FloatArray, y: FloatArray, bias: float) -> Any:
     return prob
 
 
+def _train(
+    X: FloatArray, y: FloatArray, solver: int, C: float, bias: float, eps: float | None, svr_p: float = 0.0
+) -> Any:
+    """A trained LIBLINEAR model (``-s solver -c C -B bias``) of the window (X, y)."""
+    if X.shape[0] == 0:
+        raise ValueError("cannot train on an empty window")
+    options = f"-s {solver} -c {float(C)!r} -B {float(bias)!r} -q"
+    if eps is not None:
+        options += f" -e {float(eps)!r}"
+    if solver in (11, 12, 13):
+        options += f" -p {float(svr_p)!r}"
+    param = _ll.parameter(options)
+    prob = build_problem(X, y, bias)
+    err = _ll.liblinear.check_parameter(prob, param)
+    if err:
+        raise ValueError(f"LIBLINEAR rejected the parameters: {err.decode()}")
+    return _ll.toPyModel(_ll.liblinear.train(prob, param))
+
+
 def solve(
     X: FloatArray,
     y: FloatArray,
@@ -70,21 +89,8 @@ def solve(
     exactly C Σ ℓ + ½‖β‖² over the augmented features. For binary classification the returned β scores
     the +1 class, also when the window holds one class only.
     """
-    n, d = X.shape
-    if n == 0:
-        raise ValueError("cannot train on an empty window")
-    options = f"-s {solver} -c {float(C)!r} -B {float(bias)!r} -q"
-    if eps is not None:
-        options += f" -e {float(eps)!r}"
-    if solver in (11, 12, 13):
-        options += f" -p {float(svr_p)!r}"
-    param = _ll.parameter(options)
-    prob = build_problem(X, y, bias)
-    err = _ll.liblinear.check_parameter(prob, param)
-    if err:
-        raise ValueError(f"LIBLINEAR rejected the parameters: {err.decode()}")
-    model = _ll.toPyModel(_ll.liblinear.train(prob, param))
-    beta = np.ctypeslib.as_array(model.w, (d + 1,)).copy()
+    model = _train(X, y, solver, C, bias, eps, svr_p)
+    beta = np.ctypeslib.as_array(model.w, (X.shape[1] + 1,)).copy()
     if solver not in (11, 12, 13) and model.get_labels()[0] == -1:
         beta = -beta
     return beta
@@ -110,17 +116,7 @@ def solve_one_vs_rest(
     the all-positive problem LIBLINEAR trains for a one-class window.
     """
     n, d = X.shape
-    if n == 0:
-        raise ValueError("cannot train on an empty window")
-    options = f"-s {solver} -c {float(C)!r} -B {float(bias)!r} -q"
-    if eps is not None:
-        options += f" -e {float(eps)!r}"
-    param = _ll.parameter(options)
-    prob = build_problem(X, y, bias)
-    err = _ll.liblinear.check_parameter(prob, param)
-    if err:
-        raise ValueError(f"LIBLINEAR rejected the parameters: {err.decode()}")
-    model = _ll.toPyModel(_ll.liblinear.train(prob, param))
+    model = _train(X, y, solver, C, bias, eps)
     labels = [int(c) for c in model.get_labels()]
     k = len(labels)
     w = np.ctypeslib.as_array(model.w, ((d + 1) * (k if k > 2 else 1),)).copy()
