@@ -245,3 +245,27 @@ def test_druid_strategy_on_sine_mc_with_every_tenth_label() -> None:
             at = [1000 + e.sample - 1 for e in loop.events]
             assert len(at) == 2 and 10000 < at[0] < 13000 and 20000 < at[1] < 23000
     assert accuracy["druid"] > accuracy["never"] + 0.2
+
+
+def test_druids_step_statistics_are_dimension_generic() -> None:
+    """The per-sample Δg of C columns runs in numpy; the whitened statistic and the batch steps take any
+    width, so their compiled versions agree with numpy on the (d+1)·C stacked vector."""
+    s = sine_mc(n_classes=4, n_concepts=2, concept_length=1000, seed=1)
+    model = train_linear(s.X[:200], s.y[:200], "logistic", 10.0, n_classes=4)
+    window = CountWindow(200, 2)
+    window.push_many(s.X[:200], s.y[:200])
+    monitor = DruidMonitor(alpha=0.9, t_n=50)
+    monitor.reset(model, s.X[:200], s.y[:200])
+    dg = monitor.delta_g
+    for i in range(200, 900, 25):
+        before, start = dg.robust.copy(), (dg.n_added, dg.n_evicted, dg.n_orig)
+        n_evicted = window.push_many(s.X[i : i + 25], s.y[i : i + 25])
+        R_add = dg.add_many(s.X[i : i + 25], s.y[i : i + 25])
+        R_ev = dg.remove_many(window.evicted_X[:n_evicted], window.evicted_y[:n_evicted])
+        reference = monitor._steps(before, R_add, R_ev, start)
+        compiled = monitor._steps_compiled(before, R_add, R_ev, start) or reference
+        assert compiled[:2] == reference[:2] and compiled[3:] == reference[3:]
+        assert compiled[2] == pytest.approx(reference[2], rel=1e-9)
+        u = monitor._W @ dg.robust
+        assert monitor._whitened_sq(dg.robust) == pytest.approx(float(u @ u), rel=1e-9)
+    assert monitor._W.shape[1] == 3 * 4 and monitor.df <= 12
