@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from edgedrift.models.losses import FloatArray
 
-__all__ = ["ClassLabels", "ClassName", "check_codes", "class_codes", "is_multiclass"]
+__all__ = ["ClassLabels", "ClassName", "check_codes", "class_codes", "is_multiclass", "one_vs_rest_targets"]
 
 ClassName = str | int | float
 
@@ -185,3 +185,16 @@ class ClassLabels:
     def to_json(self) -> list[Any]:
         """The names as a JSON list (a model document's ``class_names``, a device's settings)."""
         return list(self.names)
+
+
+def one_vs_rest_targets(y: npt.ArrayLike, n_classes: int) -> FloatArray:
+    """The ±1 labels of the C one-vs-rest problems of codes ``y`` (0..C−1), shape (n, C): column c is +1
+    where y = c and −1 elsewhere (a label that is no code is −1 in every column).
+
+    Examples
+    --------
+    >>> one_vs_rest_targets([2.0, 0.0], 3).tolist()
+    [[-1.0, -1.0, 1.0], [1.0, -1.0, -1.0]]
+    """
+    a = np.asarray(y, dtype=np.float64).reshape(-1, 1)
+    return np.where(a == np.arange(n_classes, dtype=np.float64), 1.0, -1.0)

@@ -56,6 +56,8 @@ LEARNER_TASKS: dict[str, tuple[str, ...]] = {
     "shrub": ("classification", "regression"),
 }
 
+#: Most classes a classification window may have (a shrub's labels, a one-vs-rest model's columns).
+MAX_CLASSES = 256
 #: Bound of ``n`` and ``d`` in a binary header (the body length check refuses anything that does not fit).
 MAX_COUNT = 2**31 - 1
 #: Largest magnitude of a window value: squares and sums of squares stay finite in float64 and values
@@ -104,6 +106,7 @@ HEADER_RULES: list[JsonValue] = [
     ),
     _when("rebalance", {"enum": ["smote", "select"]}, {"task": {"const": "classification"}}),
     _when("reset_rows", {"type": "integer"}, {"rebalance": {"const": "select"}}),
+    _when("n_classes", {"type": "integer"}, {"task": {"const": "classification"}}),
     _when("return_base", {"const": True}, {"rebalance": {"enum": ["smote", "select"]}}),
     {
         "if": {"properties": {"retune": {"type": "object"}}, "required": ["retune"]},
@@ -140,7 +143,9 @@ class WindowHeader(WireModel):
     ``reset_rows`` (``rebalance="select"`` only, at most n) says that the last ``reset_rows`` rows form
     RebalanceStream's reset batch (the samples since the first warning), which adds the candidates
     ``reset`` and ``reset+smote``; ``return_base`` asks for the model trained on the plain window too,
-    in the document's ``training.base`` (RebalanceStream+).
+    in the document's ``training.base`` (RebalanceStream+). ``n_classes`` (classification only) is the
+    task's number of classes C: absent or 2, the labels are ±1; C ≥ 3, they are the codes 0..C−1 and a
+    linear learner trains one-vs-rest over all C classes, also those the window misses.
     """
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": HEADER_RULES})
@@ -150,6 +155,7 @@ class WindowHeader(WireModel):
     params: LearnerParams = Field(default_factory=LearnerParams)
     rebalance: Rebalance = "none"
     reset_rows: Annotated[int, Field(ge=0, le=MAX_COUNT), NUMBER] | None = None
+    n_classes: Annotated[int, Field(ge=2, le=MAX_CLASSES), NUMBER] | None = None
     return_base: Flag = False
     reason: ShortText = "manual"
     monitor: Stats = Field(default_factory=dict)
@@ -163,6 +169,8 @@ class WindowHeader(WireModel):
             raise ValueError(f"learner {self.learner!r} does not do {self.task}")
         if self.rebalance != "none" and self.task != "classification":
             raise ValueError("rebalance (SMOTE) applies to classification only")
+        if self.n_classes is not None and self.task != "classification":
+            raise ValueError("n_classes applies to classification only")
         if self.reset_rows is not None and self.rebalance != "select":
             raise ValueError(f"reset_rows needs rebalance='select', got rebalance={self.rebalance!r}")
         if self.return_base and self.rebalance == "none":
@@ -386,13 +394,19 @@ def check_window(
             "y", f"|y[{int(np.argmax(np.abs(y)))}]| exceeds {MAX_ABS_VALUE:g}: rescale the target"
         )
     if header.task == "classification":
-        if header.learner in ("logistic", "svm"):
+        C = header.n_classes
+        if header.learner in ("logistic", "svm") and C is not None and C >= 3:
+            bad = (y < 0) | (y >= C) | (y != np.round(y))
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise WindowError("y", f"labels of {C} classes must be the codes 0..{C - 1}; y[{i}] = {y[i]}")
+        elif header.learner in ("logistic", "svm"):
             if not np.all(np.abs(y) == 1.0):
                 raise WindowError("y", "labels of a linear classifier must be -1 or +1")
         elif not np.all(y == np.round(y)):
             raise WindowError("y", "class labels must be integers")
-        elif np.unique(y).size > 256:
-            raise WindowError("y", "more than 256 classes")
+        elif np.unique(y).size > MAX_CLASSES:
+            raise WindowError("y", f"more than {MAX_CLASSES} classes")
 
 
 def encode_window(header: WindowHeader, X: FloatArray, y: FloatArray, dtype: str = "float32") -> bytes:

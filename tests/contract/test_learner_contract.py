@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 from support.contract import (
     EXACT_BATCH,
+    EXTREME_LABELS,
     EXTREMES,
     LEARNERS,
     MONITORS,
     N0,
     STREAMS,
     D,
+    Kind,
     assert_predictions_equal,
     constructor_params,
     contents,
@@ -29,13 +31,12 @@ from support.contract import (
 
 from edgedrift import learners, monitors
 from edgedrift.learners import ShrubEnsemble
-from edgedrift.models.losses import Task
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the extreme samples overflow on purpose
 
 
 @pytest.fixture(params=sorted(LEARNERS))
-def learner_case(request: pytest.FixtureRequest) -> tuple[Callable[[], Any], Task]:
+def learner_case(request: pytest.FixtureRequest) -> tuple[Callable[[], Any], Kind]:
     return LEARNERS[request.param]
 
 
@@ -55,7 +56,7 @@ def test_every_export_has_a_factory() -> None:
         assert obj in covered, f"monitor {name} has no contract factory"
 
 
-def test_clone_equals_a_fresh_instance(learner_case: tuple[Callable[[], Any], Task]) -> None:
+def test_clone_equals_a_fresh_instance(learner_case: tuple[Callable[[], Any], Kind]) -> None:
     factory, task = learner_case
     trained = factory()
     feed(trained, task, N0, 300)
@@ -73,7 +74,7 @@ def test_clone_equals_a_fresh_instance(learner_case: tuple[Callable[[], Any], Ta
         np.testing.assert_array_equal(x, y)
 
 
-def test_snapshot_round_trip_continues_identically(learner_case: tuple[Callable[[], Any], Task]) -> None:
+def test_snapshot_round_trip_continues_identically(learner_case: tuple[Callable[[], Any], Kind]) -> None:
     factory, task = learner_case
     learner = factory()
     feed(learner, task, N0, 300)
@@ -89,7 +90,7 @@ def test_snapshot_round_trip_continues_identically(learner_case: tuple[Callable[
     assert contents(restored) == contents(learner)
 
 
-def test_predict_many_equals_predict_one(learner_case: tuple[Callable[[], Any], Task]) -> None:
+def test_predict_many_equals_predict_one(learner_case: tuple[Callable[[], Any], Kind]) -> None:
     factory, task = learner_case
     learner = factory()
     X = probe(task)
@@ -98,7 +99,7 @@ def test_predict_many_equals_predict_one(learner_case: tuple[Callable[[], Any], 
     assert_predictions_equal(learner.predict_many(X), np.array([learner.predict_one(x) for x in X]), task)
 
 
-def test_batch_path(learner_case: tuple[Callable[[], Any], Task]) -> None:
+def test_batch_path(learner_case: tuple[Callable[[], Any], Kind]) -> None:
     factory, task = learner_case
     seq, bat = factory(), factory()
     feed(seq, task, N0, 400)
@@ -115,12 +116,12 @@ def test_batch_path(learner_case: tuple[Callable[[], Any], Task]) -> None:
         assert all(np.isfinite(a).all() for a in learner_state(bat))
 
 
-def test_extreme_samples_leave_the_state_finite(learner_case: tuple[Callable[[], Any], Task]) -> None:
+def test_extreme_samples_leave_the_state_finite(learner_case: tuple[Callable[[], Any], Kind]) -> None:
     factory, task = learner_case
     s = STREAMS[task]
     learner = factory()
     feed(learner, task, N0, 200)
-    labels = [1.0, -1.0] if task == "classification" else [1.0, 1e308, math.nan]
+    labels = EXTREME_LABELS[task]
     for value in EXTREMES:
         x = np.full(D, value)
         learner.predict_one(x)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from support.contract import (
+    EXTREME_LABELS,
     EXTREMES,
     MONITORS,
     N0,
@@ -104,13 +105,14 @@ def test_monitor_extreme_samples(monitor_name: str) -> None:
     monitor, window, model, s = started(monitor_name)
     drive(monitor, window, model, s.X[N0:150], s.y[N0:150])
     unlabeled = monitor if isinstance(monitor, UnlabeledHook) else None
+    a, b = EXTREME_LABELS[MONITORS[monitor_name][1]][:2]
     for value in EXTREMES:
         x = np.full(D, value)
         if unlabeled is not None:
             unlabeled.update_unlabeled(x)
-        monitor.update(x, 1.0, 1.0, window, window.push(x, 1.0))
-        monitor.update(x, -1.0, math.inf, window, window.push(x, -1.0))
-        monitor.update(x, 1.0, math.nan, window, window.push(x, 1.0))
+        monitor.update(x, a, 1.0, window, window.push(x, a))
+        monitor.update(x, b, math.inf, window, window.push(x, b))
+        monitor.update(x, a, math.nan, window, window.push(x, a))
     bad = np.vstack([np.full(D, v) for v in EXTREMES])
     if unlabeled is not None:
         unlabeled.update_unlabeled_many(bad)

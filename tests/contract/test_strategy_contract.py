@@ -14,6 +14,7 @@ from support.contract import (
     PARAMS,
     STREAMS,
     D,
+    Kind,
     assert_predictions_equal,
     build,
     contents,
@@ -27,7 +28,6 @@ from support.contract import (
     warm_loop,
 )
 
-from edgedrift.models.losses import Task
 from edgedrift.monitors import (
     NeverMonitor,
 )
@@ -36,12 +36,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the extreme
 
 
 @pytest.fixture(params=CASES, ids=[f"{n}-{t[:3]}" for n, t in CASES])
-def case(request: pytest.FixtureRequest) -> tuple[str, Task]:
+def case(request: pytest.FixtureRequest) -> tuple[str, Kind]:
     name, task = request.param
     return str(name), task
 
 
-def test_strategy_snapshot_round_trip(case: tuple[str, Task]) -> None:
+def test_strategy_snapshot_round_trip(case: tuple[str, Kind]) -> None:
     name, task = case
     loop = build(name, task)
     list(run(loop, task, N0, 400))
@@ -60,14 +60,14 @@ def test_strategy_snapshot_round_trip(case: tuple[str, Task]) -> None:
         assert loop.counters.recomputes > before, "no recompute happened after the restore"
 
 
-def test_strategy_predict_many_equals_predict_one(case: tuple[str, Task]) -> None:
+def test_strategy_predict_many_equals_predict_one(case: tuple[str, Kind]) -> None:
     name, task = case
     loop = warm_loop(name, task)
     X = probe(task)
     assert_predictions_equal(loop.predict_many(X), np.array([loop.predict_one(x) for x in X]), task)
 
 
-def test_strategy_batch_path_predicts_with_the_batch_start_state(case: tuple[str, Task]) -> None:
+def test_strategy_batch_path_predicts_with_the_batch_start_state(case: tuple[str, Kind]) -> None:
     name, task = case
     s = STREAMS[task]
     seq, bat = warm_loop(name, task), warm_loop(name, task)
@@ -82,7 +82,7 @@ def test_strategy_batch_path_predicts_with_the_batch_start_state(case: tuple[str
     stats_json(bat.monitor)
 
 
-def test_strategy_extreme_samples(case: tuple[str, Task]) -> None:
+def test_strategy_extreme_samples(case: tuple[str, Kind]) -> None:
     name, task = case
     s = STREAMS[task]
     loop = warm_loop(name, task)

@@ -4,7 +4,9 @@ Parametrised over ``edgedrift.learners.__all__`` and ``edgedrift.monitors.__all_
 protocols and helpers are skipped, and a new export without a factory here fails
 ``test_every_export_has_a_factory``) and over every strategy of ``edgedrift.strategies.STRATEGIES``,
 each built through ``Strategy.build`` on a small seeded stream and started with a model trained in process
-by ``edgedrift.training``, as the evaluator does. The checks:
+by ``edgedrift.training``, as the evaluator does. Three streams: binary (Sine1+, labels ±1), regression
+(the ridge stream) and multi-class (Sine-MC with C = 3, codes 0..2); every learner, monitor and strategy
+that runs on C classes (``Strategy.multiclass``) is checked on the multi-class one too. The checks:
 
 * every ``__init__`` argument is stored under its own name (``_get_params()`` reads them back) and
   ``clone()`` is a fresh instance with the same hyper-parameters;
@@ -28,13 +30,21 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from edgedrift.base import Estimator, init_parameters
-from edgedrift.data import Stream, ridge_stream, sine1plus
-from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, OnlineBLS, Perceptron, ShrubEnsemble
+from edgedrift.data import Stream, ridge_stream, sine1plus, sine_mc
+from edgedrift.learners import (
+    SGD,
+    AdaptiveSGD,
+    ForgettingNewton,
+    OneVsRest,
+    OnlineBLS,
+    Perceptron,
+    ShrubEnsemble,
+)
 from edgedrift.learners.base import IncrementalLearner
 from edgedrift.loop import EdgeLoop
 from edgedrift.models.document import BatchModel
@@ -65,17 +75,37 @@ D = 2
 
 N0 = 60  # labeled samples of the first window
 
+#: The kind of stream a case runs on: binary classification, regression, or C = N_CLASSES classes.
+Kind = Literal["classification", "regression", "multiclass"]
+N_CLASSES = 3
 
-STREAMS: dict[Task, Stream] = {
+STREAMS: dict[Kind, Stream] = {
     "classification": sine1plus(d=D, concept_length=300, n_concepts=4, seed=3),
     "regression": ridge_stream(d=D, concept_length=300, n_concepts=4, seed=3),
+    "multiclass": sine_mc(n_classes=N_CLASSES, d=D, concept_length=300, n_concepts=4, seed=3),
 }
 
 
 EXTREMES = [1e6, 1e308, -1e308, math.inf, -math.inf, math.nan]
 
+#: Labels the extreme samples come with, per kind (regression: extreme targets too).
+EXTREME_LABELS: dict[Kind, list[float]] = {
+    "classification": [1.0, -1.0],
+    "regression": [1.0, 1e308, math.nan],
+    "multiclass": [1.0, 0.0, 2.0],
+}
 
-def probe(task: Task) -> FloatArray:
+
+def task_of(kind: Kind) -> Task:
+    return "regression" if kind == "regression" else "classification"
+
+
+def classes_of(kind: Kind) -> int | None:
+    """The n_classes a trainer of this kind is told (None: binary or regression)."""
+    return N_CLASSES if kind == "multiclass" else None
+
+
+def probe(task: Kind) -> FloatArray:
     """Fixed samples to compare predictions on (from the end of the stream, never learned)."""
     return STREAMS[task].X[-100:]
 
@@ -133,11 +163,16 @@ def constructor_params(obj: Estimator) -> dict[str, Any]:
 def same(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return bool(np.array_equal(a, b))
+    if isinstance(a, Estimator) or isinstance(b, Estimator):  # a wrapped learner: the same by its params
+        if type(a) is not type(b):
+            return False
+        pa, pb = a._get_params(), b._get_params()
+        return pa.keys() == pb.keys() and all(same(pa[k], pb[k]) for k in pa)
     return bool(a == b)
 
 
-def assert_predictions_equal(a: FloatArray, b: FloatArray, task: Task) -> None:
-    if task == "classification":
+def assert_predictions_equal(a: FloatArray, b: FloatArray, task: Kind) -> None:
+    if task != "regression":
         np.testing.assert_array_equal(a, b)
     else:
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
@@ -149,7 +184,7 @@ def _bls(forgetting: float | None) -> OnlineBLS:
     return bls
 
 
-LEARNERS: dict[str, tuple[Callable[[], Any], Task]] = {
+LEARNERS: dict[str, tuple[Callable[[], Any], Kind]] = {
     "SGD": (lambda: SGD(D, lr=0.05), "classification"),
     "SGD-squared": (lambda: SGD(D, "squared", lr=0.01), "regression"),
     "SGD-hinge-scaled": (
@@ -170,6 +205,17 @@ LEARNERS: dict[str, tuple[Callable[[], Any], Task]] = {
     "OnlineBLS": (lambda: _bls(0.99), "classification"),
     "OnlineBLS-static": (lambda: _bls(None), "classification"),
     "ShrubEnsemble": (lambda: ShrubEnsemble(max_trees=3, window=40, update_every=4), "classification"),
+    "OneVsRest-SGD": (lambda: OneVsRest(SGD(D, lr=0.05), N_CLASSES), "multiclass"),
+    "OneVsRest-SGD-hinge-scaled": (
+        lambda: OneVsRest(SGD(D, "squared_hinge", lr=0.05, schedule="constant", scale=True), N_CLASSES),
+        "multiclass",
+    ),
+    "OneVsRest-AdaptiveSGD": (lambda: OneVsRest(AdaptiveSGD(D, lr=0.1), N_CLASSES), "multiclass"),
+    "OneVsRest-ForgettingNewton": (
+        lambda: OneVsRest(ForgettingNewton(D, forgetting=0.95, prior=0.1), N_CLASSES),
+        "multiclass",
+    ),
+    "OneVsRest-Perceptron": (lambda: OneVsRest(Perceptron(D), N_CLASSES), "multiclass"),
 }
 
 
@@ -178,16 +224,17 @@ EXACT_BATCH = (OnlineBLS, ShrubEnsemble)
 
 
 @cache
-def anchor_model(task: Task, stop: int, shrub: bool) -> BatchModel:
+def anchor_model(task: Kind, stop: int, shrub: bool) -> BatchModel:
     """The model a recompute at sample ``stop`` would install (a shrub or a linear model)."""
     s = STREAMS[task]
     X, y = s.X[stop - 50 : stop], s.y[stop - 50 : stop]
     if shrub:
-        return ShrubModel.from_document(train_shrub(X, y, task, max_depth=2))
-    return train_linear(X, y, loss="logistic" if task == "classification" else "squared", C=10.0)
+        return ShrubModel.from_document(train_shrub(X, y, task_of(task), max_depth=2))
+    loss = "squared" if task == "regression" else "logistic"
+    return train_linear(X, y, loss=loss, C=10.0, n_classes=classes_of(task))
 
 
-def feed(learner: Any, task: Task, start: int, stop: int, batch: int = 1) -> None:
+def feed(learner: Any, task: Kind, start: int, stop: int, batch: int = 1) -> None:
     """Learn samples start…stop-1; every 50 samples the learner is anchored on a recompute's model."""
     s = STREAMS[task]
     i = start
@@ -206,6 +253,8 @@ def learner_state(learner: Any) -> list[FloatArray]:
     """The arrays a learner predicts from (its weights and what updates them)."""
     if isinstance(learner, RetunedLearner):
         return learner_state(learner.inner)
+    if isinstance(learner, OneVsRest):
+        return [a for inner in learner.learners for a in learner_state(inner)]
     if isinstance(learner, IncrementalLearner):
         arrays = [learner.w]
         if isinstance(learner, ForgettingNewton):
@@ -221,7 +270,7 @@ def learner_state(learner: Any) -> list[FloatArray]:
     return [learner.weights, learner._X[: learner.window_size].astype(np.float64), learner._P]
 
 
-MONITORS: dict[str, tuple[Callable[[], Monitor], Task]] = {
+MONITORS: dict[str, tuple[Callable[[], Monitor], Kind]] = {
     "DruidMonitor": (lambda: DruidMonitor(alpha=0.9, t_n=5), "classification"),
     "DruidMonitor-regression": (lambda: DruidMonitor(alpha=0.9, t_n=5, restart=True), "regression"),
     "DruidPaperMonitor": (lambda: DruidPaperMonitor(alpha=0.5, n_fit=20, t_n=3), "classification"),
@@ -234,19 +283,26 @@ MONITORS: dict[str, tuple[Callable[[], Monitor], Task]] = {
     "RebalanceMonitor-rs": (lambda: RebalanceMonitor(0.3, "rs", max_batch=150), "classification"),
     "RebalanceMonitor-rs+": (lambda: RebalanceMonitor(0.3, "rs+", min_switch=5), "classification"),
     "RebalanceMonitor-base": (lambda: RebalanceMonitor(0.3, "base"), "classification"),
+    "DruidMonitor-multiclass": (lambda: DruidMonitor(alpha=0.9, t_n=5), "multiclass"),
+    "DruidPaperMonitor-multiclass": (lambda: DruidPaperMonitor(alpha=0.5, n_fit=20, t_n=3), "multiclass"),
+    "PredSignMonitor-multiclass": (lambda: PredSignMonitor(15), "multiclass"),
+    "PeriodicMonitor-multiclass": (lambda: PeriodicMonitor(37), "multiclass"),
+    "NeverMonitor-multiclass": (NeverMonitor, "multiclass"),
+    "ErrorDrivenMonitor-ddm-multiclass": (lambda: ErrorDrivenMonitor("ddm", 1.0), "multiclass"),
+    "ErrorDrivenMonitor-adwin-multiclass": (lambda: ErrorDrivenMonitor("adwin", 0.3), "multiclass"),
 }
 
 
-def monitor_trainer(task: Task) -> Callable[..., BatchModel]:
-    loss = "logistic" if task == "classification" else "squared"
+def monitor_trainer(task: Kind) -> Callable[..., BatchModel]:
+    loss = "squared" if task == "regression" else "logistic"
 
     def train(X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel:
-        return train_linear(X, y, loss=loss, C=10.0)
+        return train_linear(X, y, loss=loss, C=10.0, n_classes=classes_of(task))
 
     return train
 
 
-def monitor_loop(name: str) -> tuple[EdgeLoop, Task]:
+def monitor_loop(name: str) -> tuple[EdgeLoop, Kind]:
     """The monitor in a batch-model edge loop (window of 50 labels), started on the first window."""
     factory, task = MONITORS[name]
     s = STREAMS[task]
@@ -256,7 +312,7 @@ def monitor_loop(name: str) -> tuple[EdgeLoop, Task]:
     return loop, task
 
 
-def run(loop: EdgeLoop, task: Task, start: int, stop: int) -> Iterator[tuple[float, bool, bool, str]]:
+def run(loop: EdgeLoop, task: Kind, start: int, stop: int) -> Iterator[tuple[float, bool, bool, str]]:
     """Process samples (every third unlabeled); per sample the prediction, the flags and the stats."""
     s = STREAMS[task]
     for i in range(start, stop):
@@ -304,38 +360,43 @@ PARAMS: dict[str, float] = {
 }
 
 
-CASES = [
-    (name, task)
+CASES: list[tuple[str, Kind]] = [
+    (name, kind)
     for name, strategy in sorted(STRATEGIES.items())
-    for task in ("classification", "regression")
-    if task == "classification" or not strategy.classification_only
+    for kind in ("classification", "regression", "multiclass")
+    if (kind == "classification")
+    or (kind == "regression" and not strategy.classification_only)
+    or (kind == "multiclass" and strategy.multiclass)
 ]
 
 
-def build(name: str, task: Task) -> EdgeLoop:
+def build(name: str, kind: Kind) -> EdgeLoop:
     """The strategy's loop through Strategy.build, started on the first window (labels only)."""
-    s = STREAMS[task]
+    s = STREAMS[kind]
+    task = task_of(kind)
+    nc = classes_of(kind)
     loss = "logistic" if task == "classification" else "squared"
     X0, y0 = s.X[:N0], s.y[:N0]
-    ctx = Context(D, task, loss, N0, 10.0, LinearTrainer(loss, 10.0), X0, y0)
+    trainer = LinearTrainer(loss, 10.0, n_classes=nc)
+    ctx = Context(D, task, loss, N0, 10.0, trainer, X0, y0, n_classes=nc or 2)
     ctx.retune = lambda channel, learner: HistoryRetuner(channel, learner, ctx.recompute, loss, task)
     spec = STRATEGIES[name].train
     if spec.learner is not None:
-        ctx.recompute = spec_trainer(spec, task)
-        ctx.initial = spec_trainer(TrainSpec(spec.learner, spec.params), task)
+        ctx.recompute = spec_trainer(spec, task, n_classes=nc)
+        ctx.initial = spec_trainer(TrainSpec(spec.learner, spec.params), task, n_classes=nc)
     loop = STRATEGIES[name].build(ctx, PARAMS.get(name))
     loop.start(ctx.initial_model(), X0, y0, warm_learner=True)
     return loop
 
 
 @cache
-def _warm(name: str, task: Task) -> bytes:
+def _warm(name: str, task: Kind) -> bytes:
     loop = build(name, task)
     list(run(loop, task, N0, 400))
     return dumps(loop)
 
 
-def warm_loop(name: str, task: Task) -> EdgeLoop:
+def warm_loop(name: str, task: Kind) -> EdgeLoop:
     """A fresh copy of the strategy's loop after samples N0…399 (built once per module)."""
     loop, _ = loads(_warm(name, task))
     assert isinstance(loop, EdgeLoop)

@@ -116,7 +116,7 @@ def test_the_clouds_shrub_document_goes_to_sklearn() -> None:
 def test_what_does_not_convert_says_why() -> None:
     X, y, _ = data()
     three = np.where(X[:, 0] > 1, 2, np.where(X[:, 0] > -1, 1, 0))
-    with pytest.raises(ValueError, match="only binary classifiers"):
+    with pytest.raises(ValueError, match="multinomial"):  # not eq. (1) per class: OneVsRestClassifier is
         LinearModel.from_sklearn(LogisticRegression().fit(X, three))
     with pytest.raises(ValueError, match="squared_hinge"):
         LinearModel.from_sklearn(LinearSVC(loss="hinge").fit(X, y))

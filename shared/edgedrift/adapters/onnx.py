@@ -8,6 +8,10 @@ gives the model's own labels and probabilities to rounding:
   (n, 1);
 * a squared-hinge model is written with the standard operators (MatMul, Add, Where): outputs ``label``
   and ``scores`` (n,); skl2onnx's ``LinearSVC`` converter has no float64 mode;
+* a one-vs-rest model of C ≥ 3 classes is written with the standard operators (MatMul, Add, ArgMax):
+  outputs ``label`` (int64 codes 0..C−1, ties to the lowest) and, for the logistic loss,
+  ``probabilities`` (n, C): the columns' sigmoids normalised to sum to 1, as
+  :meth:`~edgedrift.models.linear.LinearModel.predict_proba`; for the squared hinge ``scores`` (n, C);
 * a shrub is written with the standard operators too (Gather, LessOrEqual, Where, one step per level):
   outputs ``label`` and ``probabilities`` (classification, classes in document order) or ``variable``.
   The ONNX-ML tree operators return float32 probabilities (about 1e-8 off); the rows are rounded to
@@ -50,7 +54,10 @@ def to_onnx(model: LinearModel | ShrubModel) -> bytes:
     if isinstance(model, ShrubModel):
         proto = _shrub_graph(model)
     elif isinstance(model, LinearModel):
-        proto = _hinge_graph(model) if model.loss.name == "squared_hinge" else _skl2onnx(model)
+        if model.multiclass:
+            proto = _one_vs_rest_graph(model)
+        else:
+            proto = _hinge_graph(model) if model.loss.name == "squared_hinge" else _skl2onnx(model)
     else:
         raise TypeError(f"cannot export {type(model).__name__}: a LinearModel or a ShrubModel")
     onnx.checker.check_model(proto)
@@ -111,6 +118,31 @@ def _hinge_graph(model: LinearModel) -> onnx.ModelProto:
         helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
         helper.make_tensor_value_info("scores", TensorProto.DOUBLE, [None]),
     ]
+    return _model(nodes, inits, outputs, model.n_features)
+
+
+def _one_vs_rest_graph(model: LinearModel) -> onnx.ModelProto:
+    inits = [
+        _const("coef", np.asarray(model.raw_coef, dtype=np.float64)),
+        _const("intercept", np.asarray(model.raw_intercept, dtype=np.float64)),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["X", "coef"], ["xw"]),
+        helper.make_node("Add", ["xw", "intercept"], ["scores"]),
+        helper.make_node("ArgMax", ["scores"], ["label"], axis=1, keepdims=0, select_last_index=0),
+    ]
+    C = model.n_classes
+    outputs = [helper.make_tensor_value_info("label", TensorProto.INT64, [None])]
+    if model.loss.name == "logistic":
+        inits.append(_const("axis1", np.array([1], dtype=np.int64)))
+        nodes += [
+            helper.make_node("Sigmoid", ["scores"], ["sigmoids"]),
+            helper.make_node("ReduceSum", ["sigmoids", "axis1"], ["total"], keepdims=1),
+            helper.make_node("Div", ["sigmoids", "total"], ["probabilities"]),
+        ]
+        outputs.append(helper.make_tensor_value_info("probabilities", TensorProto.DOUBLE, [None, C]))
+    else:
+        outputs.append(helper.make_tensor_value_info("scores", TensorProto.DOUBLE, [None, C]))
     return _model(nodes, inits, outputs, model.n_features)
 
 

@@ -10,8 +10,11 @@
 * ``DecisionTreeClassifier`` / ``DecisionTreeRegressor`` ↔ the shrub document
   (:mod:`edgedrift.models.tree`): the same node arrays, so both predict the same for every row.
 
-Classifiers are binary with labels ±1 on the EdgeDrift side; an estimator fitted on two other labels
-maps its second class (``classes_[1]``) to +1.
+Binary classifiers have labels ±1 on the EdgeDrift side; an estimator fitted on two other labels maps
+its second class (``classes_[1]``) to +1. A one-vs-rest model of C ≥ 3 classes converts from and to
+``OneVsRestClassifier`` over binary ``LogisticRegression`` / ``LinearSVC`` estimators (``classes_[c]``
+becomes code c), and from a multi-class ``LinearSVC`` (one-vs-rest by default). scikit-learn's
+multi-class ``LogisticRegression`` is multinomial (softmax), not eq. (1) per class, and is refused.
 
 Examples
 --------
@@ -35,6 +38,8 @@ from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.multiclass import OneVsRestClassifier
+from sklearn.preprocessing import LabelBinarizer
 from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.tree._tree import Tree
@@ -59,8 +64,43 @@ def _binary_coef(est: Any) -> tuple[np.ndarray, float]:
     return coef, float(np.asarray(est.intercept_, dtype=np.float64).reshape(-1)[0])
 
 
+def _one_vs_rest_from_sklearn(est: Any) -> LinearModel:
+    """A fitted ``OneVsRestClassifier`` of binary linear estimators, or a multi-class ``LinearSVC``, as a
+    one-vs-rest LinearModel: column c is the estimator of ``classes_[c]`` (same predictions)."""
+    if isinstance(est, OneVsRestClassifier):
+        columns = [linear_from_sklearn(e) for e in getattr(est, "estimators_", [])]
+        if len(columns) < 3 or len(columns) != len(est.classes_):
+            raise ValueError(
+                "only a OneVsRestClassifier of 3 or more classes, each with a linear estimator, converts"
+            )
+        kinds = {(m.loss.name, m.C, m.bias) for m in columns}
+        if len(kinds) != 1:
+            raise ValueError(
+                f"the one-vs-rest estimators differ in loss, C or intercept_scaling: {sorted(kinds)}"
+            )
+        beta = np.column_stack([m.beta for m in columns])
+        first = columns[0]
+        return LinearModel(first.loss, beta, first.C, first.bias, None, 0, {"sklearn": "OneVsRestClassifier"})
+    if est.loss != "squared_hinge" or est.multi_class != "ovr":
+        raise ValueError("only LinearSVC(loss='squared_hinge', multi_class='ovr') has a loss of eq. (1)")
+    coef = np.asarray(est.coef_, dtype=np.float64)
+    bias = float(est.intercept_scaling) if est.fit_intercept else 1.0
+    beta = np.vstack([coef.T, np.asarray(est.intercept_, dtype=np.float64) / bias])
+    return LinearModel(get_loss("squared_hinge"), beta, float(est.C), bias, None, 0, {"sklearn": "LinearSVC"})
+
+
 def linear_from_sklearn(est: Any) -> LinearModel:
-    """A fitted ``LogisticRegression``, ``LinearSVC`` or ``Ridge`` as a LinearModel (same predictions)."""
+    """A fitted ``LogisticRegression``, ``LinearSVC`` or ``Ridge`` as a LinearModel (same predictions); for
+    C ≥ 3 classes a ``OneVsRestClassifier`` of them or a ``LinearSVC``."""
+    if isinstance(est, OneVsRestClassifier) or (
+        isinstance(est, LinearSVC) and np.asarray(getattr(est, "classes_", [])).size >= 3
+    ):
+        return _one_vs_rest_from_sklearn(est)
+    if isinstance(est, LogisticRegression) and np.asarray(est.classes_).size >= 3:
+        raise ValueError(
+            "a multi-class LogisticRegression is multinomial (softmax), not one-vs-rest: fit "
+            "OneVsRestClassifier(LogisticRegression(...)) for a model of eq. (1) per class"
+        )
     if isinstance(est, LogisticRegression):
         coef, intercept = _binary_coef(est)
         bias = float(est.intercept_scaling) if est.solver == "liblinear" and est.fit_intercept else 1.0
@@ -80,15 +120,27 @@ def linear_from_sklearn(est: Any) -> LinearModel:
         alpha = float(np.asarray(est.alpha).reshape(-1)[0])
         loss, bias, C = "squared", 1.0, 1.0 / (2.0 * alpha) if alpha > 0 else 1e12
     else:
-        raise TypeError(f"cannot convert {type(est).__name__}: LogisticRegression, LinearSVC or Ridge")
+        raise TypeError(
+            f"cannot convert {type(est).__name__}: "
+            "LogisticRegression, LinearSVC or Ridge (or a OneVsRestClassifier of them)"
+        )
     if bias <= 0:
         raise ValueError("intercept_scaling must be > 0")
     beta = np.append(coef, intercept / bias)
     return LinearModel(get_loss(loss), beta, C, bias, None, 0, {"sklearn": type(est).__name__})
 
 
-def linear_to_sklearn(model: LinearModel) -> LogisticRegression | LinearSVC | Ridge:
-    """A fitted scikit-learn estimator predicting what ``model`` predicts (raw-space weights)."""
+def linear_to_sklearn(model: LinearModel) -> LogisticRegression | LinearSVC | Ridge | OneVsRestClassifier:
+    """A fitted scikit-learn estimator predicting what ``model`` predicts (raw-space weights); a model of
+    C ≥ 3 classes becomes a ``OneVsRestClassifier`` of its columns (classes 0..C−1; for the logistic loss
+    its ``predict_proba`` normalises the columns' sigmoids, as :meth:`LinearModel.predict_proba`)."""
+    if model.multiclass:
+        ovr = OneVsRestClassifier(linear_to_sklearn(model.column(0)))
+        ovr.estimators_ = [linear_to_sklearn(model.column(c)) for c in range(model.n_classes)]
+        ovr.label_binarizer_ = LabelBinarizer(sparse_output=False).fit(np.arange(model.n_classes))
+        ovr.classes_ = ovr.label_binarizer_.classes_
+        ovr.n_features_in_ = model.n_features
+        return ovr
     coef, intercept = np.array(model.raw_coef, dtype=np.float64), float(model.raw_intercept)
     est: LogisticRegression | LinearSVC | Ridge
     if model.loss.name == "squared":

@@ -10,6 +10,7 @@ from edgedrift.data.download import ChecksumError, cache_dir, data_dir, fetch
 from edgedrift.data.drift_streams import load_drift_stream
 from edgedrift.data.files import load_arff, load_csv
 from edgedrift.data.generators import hyperplane, rbf_drift, ridge_stream, sea, sine1plus
+from edgedrift.data.sine_multiclass import sine_mc
 from edgedrift.data.stream import Stream
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "ridge_stream",
     "sea",
     "sine1plus",
+    "sine_mc",
 ]

@@ -24,6 +24,7 @@ from edgedrift.data import generators
 from edgedrift.data.download import cache_dir, fetch, resolve_source
 from edgedrift.data.drift_streams import DRIFT_STREAMS, load_drift_stream
 from edgedrift.data.files import load_arff, load_csv
+from edgedrift.data.sine_multiclass import sine_mc
 from edgedrift.data.stream import Stream
 from edgedrift.models.losses import FloatArray
 
@@ -171,6 +172,7 @@ def load_covtype(binary: bool = True) -> Stream:
 _GENERATORS: dict[str, tuple[Callable[..., Stream], dict[str, Any]]] = {
     "sine1": (generators.sine1plus, {"d": 2, "sigma": 1.0}),
     "sine1+": (generators.sine1plus, {}),
+    "sine-mc": (sine_mc, {}),
     "ridge": (generators.ridge_stream, {}),
     "sea": (generators.sea, {}),
     "hyperplane": (generators.hyperplane, {}),
@@ -229,10 +231,10 @@ def _parse_params(spec: str, text: str, func: Callable[..., Stream], fixed: dict
 def load_dataset(spec: str, target: str | None = None, seed: int = 0) -> Stream:
     """A stream from a spec string: a real data set (``elec2``, ``elec2-6``, ``covtype``, ``covtype-7``,
     ``outdoor``, ``keystroke``, ``usenet1``, ``usenet2``), ``csv:PATH`` (with ``target``), ``arff:PATH``
-    (``target`` optional: the last attribute), or a generator ``sine1``, ``sine1+``, ``ridge``, ``sea``,
-    ``hyperplane``, ``rbf``, ``rbf-imbalanced``
-    with optional ``:key=value,...`` parameters (e.g. ``sine1+:d=10,sigma=100``, ``rbf-imbalanced:mean=20000,
-    var=50``; tuples as ``drift_at=100;200``).
+    (``target`` optional: the last attribute), or a generator ``sine1``, ``sine1+``, ``sine-mc``,
+    ``ridge``, ``sea``, ``hyperplane``, ``rbf``, ``rbf-imbalanced`` with optional ``:key=value,...``
+    parameters (e.g. ``sine1+:d=10,sigma=100``, ``rbf-imbalanced:mean=20000,var=50``; tuples as
+    ``drift_at=100;200``).
 
     ``seed`` seeds the generators unless the spec sets ``seed`` itself; real data sets ignore it.
     """

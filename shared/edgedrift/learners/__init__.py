@@ -2,6 +2,7 @@
 
 from edgedrift.learners.adaptive import AdaptiveSGD
 from edgedrift.learners.base import EWStandardizer, IncrementalLearner, OnlineLearner
+from edgedrift.learners.one_vs_rest import OneVsRest
 from edgedrift.learners.online_bls import OnlineBLS
 from edgedrift.learners.second_order import ForgettingNewton
 from edgedrift.learners.sgd import SGD, Perceptron
@@ -13,6 +14,7 @@ __all__ = [
     "EWStandardizer",
     "ForgettingNewton",
     "IncrementalLearner",
+    "OneVsRest",
     "OnlineBLS",
     "OnlineLearner",
     "Perceptron",

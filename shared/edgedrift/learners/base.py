@@ -249,6 +249,10 @@ class IncrementalLearner(Estimator, ABC):
             return z
         return 1.0 if z >= 0.0 else -1.0
 
+    def score_many(self, X: FloatArray) -> FloatArray:
+        """The linear scores x̃ᵀw of a batch (the scaler is not updated)."""
+        return np.asarray(self._features_many(X) @ self.w, dtype=np.float64)
+
     def predict_many(self, X: FloatArray) -> FloatArray:
         """Vectorised predictions for a batch (the scaler is not updated)."""
         z = self._features_many(X) @ self.w
@@ -352,6 +356,11 @@ class IncrementalLearner(Estimator, ABC):
 
     def anchor(self, model: LinearModel) -> None:
         """Continue from the batch model: express its raw-space weights in this learner's space."""
+        if model.multiclass:
+            raise ValueError(
+                f"a binary learner cannot continue from a model of {model.n_classes} classes: "
+                "wrap it in OneVsRest (each class's learner continues from its column)"
+            )
         a, b = model.raw_coef, model.raw_intercept
         self._stale = True
         if self._scaler is None:

@@ -10,17 +10,25 @@ unregularised bias) would change the objective and break the bound, so it is nev
 **Scaling.** A model may carry a frozen standardiser (mean, scale) fitted on its training window; then
 x̃ = ((x − mean)/scale, bias). The bound is computed in the space the batch model was trained in, so
 monitors compute their gradients through :meth:`LinearModel.augment` and never in the raw space.
+
+**Multi-class (one-vs-rest).** With C ≥ 3 classes (codes 0..C−1, :mod:`edgedrift.labels`) β is a
+(d+1, C) matrix: column c is the eq. (1) solution of "class c against the rest" (labels +1 / −1), what
+LIBLINEAR's ``-s 0`` and ``-s 2`` train for C classes. The objective C Σᵢ Σ_c ℓ(y_ic, x̃ᵢᵀβ_c) + ½‖B‖²_F is
+a sum of C independent eq. (1) problems, so Theorem 1 holds per column (docs/learning-core.md). The
+prediction is the argmax of the C scores (ties: the lowest code). The document (:mod:`edgedrift.models.
+linear_document`) carries ``classes`` (the codes, in column order), ``coef`` (C × d) and ``intercept``
+(C numbers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from edgedrift.models.losses import FloatArray, Loss, Task, get_loss
+from edgedrift.labels import class_codes, one_vs_rest_targets
+from edgedrift.models.losses import FloatArray, Loss, Task
 
 #: Version of the JSON model document; bump it when a field changes meaning.
 MODEL_FORMAT = "edgedrift.model/1"
@@ -44,7 +52,22 @@ class Standardizer:
 
 @dataclass(frozen=True)
 class LinearModel:
-    """β of eq. (1) over augmented features, with everything needed to predict and to bound it."""
+    """β of eq. (1) over augmented features, with everything needed to predict and to bound it.
+
+    ``beta`` is a vector (d+1,) for a binary classifier (labels ±1) or a regressor, and a (d+1, C) matrix
+    for a one-vs-rest classifier of C ≥ 3 classes (see the module docstring).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgedrift.models.losses import get_loss
+    >>> beta = np.array([[1.0, 0.0, -1.0], [0.0, 1.0, 0.0], [0.0, -0.5, 0.0]])  # d = 2, C = 3
+    >>> model = LinearModel(get_loss("logistic"), beta, C=1.0)
+    >>> model.n_classes, model.predict(np.array([[2.0, 0.0], [0.0, 2.0], [-2.0, 0.0]])).tolist()
+    (3, [0.0, 1.0, 2.0])
+    >>> model.column(1).beta.tolist()
+    [0.0, 1.0, -0.5]
+    """
 
     loss: Loss
     beta: FloatArray
@@ -53,19 +76,36 @@ class LinearModel:
     scaler: Standardizer | None = None
     n_train: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
-    # Raw-space weights for prediction: x·raw_coef + raw_intercept == x̃ᵀβ.
+    # Raw-space weights for prediction: x·raw_coef + raw_intercept == x̃ᵀβ. A binary or regression model
+    # has raw_coef (d,) and a float raw_intercept; a multi-class one (d, C) and (C,).
     raw_coef: FloatArray = field(init=False, repr=False)
-    raw_intercept: float = field(init=False, repr=False)
+    raw_intercept: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         beta = np.ascontiguousarray(self.beta, dtype=np.float64)
-        if beta.ndim != 1 or beta.size < 2:
+        if beta.ndim == 2:
+            if beta.shape[0] < 2 or beta.shape[1] < 3:
+                raise ValueError(
+                    f"a multi-class beta must be (n_features + 1, n_classes >= 3), got shape {beta.shape}"
+                )
+            if self.loss.task != "classification":
+                raise ValueError(f"a multi-class beta needs a classification loss, not {self.loss.name!r}")
+        elif beta.ndim != 1 or beta.size < 2:
             raise ValueError("beta must be a 1-D vector of length n_features + 1")
         if not np.all(np.isfinite(beta)):
             raise ValueError("beta must be finite")
-        if self.C <= 0:
+        if not self.C > 0:
             raise ValueError("C must be > 0")
         object.__setattr__(self, "beta", beta)
+        if beta.ndim == 2:
+            coef2 = beta[:-1]
+            intercepts = self.bias * beta[-1]
+            if self.scaler is not None:
+                coef2 = coef2 / self.scaler.scale[:, None]
+                intercepts = intercepts - self.scaler.mean @ coef2
+            object.__setattr__(self, "raw_coef", np.ascontiguousarray(coef2))
+            object.__setattr__(self, "raw_intercept", np.ascontiguousarray(intercepts))
+            return
         coef = beta[:-1]
         intercept = self.bias * float(beta[-1])
         if self.scaler is not None:
@@ -81,16 +121,46 @@ class LinearModel:
 
     @property
     def n_features(self) -> int:
-        return int(self.beta.size - 1)
+        return int(self.beta.shape[0] - 1)
+
+    @property
+    def multiclass(self) -> bool:
+        """Whether this is a one-vs-rest model of C ≥ 3 classes (β is a matrix)."""
+        return self.beta.ndim == 2
+
+    @property
+    def n_classes(self) -> int:
+        """C: the columns of a multi-class model, 2 for a binary classifier, 0 for a regressor."""
+        if self.beta.ndim == 2:
+            return int(self.beta.shape[1])
+        return 2 if self.task == "classification" else 0
+
+    @property
+    def classes(self) -> FloatArray:
+        """The label codes the model predicts, in column order: (−1, +1) or (0, …, C−1)."""
+        if self.task != "classification":
+            raise ValueError("a regression model has no classes")
+        return class_codes(self.n_classes)
 
     @property
     def coef(self) -> FloatArray:
-        """Weights of the (possibly standardised) features, without the intercept."""
+        """Weights of the (possibly standardised) features, without the intercept: (d,) or (d, C)."""
         return self.beta[:-1]
 
     @property
-    def intercept(self) -> float:
+    def intercept(self) -> float | FloatArray:
+        """bias · w_b: a float, or the C intercepts of a multi-class model."""
+        if self.beta.ndim == 2:
+            return np.asarray(self.bias * self.beta[-1], dtype=np.float64)
         return self.bias * float(self.beta[-1])
+
+    def column(self, c: int) -> LinearModel:
+        """The binary model "class c against the rest" of a multi-class model (same C, bias, scaler)."""
+        if self.beta.ndim != 2:
+            raise ValueError("column() needs a multi-class model")
+        if not 0 <= c < self.n_classes:
+            raise ValueError(f"class {c} is not in 0..{self.n_classes - 1}")
+        return LinearModel(self.loss, self.beta[:, c], self.C, self.bias, self.scaler, self.n_train)
 
     def augment(self, X: FloatArray) -> FloatArray:
         """Map raw samples (n, d) to the training space (n, d+1): scale, then append the bias column."""
@@ -105,26 +175,40 @@ class LinearModel:
         return out
 
     def decision_function(self, X: FloatArray) -> FloatArray:
-        """Scores x̃ᵀβ for a batch of raw samples."""
-        return np.asarray(X, dtype=np.float64) @ self.raw_coef + self.raw_intercept
+        """Scores x̃ᵀβ for a batch of raw samples: (n,), or (n, C) for a multi-class model."""
+        out: FloatArray = np.asarray(X, dtype=np.float64) @ self.raw_coef + self.raw_intercept
+        return out
 
     def predict(self, X: FloatArray) -> FloatArray:
-        """±1 labels (a score of exactly 0 maps to +1) or real values for regression."""
+        """±1 labels (a score of exactly 0 maps to +1), the argmax code of C ≥ 3 classes (ties: the lowest
+        code), or real values for regression."""
         z = self.decision_function(X)
+        if self.beta.ndim == 2:
+            codes: FloatArray = np.argmax(np.atleast_2d(z), axis=1).astype(np.float64)
+            return codes
         if self.task == "regression":
             return z
         return np.where(z >= 0.0, 1.0, -1.0)
 
     def predict_one(self, x: FloatArray) -> float:
-        z = float(self.raw_coef @ x) + self.raw_intercept
+        if self.beta.ndim == 2:
+            return float(np.argmax(x @ self.raw_coef + self.raw_intercept))
+        z: float = float(self.raw_coef @ x) + self.raw_intercept
         if self.task == "regression":
             return z
         return 1.0 if z >= 0.0 else -1.0
 
     def predict_proba(self, X: FloatArray) -> FloatArray:
-        """Logistic loss only: columns P(y = −1), P(y = +1) = σ(x̃ᵀβ) (scikit-learn's column order)."""
+        """Logistic loss only: columns P(y = −1), P(y = +1) = σ(x̃ᵀβ) (scikit-learn's column order); for
+        C ≥ 3 classes the one-vs-rest sigmoids σ(x̃ᵀβ_c) normalised to sum to 1 (what scikit-learn's
+        ``OneVsRestClassifier`` and a LIBLINEAR ``LogisticRegression`` report)."""
         if self.loss.name != "logistic":
             raise ValueError(f"probabilities need the logistic loss, not {self.loss.name!r}")
+        if self.beta.ndim == 2:
+            p = np.atleast_2d(0.5 * (1.0 + np.tanh(0.5 * self.decision_function(X))))
+            total = p.sum(axis=1, keepdims=True)  # 0 only if every sigmoid underflows: uniform then
+            out: FloatArray = np.divide(p, total, out=np.full_like(p, 1.0 / p.shape[1]), where=total > 0)
+            return out
         p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
         return np.column_stack([1.0 - p, p])
 
@@ -142,22 +226,31 @@ class LinearModel:
 
         return linear_to_sklearn(self)
 
+    def _targets(self, y: FloatArray) -> FloatArray:
+        """The labels each column's loss sees: y itself, or the (n, C) one-vs-rest ±1 targets."""
+        y = np.asarray(y, dtype=np.float64)
+        return one_vs_rest_targets(y, self.n_classes) if self.beta.ndim == 2 else y
+
     def gradients(self, X: FloatArray, y: FloatArray) -> FloatArray:
-        """Per-sample gradients ∇_β ℓᵢ(β), shape (n, d+1), in the training space."""
+        """Per-sample gradients ∇_β ℓᵢ(β) in the training space: (n, d+1), or for a multi-class model
+        (n, (d+1)·C), each row the (d+1, C) gradient x̃ᵢ ∂ℓᵢ/∂zᵀ flattened in β's (row-major) order."""
         Xa = self.augment(X)
-        return self.loss.dz(np.asarray(y, dtype=np.float64), Xa @ self.beta)[:, None] * Xa
+        dz = self.loss.dz(self._targets(y), Xa @ self.beta)
+        if self.beta.ndim == 2:
+            rows: FloatArray = np.einsum("ij,ic->ijc", Xa, dz).reshape(len(Xa), -1)
+            return rows
+        return dz[:, None] * Xa
 
     def gradient_sum(self, X: FloatArray, y: FloatArray) -> FloatArray:
-        """Σᵢ ∇_β ℓᵢ(β) (one matrix-vector product, no (n, d+1) temporary)."""
+        """Σᵢ ∇_β ℓᵢ(β), shaped like β (one matrix product, no per-sample temporary)."""
         Xa = self.augment(X)
-        return Xa.T @ self.loss.dz(np.asarray(y, dtype=np.float64), Xa @ self.beta)
+        return Xa.T @ self.loss.dz(self._targets(y), Xa @ self.beta)
 
     def objective(self, X: FloatArray, y: FloatArray) -> float:
-        """Eq. (1): C Σ ℓ + ½‖β‖²."""
+        """Eq. (1): C Σ ℓ + ½‖β‖² (for C ≥ 3 classes the sum over the columns, ‖·‖ Frobenius)."""
         z = self.augment(X) @ self.beta
-        return self.C * float(self.loss.value(np.asarray(y, dtype=np.float64), z).sum()) + 0.5 * float(
-            self.beta @ self.beta
-        )
+        b = self.beta.reshape(-1)
+        return self.C * float(self.loss.value(self._targets(y), z).sum()) + 0.5 * float(b @ b)
 
     def with_meta(self, **meta: Any) -> LinearModel:
         return LinearModel(
@@ -166,56 +259,17 @@ class LinearModel:
 
     def to_document(self) -> dict[str, Any]:
         """The versioned JSON document (see :func:`predict_document` for numpy-only prediction)."""
-        doc: dict[str, Any] = {
-            "format": MODEL_FORMAT,
-            "kind": "linear",
-            "task": self.task,
-            "loss": self.loss.name,
-            "n_features": self.n_features,
-            "coef": self.coef.tolist(),
-            "intercept": self.intercept,
-            "bias": self.bias,
-            "C": self.C,
-            "scaler": None
-            if self.scaler is None
-            else {"mean": self.scaler.mean.tolist(), "scale": self.scaler.scale.tolist()},
-            "n_train": self.n_train,
-            "created": self.meta.get("created", datetime.now(UTC).isoformat()),
-            "version": self.meta.get("version"),
-        }
-        if "training" in self.meta:
-            doc["training"] = self.meta["training"]
-        return doc
+        from edgedrift.models.linear_document import linear_document
+
+        return linear_document(self)
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> LinearModel:
-        """Rebuild a model from :meth:`to_document` output; refuses unknown formats and kinds."""
-        if doc.get("format") != MODEL_FORMAT:
-            raise ValueError(f"unsupported model format {doc.get('format')!r}; expected {MODEL_FORMAT!r}")
-        if doc.get("kind") != "linear":
-            raise ValueError(f"not a linear model document (kind={doc.get('kind')!r})")
-        coef = np.asarray(doc["coef"], dtype=np.float64)
-        if coef.shape != (int(doc["n_features"]),):
-            raise ValueError("coef length does not match n_features")
-        bias = float(doc["bias"])
-        if bias <= 0:
-            raise ValueError("bias must be > 0")
-        beta = np.append(coef, float(doc["intercept"]) / bias)
-        scaler = None
-        if doc.get("scaler") is not None:
-            scaler = Standardizer(
-                mean=np.asarray(doc["scaler"]["mean"], dtype=np.float64),
-                scale=np.asarray(doc["scaler"]["scale"], dtype=np.float64),
-            )
-        return cls(
-            loss=get_loss(doc["loss"]),
-            beta=beta,
-            C=float(doc["C"]),
-            bias=bias,
-            scaler=scaler,
-            n_train=int(doc.get("n_train", 0)),
-            meta={k: doc[k] for k in ("created", "version", "training") if doc.get(k) is not None},
-        )
+        """Rebuild a model from :meth:`to_document` output; every field is validated (ValueError naming
+        the field for a bad document, an unknown format or kind)."""
+        from edgedrift.models.linear_document import linear_from_document
+
+        return linear_from_document(doc)
 
 
 def predict_document(doc: dict[str, Any], X: FloatArray) -> FloatArray:
@@ -224,7 +278,13 @@ def predict_document(doc: dict[str, Any], X: FloatArray) -> FloatArray:
     Z = X
     if doc.get("scaler") is not None:
         Z = (X - np.asarray(doc["scaler"]["mean"])) / np.asarray(doc["scaler"]["scale"])
-    z = Z @ np.asarray(doc["coef"], dtype=np.float64) + float(doc["intercept"])
+    coef = np.asarray(doc["coef"], dtype=np.float64)
+    if coef.ndim == 2:  # one-vs-rest: C rows of d weights, the codes in ``classes``
+        scores = Z @ coef.T + np.asarray(doc["intercept"], dtype=np.float64)
+        classes = np.asarray(doc["classes"], dtype=np.float64)
+        labels: FloatArray = classes[np.argmax(scores, axis=1)]
+        return labels
+    z = Z @ coef + float(doc["intercept"])
     if doc["task"] == "regression":
         return z
     return np.where(z >= 0.0, 1.0, -1.0)

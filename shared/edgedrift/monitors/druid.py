@@ -12,6 +12,11 @@ Two variants share the Δg bookkeeping of :class:`~edgedrift.monitors.gradient.D
   with S the covariance of one sample's gradient at β₁, estimated on β₁'s own training window. The
   whitened statistic Δgᵀ S⁻¹ Δg / (|D_A| + |D_R|) is then ≈ χ²_{d+1} with no fitting period, and
   the threshold is its α-quantile.
+
+Both take a one-vs-rest model of C ≥ 3 classes as it is (docs/learning-core.md, "Multi-class"): Δg is
+then the (d+1)·C stacked gradient of the C columns, S the covariance of one sample's stacked gradient
+(the columns' gradients of one sample are correlated, and S keeps that), the whitened statistic has
+(d+1)·C degrees of freedom before the rank truncation, and the paper's χ_d fit uses d·C.
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ class DruidPaperMonitor(BoundMonitor, WarningHook):
     t_n
         T_N: a recompute follows more than T_N consecutive exceedances (None: ``n_fit``).
     df
-        Degrees of freedom d of the χ_d (None: the batch model's number of attributes).
+        Degrees of freedom d of the χ_d (None: the batch model's number of attributes, times the number of
+        classes for a one-vs-rest model of C ≥ 3 classes).
 
     Examples
     --------
@@ -119,7 +125,12 @@ class DruidPaperMonitor(BoundMonitor, WarningHook):
             return
         if n_a == self.n_fit:
             assert self.delta_g.model is not None
-            df = self.delta_g.model.n_features if self.df is None else self.df
+            model = self.delta_g.model
+            df = (
+                model.n_features * (model.n_classes if model.multiclass else 1)
+                if self.df is None
+                else self.df
+            )
             scale = chi_scale_mle(self._collected[: self.n_fit - 1], df)
             self.threshold = scale * chi_ppf(self.alpha, df)
         self.num_warnings = self.num_warnings + 1 if norm > self.threshold else 0
@@ -234,7 +245,7 @@ class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
     def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         super().reset(model, X, y)
         linear = require_linear(model, self.name)
-        dim = linear.n_features + 1
+        dim = linear.beta.size
         G = linear.gradients(X, y)
         W, df = self._whitener(self._covariance(G, dim))
         radius = math.sqrt(chi2_quantile(self.clip_quantile, df))

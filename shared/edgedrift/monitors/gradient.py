@@ -10,6 +10,11 @@ Theorem 1 holds even though the solver stops at a finite tolerance.
 
 A sample whose gradient is non-finite or huge (‖∇ℓ‖² above ``G2_MAX``, e.g. x = 1e308) adds nothing
 and is counted in ``n_skipped``; its eviction is skipped by the same test, so Δg never turns NaN or inf.
+
+For a one-vs-rest model of C ≥ 3 classes Δg is the (d+1, C) matrix of the C columns' Δg (column c with
+the labels ±1 of "class c against the rest"), kept flattened in β's row-major order as one vector of
+(d+1)·C entries: one sample's gradient is x̃ ∂ℓ/∂zᵀ, ∂ℓ/∂z_c = ℓ'(y_c, x̃ᵀβ_c). That path is numpy only
+(the compiled kernels take a binary model's weight vector).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import numpy as np
 
 from edgedrift import kernels
 from edgedrift.bounds import radius_vector
+from edgedrift.labels import one_vs_rest_targets
 from edgedrift.models.document import BatchModel
 from edgedrift.models.linear import LinearModel
 from edgedrift.models.losses import FloatArray
@@ -46,6 +52,8 @@ class DeltaG:
 
     def __init__(self) -> None:
         self.model: LinearModel | None = None
+        self._multi = False
+        self._codes = np.zeros(0)
         self.vec = np.zeros(0)
         self.residual = np.zeros(0)
         self._xa = np.zeros(0)
@@ -58,13 +66,16 @@ class DeltaG:
     def reset(self, model: LinearModel, X: FloatArray, y: FloatArray) -> None:
         """Start from Δg = 0 for ``model`` trained on the window (X, y)."""
         self.model = model
-        dim = model.n_features + 1
+        self._multi = model.multiclass
+        self._codes = np.arange(model.n_classes, dtype=np.float64)
+        dim = model.beta.size
         self.vec = np.zeros(dim)
         self._tmp = np.empty(dim)
-        self._xa = np.empty(dim)
+        self._xa = np.empty(model.n_features + 1)
         self._xa[-1] = model.bias
         self._mean: FloatArray | None = None if model.scaler is None else model.scaler.mean
-        self._inv_scale: FloatArray = np.ones(dim - 1) if model.scaler is None else 1.0 / model.scaler.scale
+        d = model.n_features
+        self._inv_scale: FloatArray = np.ones(d) if model.scaler is None else 1.0 / model.scaler.scale
         self._raw_coef = model.raw_coef
         self._raw_intercept = model.raw_intercept
         self._loss = model.loss
@@ -109,7 +120,10 @@ class DeltaG:
 
     def _track_compiled(self, x: FloatArray, y: float, added: bool) -> bool | None:
         """:meth:`add` (or one row of :meth:`remove`) in one compiled call (:mod:`edgedrift.kernels`):
-        whether the gradient was taken; None where there is no kernel for the loss or these arrays."""
+        whether the gradient was taken; None where there is no kernel for the loss or these arrays (or the
+        model is multi-class)."""
+        if self._multi:
+            return None
         found = kernels.for_loss(self._loss)
         if found is None:
             return None
@@ -146,6 +160,13 @@ class DeltaG:
 
     def _gradient(self, x: FloatArray, y: float) -> bool:
         """∇ℓ(β₁) of one sample into ``self._tmp``; False (skip it) unless its squared norm ≤ G2_MAX."""
+        if self._multi:
+            dz = self._loss.dz(
+                np.where(self._codes == y, 1.0, -1.0), x @ self._raw_coef + self._raw_intercept
+            )
+            out = self._tmp.reshape(len(self._xa), len(dz))
+            np.multiply(self.augment(x)[:, None], dz, out=out)
+            return float(self._tmp @ self._tmp) <= G2_MAX
         c = self._loss.dz_one(y, float(self._raw_coef @ x) + self._raw_intercept)
         g = np.multiply(self.augment(x), c, out=self._tmp)
         return float(g @ g) <= G2_MAX
@@ -163,20 +184,24 @@ class DeltaG:
         self._evicted += k
 
     def gradients(self, X: FloatArray, y: FloatArray) -> FloatArray:
-        """Per-sample gradients ∇ℓᵢ(β₁) in β₁'s training space, shape (k, d+1); rows that :meth:`add`
-        would skip are zero."""
+        """Per-sample gradients ∇ℓᵢ(β₁) in β₁'s training space, shape (k, d+1) (multi-class: (k, (d+1)·C),
+        rows flattened as Δg is); rows that :meth:`add` would skip are zero."""
         return self._gradients(X, y)[0]
 
     def _gradients(self, X: FloatArray, y: FloatArray) -> tuple[FloatArray, int]:
         """:meth:`gradients` and the number of rows skipped (zeroed)."""
-        c = self._loss.dz(y, X @ self._raw_coef + self._raw_intercept)
+        z = X @ self._raw_coef + self._raw_intercept
         G = np.empty((len(y), X.shape[1] + 1))
         if self._mean is None:
             G[:, :-1] = X
         else:
             np.multiply(X - self._mean, self._inv_scale, out=G[:, :-1])
         G[:, -1] = self._bias
-        G *= c[:, None]
+        if self._multi:
+            dz = self._loss.dz(one_vs_rest_targets(y, len(self._codes)), z)
+            G = np.einsum("ij,ic->ijc", G, dz).reshape(len(y), -1)
+        else:
+            G *= self._loss.dz(y, z)[:, None]
         flat = G.reshape(-1)
         if float(flat @ flat) <= G2_MAX:  # then every row passes :meth:`add`'s test
             return G, 0
@@ -194,7 +219,10 @@ class DeltaG:
 
     def _many_compiled(self, X: FloatArray, y: FloatArray, added: bool) -> FloatArray | None:
         """:meth:`add_many` (or :meth:`remove_many`) in one compiled call: the contributions R; None where
-        there is no kernel for the loss or these arrays (then the numpy code runs)."""
+        there is no kernel for the loss or these arrays, or the model is multi-class (then the numpy code
+        runs)."""
+        if self._multi:
+            return None
         found = kernels.for_loss(self._loss)
         if found is None:
             return None
@@ -266,11 +294,13 @@ class DeltaG:
         return self.n_added - max(0, self._evicted - self._orig)
 
     def radius(self, C2: float | None = None) -> FloatArray:
-        """r of eq. (2), corrected for β₁'s optimality residual (see the module docstring)."""
+        """r of eq. (2), corrected for β₁'s optimality residual (see the module docstring); shaped like β
+        (the (d+1, C) radius matrix R of a multi-class model, one column's r per class)."""
         assert self.model is not None
         C1 = self.model.C
         C2 = C1 if C2 is None else C2
-        return radius_vector(self.model.beta, self.vec, C1, C2) + (0.5 * C2 / C1) * self.residual
+        beta = self.model.beta
+        return radius_vector(beta, self.vec.reshape(beta.shape), C1, C2) + (0.5 * C2 / C1) * self.residual
 
 
 class BoundMonitor(Monitor):

@@ -4,6 +4,11 @@ Labeled samples update Δg (and so r); every unlabeled sample x is scored with t
 L, U = x̃ᵀβ₁ − x̃ᵀr ∓ ‖x̃‖‖r‖ of eq. (7). When sign(L) ≠ sign(U) the new model β₂ might classify x
 differently; after more than T_D such samples since the last recompute, PredSign recomputes.
 An unlabeled sample whose bounds are not finite (e.g. x = 1e308) is skipped and counted.
+
+A one-vs-rest model of C ≥ 3 classes predicts the argmax of its C scores; each column β₂_c lies in its
+own ball (centre β₁_c − r_c, radius ‖r_c‖), so L_c, U_c bound x̃ᵀβ₂_c. The class of β₂ is certain when
+the class k with the highest lower bound has L_k > U_c for every other class c; otherwise the sample is a
+disagreement (for C = 2 this is the sign rule). :func:`~edgedrift.bounds.argmax_certain` is that rule.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from edgedrift.bounds import argmax_certain
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions
@@ -66,6 +72,7 @@ class PredSignMonitor(BoundMonitor, UnlabeledHook):
         self.n_skipped = 0
         self._centre = np.zeros(0)
         self._r_norm = 0.0
+        self._r_norms = np.zeros(0)
 
     def reset(self, model: BatchModel, X: FloatArray, y: FloatArray) -> None:
         super().reset(model, X, y)
@@ -78,6 +85,7 @@ class PredSignMonitor(BoundMonitor, UnlabeledHook):
         assert self.delta_g.model is not None
         self._centre = self.delta_g.model.beta - r
         self._r_norm = float(np.linalg.norm(r))
+        self._r_norms = np.linalg.norm(r, axis=0) if r.ndim == 2 else np.zeros(0)
 
     def update(self, x: FloatArray, y: float, error: float, window: Evictions, n_evicted: int) -> None:
         self._track(x, y, window, n_evicted)
@@ -85,12 +93,21 @@ class PredSignMonitor(BoundMonitor, UnlabeledHook):
 
     def update_unlabeled(self, x: FloatArray) -> None:
         xa = self.delta_g.augment(x)
-        centre = float(xa @ self._centre)
-        half = math.sqrt(float(xa @ xa)) * self._r_norm
-        if not (math.isfinite(centre) and math.isfinite(half)):
-            self.n_skipped += 1
-            return
-        if (centre - half >= 0.0) != (centre + half >= 0.0):
+        if self._r_norms.size:
+            scores = xa @ self._centre
+            spread = math.sqrt(float(xa @ xa)) * self._r_norms
+            if not (np.isfinite(scores).all() and np.isfinite(spread).all()):
+                self.n_skipped += 1
+                return
+            uncertain = not argmax_certain((scores - spread)[None, :], (scores + spread)[None, :])[0]
+        else:
+            centre = float(xa @ self._centre)
+            half = math.sqrt(float(xa @ xa)) * self._r_norm
+            if not (math.isfinite(centre) and math.isfinite(half)):
+                self.n_skipped += 1
+                return
+            uncertain = (centre - half >= 0.0) != (centre + half >= 0.0)
+        if uncertain:
             self.n_disagree += 1
             self.warning_detected = True
             if self.n_disagree > self.t_d:
@@ -102,10 +119,16 @@ class PredSignMonitor(BoundMonitor, UnlabeledHook):
         assert dg.model is not None
         Xa = dg.model.augment(X)
         centre = Xa @ self._centre
-        half = np.linalg.norm(Xa, axis=1) * self._r_norm
-        finite = np.isfinite(centre) & np.isfinite(half)
-        self.n_skipped += len(finite) - int(np.count_nonzero(finite))
-        n = int(np.count_nonzero(finite & ((centre - half >= 0.0) != (centre + half >= 0.0))))
+        if self._r_norms.size:  # one-vs-rest: (n, C) bounds, the argmax rule
+            half = np.outer(np.linalg.norm(Xa, axis=1), self._r_norms)
+            finite = np.isfinite(centre).all(axis=1) & np.isfinite(half).all(axis=1)
+            uncertain = ~argmax_certain(centre - half, centre + half)
+        else:
+            half = np.linalg.norm(Xa, axis=1) * self._r_norm
+            finite = np.isfinite(centre) & np.isfinite(half)
+            uncertain = (centre - half >= 0.0) != (centre + half >= 0.0)
+        self.n_skipped += len(Xa) - int(np.count_nonzero(finite))
+        n = int(np.count_nonzero(finite & uncertain))
         if n:
             self.n_disagree += n
             self.warning_detected = True

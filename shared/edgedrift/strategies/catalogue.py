@@ -5,6 +5,9 @@ The offline evaluator and the edge agent both build their loop here, from a
 :class:`~edgedrift.strategies.context.Context` and one value of the strategy's parameter. So a deployed
 run and a replay with the same parameters make the same predictions and the same recomputes.
 
+The module is over 500 lines because :data:`STRATEGIES` is one table, an entry per strategy with its
+flags; splitting the table would scatter what a reader compares.
+
 Examples
 --------
 Every strategy of the catalogue on one stream whose concept rotates at sample 2500, every 10th sample
@@ -69,6 +72,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from edgedrift.labels import is_multiclass
 from edgedrift.loop import EdgeLoop, PredictWith
 from edgedrift.monitors import (
     DruidMonitor,
@@ -117,6 +121,9 @@ class Strategy:
     needs_history
         Whether its recomputes search the device's labeled history (``druid-tune``, ``periodic-tune``):
         such a strategy needs a context with a retune factory.
+    multiclass
+        Whether it runs on a stream of C ≥ 3 classes (codes 0..C−1; its linear learners one-vs-rest);
+        :meth:`build` refuses a multi-class context otherwise.
 
     Examples
     --------
@@ -153,13 +160,20 @@ class Strategy:
     classification_only: bool = False
     train: TrainSpec = LINEAR
     needs_history: bool = False
+    multiclass: bool = False
 
     def __post_init__(self) -> None:
         if (self.param is None) != (self.default is None):
             raise ValueError(f"strategy {self.name!r}: a default is needed exactly when there is a param")
 
     def build(self, ctx: Context, value: float | None = None) -> EdgeLoop:
-        """The strategy's loop for parameter ``value`` (None: :attr:`default`), not yet started."""
+        """The strategy's loop for parameter ``value`` (None: :attr:`default`), not yet started; ValueError
+        for a context of C ≥ 3 classes when the strategy is not :attr:`multiclass`."""
+        if ctx.task == "classification" and is_multiclass(ctx.n_classes) and not self.multiclass:
+            raise ValueError(
+                f"strategy {self.name!r} runs on binary (and regression) streams only, "
+                f"not on {ctx.n_classes} classes"
+            )
         return self.builder(ctx, value if value is not None else self.default)
 
 
@@ -262,6 +276,7 @@ STRATEGIES: dict[str, Strategy] = {
             DRUID_GRID,
             0.999,
             edgedrift=True,
+            multiclass=True,
         ),
         Strategy(
             "druid-rmsprop",
@@ -271,18 +286,21 @@ STRATEGIES: dict[str, Strategy] = {
             DRUID_GRID,
             0.999,
             edgedrift=True,
+            multiclass=True,
         ),
         Strategy(
             "newton",
             "EdgeDrift edge learner alone: online Newton with forgetting (0 recomputes)",
             _edge_only("newton"),
             edgedrift=True,
+            multiclass=True,
         ),
         Strategy(
             "rmsprop",
             "EdgeDrift edge learner alone: RMSProp on EW-standardised features (0 recomputes)",
             _edge_only("rmsprop"),
             edgedrift=True,
+            multiclass=True,
         ),
         Strategy(
             "perceptron",
@@ -290,6 +308,7 @@ STRATEGIES: dict[str, Strategy] = {
             _edge_only("perceptron"),
             edgedrift=True,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "druid-tune",
@@ -317,12 +336,14 @@ STRATEGIES: dict[str, Strategy] = {
             "Strong edge-only baseline: newton with all hyper-parameters tuned on the first window",
             strong_baseline("newton"),
             edgedrift=True,
+            multiclass=True,
         ),
         Strategy(
             "rmsprop-tuned",
             "Strong edge-only baseline: rmsprop with all hyper-parameters tuned on the first window",
             strong_baseline("rmsprop"),
             edgedrift=True,
+            multiclass=True,
         ),
         Strategy(
             "druid-paper",
@@ -331,6 +352,7 @@ STRATEGIES: dict[str, Strategy] = {
             "alpha",
             (0.01, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.9999999),
             0.99,
+            multiclass=True,
         ),
         Strategy(
             "predsign",
@@ -340,6 +362,7 @@ STRATEGIES: dict[str, Strategy] = {
             (60, 200, 600, 2000, 6000, 20000, 50000),
             1000,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "periodic",
@@ -348,14 +371,19 @@ STRATEGIES: dict[str, Strategy] = {
             "period",
             (1, 2, 5, 10, 20, 50, 100, 200, 430, 1000, 3000),
             100,
+            multiclass=True,
         ),
         Strategy(
             "sgd",
             "Incremental SGD from the initial batch model (0 recomputes)",
             lambda ctx, _: _loop(ctx, NeverMonitor(), "sgd", "incremental"),
+            multiclass=True,
         ),
         Strategy(
-            "never", "The initial batch model, never updated", lambda ctx, _: _loop(ctx, NeverMonitor())
+            "never",
+            "The initial batch model, never updated",
+            lambda ctx, _: _loop(ctx, NeverMonitor()),
+            multiclass=True,
         ),
         Strategy(
             "online-bls",
@@ -363,12 +391,14 @@ STRATEGIES: dict[str, Strategy] = {
             lambda ctx, _: _loop(ctx, NeverMonitor(), "bls", "incremental", anchor_on_recompute=False),
             edgedrift=True,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "online-bls-static",
             "Online-BLS without forgetting (Algorithm 1) alone on the edge (0 recomputes)",
             lambda ctx, _: _loop(ctx, NeverMonitor(), "bls-static", "incremental", anchor_on_recompute=False),
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "shrub-ensemble",
@@ -380,6 +410,7 @@ STRATEGIES: dict[str, Strategy] = {
             edgedrift=True,
             classification_only=True,
             train=SHRUB,
+            multiclass=True,
         ),
         Strategy(
             "shrub-ensemble-adwin",
@@ -390,6 +421,7 @@ STRATEGIES: dict[str, Strategy] = {
             ADWIN_DELTA,
             classification_only=True,
             train=SHRUB,
+            multiclass=True,
         ),
         Strategy(
             "rebalance-base",
@@ -430,6 +462,7 @@ STRATEGIES: dict[str, Strategy] = {
             DDM_GRID,
             DDM_LEVEL,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "ddm-incremental",
@@ -439,6 +472,7 @@ STRATEGIES: dict[str, Strategy] = {
             DDM_GRID,
             DDM_LEVEL,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "eddm",
@@ -448,6 +482,7 @@ STRATEGIES: dict[str, Strategy] = {
             EDDM_GRID,
             EDDM_LEVEL,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "eddm-incremental",
@@ -457,6 +492,7 @@ STRATEGIES: dict[str, Strategy] = {
             EDDM_GRID,
             EDDM_LEVEL,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "adwin",
@@ -466,6 +502,7 @@ STRATEGIES: dict[str, Strategy] = {
             ADWIN_GRID,
             ADWIN_DELTA,
             classification_only=True,
+            multiclass=True,
         ),
         Strategy(
             "adwin-incremental",
@@ -475,6 +512,7 @@ STRATEGIES: dict[str, Strategy] = {
             ADWIN_GRID,
             ADWIN_DELTA,
             classification_only=True,
+            multiclass=True,
         ),
     ]
 }

@@ -27,7 +27,7 @@ class Context:
     n_features
         Number of features d.
     task
-        ``"classification"`` (labels ±1) or ``"regression"``.
+        ``"classification"`` (labels ±1, or the codes 0..C−1 with ``n_classes`` = C) or ``"regression"``.
     loss
         The loss of Table 1 the linear models and learners use.
     window_labels
@@ -49,6 +49,9 @@ class Context:
     retune
         The re-tuning recompute of ``druid-tune`` / ``periodic-tune`` (in process for the evaluator, the
         cloud for the agent); None: those strategies cannot be built.
+    n_classes
+        The classes of a classification stream: 2 (labels ±1) or C ≥ 3 (labels the codes 0..C−1; the
+        linear learners run one-vs-rest and the batch trainer must train C columns). Ignored for regression.
 
     Examples
     --------
@@ -73,6 +76,7 @@ class Context:
     initial: Recompute | None = None
     guard: RangeGuard | None = None
     retune: RetuneFactory | None = None
+    n_classes: int = 2
 
     def initial_model(self) -> BatchModel:
         """The first batch model, trained on the first window (not counted as a recompute)."""

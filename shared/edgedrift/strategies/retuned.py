@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from edgedrift.learners import AdaptiveSGD, ForgettingNewton
+from edgedrift.labels import is_multiclass
+from edgedrift.learners import AdaptiveSGD, ForgettingNewton, OneVsRest
 from edgedrift.learners.base import OnlineLearner
 from edgedrift.loop import EdgeLoop
 from edgedrift.models.losses import FloatArray, Task
@@ -61,9 +62,10 @@ RETUNE_MARGIN_SE = 2.0
 
 
 def edge_learner(
-    name: str, n_features: int, loss: str, task: Task, params: Mapping[str, float]
+    name: str, n_features: int, loss: str, task: Task, params: Mapping[str, float], n_classes: int = 2
 ) -> OnlineLearner:
-    """A fresh tunable edge learner with the given hyper-parameters (missing ones: the grid's default).
+    """A fresh tunable edge learner with the given hyper-parameters (missing ones: the grid's default);
+    one-vs-rest over ``n_classes`` copies for C ≥ 3 classes.
 
     Examples
     --------
@@ -75,16 +77,19 @@ def edge_learner(
         raise ValueError(f"no tunable edge learner {name!r}; known: {', '.join(EDGE_GRIDS)}")
     p = {**EDGE_DEFAULTS[name], **params}
     alpha = float(p["scale_alpha"])
+    learner: AdaptiveSGD | ForgettingNewton
     if name == "rmsprop":
-        return AdaptiveSGD(n_features, loss, lr=float(p["lr"]), scale_alpha=alpha, task=task)
-    return ForgettingNewton(
-        n_features,
-        loss,
-        forgetting=float(p["forgetting"]),
-        prior=float(p["prior"]),
-        scale_alpha=alpha,
-        task=task,
-    )
+        learner = AdaptiveSGD(n_features, loss, lr=float(p["lr"]), scale_alpha=alpha, task=task)
+    else:
+        learner = ForgettingNewton(
+            n_features,
+            loss,
+            forgetting=float(p["forgetting"]),
+            prior=float(p["prior"]),
+            scale_alpha=alpha,
+            task=task,
+        )
+    return OneVsRest(learner, n_classes) if task == "classification" and is_multiclass(n_classes) else learner
 
 
 def grid_points(name: str) -> list[dict[str, float]]:
@@ -100,11 +105,11 @@ def grid_points(name: str) -> list[dict[str, float]]:
 
 
 def grid_scores(
-    name: str, n_features: int, loss: str, task: Task, X: FloatArray, y: FloatArray
+    name: str, n_features: int, loss: str, task: Task, X: FloatArray, y: FloatArray, n_classes: int = 2
 ) -> list[tuple[dict[str, float], FloatArray]]:
     """Every grid point with the per-sample prequential scores of a fresh learner over (X, y)."""
     return [
-        (params, prequential_scores(edge_learner(name, n_features, loss, task, params), X, y))
+        (params, prequential_scores(edge_learner(name, n_features, loss, task, params, n_classes), X, y))
         for params in grid_points(name)
     ]
 
@@ -177,7 +182,7 @@ def first_window_params(name: str, ctx: Context) -> dict[str, float]:
     one-standard-error rule (:func:`one_se_choice`)."""
     key = f"{name}+all"
     if key not in ctx.learner_params:
-        scored = grid_scores(name, ctx.n_features, ctx.loss, ctx.task, ctx.X0, ctx.y0)
+        scored = grid_scores(name, ctx.n_features, ctx.loss, ctx.task, ctx.X0, ctx.y0, ctx.n_classes)
         ctx.learner_params[key] = one_se_choice(name, scored)
     return ctx.learner_params[key]
 
@@ -290,7 +295,8 @@ def strong_baseline(learner: str) -> Callable[[Context, float | None], EdgeLoop]
     """The learner alone, every hyper-parameter tuned on the first window (0 recomputes)."""
 
     def build(ctx: Context, _: float | None) -> EdgeLoop:
-        edge = edge_learner(learner, ctx.n_features, ctx.loss, ctx.task, first_window_params(learner, ctx))
+        params = first_window_params(learner, ctx)
+        edge = edge_learner(learner, ctx.n_features, ctx.loss, ctx.task, params, ctx.n_classes)
         window = CountWindow(ctx.window_labels, ctx.n_features)
         return EdgeLoop(window, NeverMonitor(), ctx.recompute, edge, "incremental", guard=ctx.guard)
 

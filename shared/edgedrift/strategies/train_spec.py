@@ -72,12 +72,14 @@ class TrainSpec:
         stats: Mapping[str, Any] | None = None,
         request_id: str | None = None,
         reset_rows: int | None = None,
+        n_classes: int | None = None,
     ) -> WindowHeader:
         """The wire header of one recompute with this spec (validated by the wire model, ``task`` too).
 
         ``loss`` names the learner when the spec does not (None is fine for a non-linear spec); ``C``
         goes into the learner parameters (None: the trainer's default); ``stats`` is the monitor's
-        evidence; ``reset_rows`` the size of RebalanceStream's reset batch.
+        evidence; ``reset_rows`` the size of RebalanceStream's reset batch; ``n_classes`` the classes of a
+        multi-class stream (C ≥ 3; a binary header leaves it out).
         """
         params = dict(self.params) if C is None else {"C": C, **self.params}
         fields: dict[str, Any] = {
@@ -93,6 +95,8 @@ class TrainSpec:
             fields["request_id"] = request_id
         if reset_rows is not None:
             fields["reset_rows"] = reset_rows
+        if n_classes is not None and n_classes >= 3:
+            fields["n_classes"] = n_classes
         if self.return_base:
             fields["return_base"] = True
         return WindowHeader.model_validate(fields)

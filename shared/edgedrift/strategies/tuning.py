@@ -11,14 +11,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, Perceptron
-from edgedrift.learners.base import OnlineLearner
+from edgedrift.labels import is_multiclass
+from edgedrift.learners import SGD, AdaptiveSGD, ForgettingNewton, OneVsRest, Perceptron
+from edgedrift.learners.base import IncrementalLearner, OnlineLearner
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies.context import Context
 
 __all__ = [
     "LEARNERS",
     "LearnerFactory",
+    "for_classes",
     "make_learner",
     "prequential_score",
     "prequential_scores",
@@ -67,6 +69,15 @@ def _shrubs(ctx: Context, max_trees: float = 8) -> OnlineLearner:
     from edgedrift.learners.shrub_ensemble import ShrubEnsemble
 
     return ShrubEnsemble(max_trees=int(max_trees), window=ctx.window_labels)
+
+
+def for_classes(learner: OnlineLearner, ctx: Context) -> OnlineLearner:
+    """The learner for the context's classes: one-vs-rest over copies of a binary linear learner when the
+    stream has C ≥ 3 classes; any other learner as it is."""
+    multi = ctx.task == "classification" and is_multiclass(ctx.n_classes)
+    if multi and isinstance(learner, IncrementalLearner):
+        return OneVsRest(learner, ctx.n_classes)
+    return learner
 
 
 #: name -> (factory, grid of the hyper-parameter tuned on the first window)
@@ -135,13 +146,15 @@ def tune_learner(name: str, ctx: Context) -> dict[str, float]:
     if not grid:
         return {}
     ((param, values),) = grid.items()
-    scores = {v: prequential_score(factory(ctx, **{param: v}), ctx.X0, ctx.y0) for v in values}
+    scores = {
+        v: prequential_score(for_classes(factory(ctx, **{param: v}), ctx), ctx.X0, ctx.y0) for v in values
+    }
     return {param: max(values, key=lambda v: scores[v])}
 
 
 def make_learner(name: str, ctx: Context) -> OnlineLearner:
     """The named learner for the context's stream, tuned on its first window once (remembered in
-    ``ctx.learner_params``).
+    ``ctx.learner_params``); one-vs-rest over C copies for a stream of C ≥ 3 classes (:func:`for_classes`).
 
     Examples
     --------
@@ -158,4 +171,4 @@ def make_learner(name: str, ctx: Context) -> OnlineLearner:
     factory, _ = LEARNERS[name]
     if name not in ctx.learner_params:
         ctx.learner_params[name] = tune_learner(name, ctx)
-    return factory(ctx, **ctx.learner_params[name])
+    return for_classes(factory(ctx, **ctx.learner_params[name]), ctx)

@@ -12,9 +12,10 @@ from typing import Literal
 
 import numpy as np
 
+from edgedrift.labels import check_codes, is_multiclass
 from edgedrift.models.linear import LinearModel, Standardizer
 from edgedrift.models.losses import FloatArray, get_loss
-from edgedrift.training.liblinear_fast import solve
+from edgedrift.training.liblinear_fast import solve, solve_one_vs_rest
 
 Solver = Literal["liblinear", "closed_form"]
 
@@ -27,7 +28,11 @@ DEFAULT_EPS = 1e-4
 
 @dataclass(frozen=True)
 class LinearTrainer:
-    """Trains a :class:`LinearModel` on a window: ``trainer(X, y) -> model``."""
+    """Trains a :class:`LinearModel` on a window: ``trainer(X, y) -> model``.
+
+    ``n_classes`` (C ≥ 3) trains a one-vs-rest model of the codes 0..C−1 (a window may miss a class, so
+    the trainer is told C rather than counting the labels); None or 2: labels ±1.
+    """
 
     loss: str = "logistic"
     C: float = 1.0
@@ -35,6 +40,7 @@ class LinearTrainer:
     standardize: bool = False
     eps: float = DEFAULT_EPS
     solver: Solver = "liblinear"
+    n_classes: int | None = None
 
     def __call__(self, X: FloatArray, y: FloatArray) -> LinearModel:
         return train_linear(
@@ -46,10 +52,11 @@ class LinearTrainer:
             standardize=self.standardize,
             eps=self.eps,
             solver=self.solver,
+            n_classes=self.n_classes,
         )
 
     def with_C(self, C: float) -> LinearTrainer:
-        return LinearTrainer(self.loss, C, self.bias, self.standardize, self.eps, self.solver)
+        return LinearTrainer(self.loss, C, self.bias, self.standardize, self.eps, self.solver, self.n_classes)
 
 
 def train_linear(
@@ -62,10 +69,13 @@ def train_linear(
     standardize: bool = False,
     eps: float = DEFAULT_EPS,
     solver: Solver = "liblinear",
+    n_classes: int | None = None,
 ) -> LinearModel:
     """Minimise C Σ ℓ(yᵢ, x̃ᵢᵀβ) + ½‖β‖² over the window (X, y); see :mod:`edgedrift.models.linear`.
 
-    ``solver="closed_form"`` (squared loss only) solves (2C X̃ᵀX̃ + I) β = 2C X̃ᵀy exactly.
+    ``solver="closed_form"`` (squared loss only) solves (2C X̃ᵀX̃ + I) β = 2C X̃ᵀy exactly. With
+    ``n_classes`` ≥ 3 the labels are the codes 0..C−1 and the model is one-vs-rest (β is (d+1, C), see
+    :func:`~edgedrift.training.liblinear_fast.solve_one_vs_rest`); the classification losses only.
     """
     loss_fn = get_loss(loss)
     X = np.asarray(X, dtype=np.float64)
@@ -74,11 +84,22 @@ def train_linear(
         raise ValueError(f"X must be (n, d) and y (n,), got {X.shape} and {y.shape}")
     if X.shape[0] == 0:
         raise ValueError("cannot train on an empty window")
-    if loss_fn.task == "classification" and not np.all(np.abs(y) == 1.0):
-        raise ValueError("classification labels must be -1 or +1")
+    multi = n_classes is not None and is_multiclass(n_classes)
+    if multi and loss_fn.task != "classification":
+        raise ValueError(f"n_classes={n_classes} needs a classification loss, not {loss!r}")
+    if multi:
+        assert n_classes is not None
+        check_codes(y, n_classes, "train_linear")
+    elif loss_fn.task == "classification" and not np.all(np.abs(y) == 1.0):
+        raise ValueError("classification labels must be -1 or +1 (codes 0..C-1 need n_classes=C)")
     scaler = Standardizer.fit(X) if standardize else None
     Z = X if scaler is None else (X - scaler.mean) / scaler.scale
-    if solver == "closed_form":
+    if multi:
+        assert n_classes is not None
+        if solver != "liblinear":
+            raise ValueError("a multi-class model trains with LIBLINEAR")
+        beta = solve_one_vs_rest(Z, y, n_classes, loss_fn.liblinear_solver, C, bias=bias, eps=eps)
+    elif solver == "closed_form":
         if loss_fn.name != "squared":
             raise ValueError("the closed form exists for the squared loss only")
         Za = np.hstack([Z, np.full((Z.shape[0], 1), bias)])

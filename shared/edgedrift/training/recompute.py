@@ -16,8 +16,11 @@ from edgedrift.training.window import train_window
 __all__ = ["spec_trainer"]
 
 
-def spec_trainer(spec: TrainSpec, task: Task, reason: str = "evaluator") -> Recompute:
-    """A recompute that trains what ``spec`` asks for on (X, y) with :func:`train_window`.
+def spec_trainer(
+    spec: TrainSpec, task: Task, reason: str = "evaluator", n_classes: int | None = None
+) -> Recompute:
+    """A recompute that trains what ``spec`` asks for on (X, y) with :func:`train_window`; ``n_classes``
+    (C ≥ 3) for the codes 0..C−1 of a multi-class stream.
 
     Examples
     --------
@@ -32,7 +35,8 @@ def spec_trainer(spec: TrainSpec, task: Task, reason: str = "evaluator") -> Reco
     """
 
     def recompute(X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel:
-        outcome = train_window(spec.header(task, None, reason, reset_rows=reset_rows), X, y)
+        header = spec.header(task, None, reason, reset_rows=reset_rows, n_classes=n_classes)
+        outcome = train_window(header, X, y)
         return model_from_document(outcome.document)
 
     return recompute

@@ -79,6 +79,7 @@ def _learner(header: WindowHeader, X: FloatArray, y: FloatArray) -> tuple[TrainD
         C=1.0 if p.C == "auto" else p.C,
         bias=p.bias,
         standardize=p.standardize,
+        n_classes=header.n_classes,
     )
     if p.C == "auto":
         trainer = trainer.with_C(tune_C(X, y, trainer).best_C)
