@@ -113,7 +113,9 @@ def build_runner(
         return runner, RunnerInfo("river"), train_clock
     strategy = STRATEGIES[spec.strategy]
     guard, X0, y0 = screen_first_window(X0, y0, stream.task)
-    ctx = make_context(X0, y0, stream.task, protocol.window_labels, train=strategy.train)
+    ctx = make_context(
+        X0, y0, stream.task, protocol.window_labels, train=strategy.train, n_classes=stream.n_classes
+    )
     ctx.guard = guard
     loop = strategy.build(ctx, spec.param)
     loop.recompute_fn = _timed(loop.recompute_fn, train_clock)

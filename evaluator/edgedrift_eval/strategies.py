@@ -34,25 +34,28 @@ def make_context(
     loss: str | None = None,
     C: float | None = None,
     train: TrainSpec | None = None,
+    n_classes: int = 2,
 ) -> Context:
     """Tune C on the first window's labeled samples (blocked CV over a wide grid) and build a Context.
 
     ``train`` is the strategy's recompute spec: linear models train with :class:`LinearTrainer`, other
     learners (shrubs, rebalancing) through the cloud's own entry point (:func:`spec_trainer`), the first
     model without rebalancing. Re-tuning strategies get the cloud's search in process
-    (:class:`~edgedrift.training.retune.HistoryRetuner`).
+    (:class:`~edgedrift.training.retune.HistoryRetuner`). ``n_classes`` ≥ 3: the labels are the codes
+    0..C−1 and every batch model is one-vs-rest.
     """
     loss = loss or ("logistic" if task == "classification" else "squared")
-    trainer = LinearTrainer(loss=loss)
+    classes = n_classes if task == "classification" and n_classes > 2 else None
+    trainer = LinearTrainer(loss=loss, n_classes=classes)
     C = C if C is not None else tune_C(X0, y0, trainer).best_C
-    ctx = Context(X0.shape[1], task, loss, window_labels, C, trainer.with_C(C), X0, y0)
+    ctx = Context(X0.shape[1], task, loss, window_labels, C, trainer.with_C(C), X0, y0, n_classes=n_classes)
     batch = trainer.with_C(C)
     ctx.retune = lambda channel, learner: HistoryRetuner(
         channel, learner, batch, loss, task, window_labels=window_labels
     )
     if train is not None and train.learner is not None:
-        ctx.recompute = spec_trainer(train, task)
-        ctx.initial = spec_trainer(TrainSpec(train.learner, train.params), task, "initial")
+        ctx.recompute = spec_trainer(train, task, n_classes=classes)
+        ctx.initial = spec_trainer(TrainSpec(train.learner, train.params), task, "initial", n_classes=classes)
     return ctx
 
 

@@ -70,6 +70,8 @@ def plan(
             s = STRATEGIES[name]
             if s.classification_only and stream.task == "regression":
                 continue
+            if stream.n_classes > 2 and not s.multiclass:
+                continue
             values = list((grids or {}).get(name, s.grid)) or [None]
         specs.extend(RunSpec(name, v, o) for v in values for o in offsets)
     return specs
