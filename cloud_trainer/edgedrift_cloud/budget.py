@@ -6,13 +6,11 @@ replicas sharing the database honour one budget exactly. Priority goes to the st
 evidence: a request may fill the minute's budget only up to :func:`priority_share` of it, so weak or
 periodic requests leave room for the devices whose monitors see a drift.
 
-A request is also priced before it is admitted: :func:`train_cost` (rows x features x the fits of a
-``C="auto"`` search) above the operator's cap is refused without training.
+A request is also priced before it is admitted (:mod:`edgedrift_cloud.pricing`).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from dataclasses import dataclass
@@ -22,8 +20,7 @@ from sqlalchemy import Connection, Engine, Table, delete, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from edgedrift.training.linear import DEFAULT_C_GRID, tune_C
-from edgedrift.wire import StatValue, WindowHeader
+from edgedrift.wire import StatValue
 from edgedrift_cloud.db.tables import RecomputeBudget
 
 Refusal = Literal["budget_fleet", "budget_device"]
@@ -33,30 +30,6 @@ FLOOR_SHARE = 0.5
 FULL_EVIDENCE = 2.0
 #: Reasons that mean the edge monitor signalled a drift (evidence 1 when no statistic says more).
 DRIFT_REASONS = frozenset({"drift", "druid", "bound", "error"})
-#: Folds of the ``C="auto"`` search (``tune_C``'s default, which the training uses).
-TUNE_FOLDS: int = inspect.signature(tune_C).parameters["folds"].default
-
-
-@dataclass(frozen=True)
-class TrainCost:
-    """What a window costs to train: rows x features x grid, where grid is the number of fits of the
-    ``C="auto"`` search (every C of the grid on every fold) and 1 otherwise."""
-
-    rows: int
-    features: int
-    grid: int
-
-    @property
-    def cost(self) -> int:
-        return self.rows * self.features * self.grid
-
-
-def train_cost(header: WindowHeader, rows: int, features: int) -> TrainCost:
-    """The cost of training ``header``'s learner on a rows x features window (see :class:`TrainCost`)."""
-    grid = 1
-    if header.learner != "shrub" and header.params.C == "auto":
-        grid = len(DEFAULT_C_GRID) * max(2, min(TUNE_FOLDS, rows // 2))
-    return TrainCost(rows, features, grid)
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift import __version__
-from edgedrift_cloud import openapi, registry, retention
+from edgedrift_cloud import gateway_registry, openapi, registry, retention
 from edgedrift_cloud.admission import TrainingPool
-from edgedrift_cloud.auth import TokenCache
+from edgedrift_cloud.auth import TokenCache, same_secret
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_cloud.dependencies import AppState, known_credential
 from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
-from edgedrift_cloud.gate import AuthGate, FailureLimiter, MissCache
+from edgedrift_cloud.gate import AuthGate, FailureLimiter, MissCache, Subject
 from edgedrift_cloud.observability import Metrics, RequestLogMiddleware, configure_logging
 from edgedrift_cloud.routers import (
     bulk,
@@ -117,7 +117,7 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(
         AuthGate,
-        verify=lambda: partial(credential_is_known, state),
+        verify=lambda: partial(credential_admits, state),
         limiter=FailureLimiter(settings.auth_failures_per_10s, 10.0),
     )
     app.add_middleware(RequestLogMiddleware, metrics=lambda: state.metrics)
@@ -140,9 +140,23 @@ def _provision(sessions: sessionmaker[Session], settings: CloudSettings) -> None
                     raise
 
 
-async def credential_is_known(state: AppState, token: str) -> bool:
-    """The gate's check: the operator token or a registered device's secret."""
-    return await known_credential(state, token) is not None
+async def credential_admits(state: AppState, subject: Subject, token: str) -> int:
+    """The gate's check of ``token`` for a path's subject: 0 when it may act on it (the operator token,
+    the subject device's own secret, the subject gateway's secret), 403 for another known device's
+    secret, 401 otherwise (as the routes' own dependencies answer)."""
+    if same_secret(token, state.settings.operator_token.get_secret_value()):
+        return 0
+    if subject.kind == "gateway":
+        return 0 if await anyio.to_thread.run_sync(_gateway_accepts, state, subject.id, token) else 401
+    principal = await known_credential(state, token)
+    if principal is None:
+        return 401
+    return 0 if subject.kind == "device" and principal.device_id == subject.id else 403
+
+
+def _gateway_accepts(state: AppState, gateway_id: str, token: str) -> bool:
+    with state.sessions() as session:
+        return gateway_registry.gateway_accepts(session, gateway_id, token)
 
 
 def __getattr__(name: str) -> FastAPI:

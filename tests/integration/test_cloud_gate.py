@@ -13,7 +13,7 @@ from support.cloud import DEVICES, CloudServer
 
 from edgedrift_harness.ports import HOST
 
-A = DEVICES["dev-a"]
+A, B = DEVICES["dev-a"], DEVICES["dev-b"]
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,8 @@ def test_failed_authentications_are_rate_limited_per_address(gated: CloudServer)
         ]
         first = codes.index(429)  # earlier tests of the module failed twice from this address too
         assert 1 <= first <= 5 and set(codes[:first]) == {401} and set(codes[first:]) == {429}, codes
-        blocked = c.get("/v1/devices/dev-a/counters", headers={"Authorization": f"Bearer {A}"})
+        blocked = c.get("/v1/devices/dev-b/counters", headers={"Authorization": f"Bearer {B}"})
         assert blocked.status_code == 429 and 1 <= int(blocked.headers["Retry-After"]) <= 10
+        proven = c.get("/v1/devices/dev-a/counters", headers={"Authorization": f"Bearer {A}"})
+        assert proven.status_code == 200, "a credential that worked from this address is not locked out"
     assert httpx.get(gated.url + "/healthz").status_code == 200
