@@ -117,8 +117,11 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._header_bytes += len(data)
         super().data_received(data)
         if self._phase == "headers" and self._header_bytes > self.limits.max_header_bytes:
-            detail = f"request line and headers above {self.limits.max_header_bytes} bytes"
-            self._refuse(_response(431, "headers_too_large", detail))
+            self._too_large()
+
+    def _too_large(self) -> None:
+        detail = f"request line and headers above {self.limits.max_header_bytes} bytes"
+        self._refuse(_response(431, "headers_too_large", detail))
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -127,9 +130,13 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             self._arm(self.limits.header_timeout_s)
 
     def on_headers_complete(self) -> None:
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         super().on_headers_complete()
         self._phase = "body"
         self._header_bytes = 0
+        if size > self.limits.max_header_bytes:
+            self._too_large()
+            return
         self._arm(self.limits.body_timeout_s)
 
     def on_message_complete(self) -> None:
