@@ -102,7 +102,7 @@ def test_unauthenticated_16_mib_bodies_cost_the_health_check_nothing(server: Clo
     """Row 2's attack: 3 clients at a time post 16 MiB bodies to /v1/gateways/* without a credential
     (on today's code each was read and parsed on the event loop: /healthz p50 4 ms -> 5.4 s); the
     limiter covers the gateway routes too (429 past 50 failures in 10 s)."""
-    stop, statuses = threading.Event(), []
+    stop, statuses = threading.Event(), list[int]()
     attackers = [
         threading.Thread(target=_unauthenticated_bodies, args=(server, stop, statuses)) for _ in range(3)
     ]

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import numpy as np
@@ -226,7 +227,7 @@ def test_waiting_retunes_hold_no_history_in_the_service(one_slot: CloudServer) -
 
 
 @pytest.mark.parametrize(("learner", "d"), [("newton", 5), ("newton", 54), ("rmsprop", 54)])
-def test_honest_retunes_fit_the_default_cap(learner: str, d: int) -> None:
+def test_honest_retunes_fit_the_default_cap(learner: Literal["newton", "rmsprop"], d: int) -> None:
     """The agents' own re-tuning recomputes (a 200-label window, a full 20,000-label history) stay
     well under the default cap."""
     from edgedrift_cloud import pricing
