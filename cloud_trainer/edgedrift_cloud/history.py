@@ -148,7 +148,7 @@ def store_batch(
     """Append a batch (the caller commits): (replayed, labels the history holds now). A batch id seen
     before is not stored again; ``bytes_in`` goes to the device's counters; chunks older than the
     newest ``limits`` hold are deleted. :class:`HistoryRefusedError` for a batch larger than a device's
-    byte limit (413 ``history_bytes``), or one that would grow the fleet's history beyond ``fleet``'s
+    byte limit (413 ``history_too_large``), or one that would grow the fleet's history beyond ``fleet``'s
     limit (429 ``history_fleet_full``: a device that replaces its own oldest labels is never refused)."""
     earlier = session.scalar(
         select(HistoryChunk.id).where(HistoryChunk.device_id == device_id, HistoryChunk.batch_id == batch_id)
@@ -159,7 +159,7 @@ def store_batch(
     size = chunk_bytes(n, d)
     if size > limits.bytes:
         detail = f"a batch of {size} bytes is above the history's limit of {limits.bytes} bytes per device"
-        raise HistoryRefusedError(413, "history_bytes", detail)
+        raise HistoryRefusedError(413, "history_too_large", detail)
     rows = _chunk_sizes(session, device_id)
     keep = set(_kept([(0, n, d), *rows], limits)[0])
     growth = size - sum(chunk_bytes(m, w) for i, m, w in rows if i not in keep)

@@ -163,7 +163,7 @@ def test_history_is_bounded_in_bytes_per_device_and_fleet_wide(
         with server.client(A) as a:
             big = encode_window(header, *labeled(600, 5, 9), dtype="float64")
             r = a.post("/v1/devices/dev-a/history", content=big, headers=BINARY)
-            assert r.status_code == 413 and r.json()["reason"] == "history_bytes", r.text
+            assert r.status_code == 413 and r.json()["reason"] == "history_too_large", r.text
         store_history(server, "dev-b", B, 300, 5, 100)
         with server.client(B) as b:
             more = encode_window(
