@@ -14,7 +14,7 @@ import contextlib
 import json
 import resource
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
@@ -147,21 +147,21 @@ class Attacker:
         self.tally(name).count(response.status_code)
         return response
 
-    async def _every(self, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+    async def _every(self, seconds: float, step: Callable[[int], Awaitable[None]]) -> None:
+        """``step(1)``, ``step(2)``, ... every ``seconds`` until the phase ends."""
+        i = 0
         while self.running():
-            await step()
+            i += 1
+            await step(i)
             await asyncio.sleep(seconds)
 
     # --- row 1: heartbeat metrics of every type --------------------------------------------------------
 
     async def row1_heartbeat_metric_types(self) -> None:
         values = ['"a string"', "true", "9" * 400, '"\\u0000"', "-1e308"]
-        i = 0
 
-        async def step() -> None:
-            nonlocal i
+        async def step(i: int) -> None:
             body = '{"samples": 1, "extra": {"rmse": ' + values[i % len(values)] + "}}"
-            i += 1
             await self._call(
                 "row1_heartbeat_metric_types",
                 lambda: self.device.post(
@@ -262,7 +262,7 @@ class Attacker:
         revoke_at = time.monotonic() + 0.85 * self.seconds
         name = "row6_revoked_credential"
 
-        async def step() -> None:
+        async def step(_i: int) -> None:
             if time.monotonic() >= revoke_at and self.revoked_at == float("inf"):
                 await self._call(name, lambda: self.integrator.delete(f"/v1/devices/{ATTACKER}"))
                 self.revoked_at = time.monotonic()
@@ -314,7 +314,7 @@ class Attacker:
         )
         name = "row8_huge_monitor"
 
-        async def step() -> None:
+        async def step(_i: int) -> None:
             await self._call(
                 name,
                 lambda: self.device.post(
@@ -347,12 +347,9 @@ class Attacker:
 
     async def row10_wrong_tokens(self) -> None:
         transport = httpx.AsyncHTTPTransport(local_address="127.0.0.1")
-        i = 0
         async with httpx.AsyncClient(base_url=self.url, transport=transport, timeout=30) as nat:
 
-            async def step() -> None:
-                nonlocal i
-                i += 1
+            async def step(i: int) -> None:
                 headers = {"Authorization": f"Bearer wrong-{i:030d}"}
                 if i % 2:  # every other one poses as another client behind a proxy
                     headers["X-Forwarded-For"] = f"10.{i % 250}.0.{i % 200 + 1}"
@@ -366,11 +363,8 @@ class Attacker:
     # --- row 11: a history batch of 200 labels at 54 features (86 KiB) ----------------------------------
 
     async def row11_history_86k(self) -> None:
-        i = 0
 
-        async def step() -> None:
-            nonlocal i
-            i += 1
+        async def step(i: int) -> None:
             body = history(200, 54, 11_000 + i, f"wide-{i}")
             await self._call(
                 "row11_history_86k",
@@ -398,12 +392,9 @@ class Attacker:
     # --- row 13: a history of another task, then a re-tune ----------------------------------------------
 
     async def row13_history_task_mismatch(self) -> None:
-        i = 0
         retune = window(200, 5, 13, reason="drift", retune=RetuneRequest(learner="newton"))
 
-        async def step() -> None:
-            nonlocal i
-            i += 1
+        async def step(i: int) -> None:
             body = history(200, 5, 13_000 + i, f"regression-{i}", task="regression")
             name = "row13_history_task_mismatch"
             await self._call(
@@ -420,11 +411,8 @@ class Attacker:
     # --- row 14: weak secrets set through the API --------------------------------------------------------
 
     async def row14_weak_secrets(self) -> None:
-        i = 0
 
-        async def step() -> None:
-            nonlocal i
-            i += 1
+        async def step(i: int) -> None:
             name = "row14_weak_secrets"
             await self._call(
                 name, lambda: self.integrator.put(f"/v1/devices/weak-{i}", json={"secret": "a" * 16})
@@ -435,28 +423,47 @@ class Attacker:
         await self._every(5.0, step)
 
 
-async def raw_request(host: str, port: int, source: str, head: bytes, body: bytes) -> int | None:
-    """Send ``head``; the body too unless the server answers from the headers within 0.2 s; the status."""
+@contextlib.asynccontextmanager
+async def opened(
+    host: str, port: int, source: str
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None]:
+    """A connection from the loopback address ``source`` (None when it could not be opened), closed
+    afterwards."""
     try:
         reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
     except OSError:
-        return None
+        yield None
+        return
     try:
-        writer.write(head)
-        await writer.drain()
-        try:
-            line = await asyncio.wait_for(reader.readline(), 0.2)
-        except TimeoutError:
-            writer.write(body)
-            await writer.drain()
-            line = await asyncio.wait_for(reader.readline(), 60)
-        return int(line.split()[1]) if line.startswith(b"HTTP/1.1") else None
-    except (OSError, TimeoutError, ValueError, IndexError):
-        return None
+        yield reader, writer
     finally:
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()
+
+
+def status_of(line: bytes) -> int | None:
+    return int(line.split()[1]) if line.startswith(b"HTTP/1.1") else None
+
+
+async def raw_request(host: str, port: int, source: str, head: bytes, body: bytes) -> int | None:
+    """Send ``head``; the body too unless the server answers from the headers within 0.2 s; the status."""
+    async with opened(host, port, source) as connection:
+        if connection is None:
+            return None
+        reader, writer = connection
+        try:
+            writer.write(head)
+            await writer.drain()
+            try:
+                line = await asyncio.wait_for(reader.readline(), 0.2)
+            except TimeoutError:
+                writer.write(body)
+                await writer.drain()
+                line = await asyncio.wait_for(reader.readline(), 60)
+            return status_of(line)
+        except (OSError, TimeoutError, ValueError, IndexError):
+            return None
 
 
 async def trickle(
@@ -464,28 +471,22 @@ async def trickle(
 ) -> int | None:
     """Send ``head``, then ``drip`` every ``every_s`` until the server answers or closes (its status,
     or None for a close without one), or ``until`` (:data:`HELD`)."""
-    try:
-        reader, writer = await asyncio.open_connection(host, port, local_addr=(source, 0))
-    except OSError:
-        return None
-    try:
-        writer.write(head)
-        while time.monotonic() < until:
-            try:
-                line = await asyncio.wait_for(
-                    reader.readline(), min(every_s, max(0.01, until - time.monotonic()))
-                )
-                return int(line.split()[1]) if line.startswith(b"HTTP/1.1") else None
-            except TimeoutError:
-                writer.write(drip)
-                await writer.drain()
-        return HELD
-    except (OSError, ValueError, IndexError):
-        return None
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+    async with opened(host, port, source) as connection:
+        if connection is None:
+            return None
+        reader, writer = connection
+        try:
+            writer.write(head)
+            while time.monotonic() < until:
+                wait = min(every_s, max(0.01, until - time.monotonic()))
+                try:
+                    return status_of(await asyncio.wait_for(reader.readline(), wait))
+                except TimeoutError:
+                    writer.write(drip)
+                    await writer.drain()
+            return HELD
+        except (OSError, ValueError, IndexError):
+            return None
 
 
 def attack_process(config: dict[str, Any], out: Any) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 from sqlalchemy import create_engine, text
+from storm.cli import pct
 
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.postgres import PG_ADMIN_URL, fresh_database, postgres_server
@@ -68,10 +68,6 @@ def parse_args(description: str) -> argparse.Namespace:
     if args.quick:
         args.devices, args.seconds, args.history_labels, args.recompute_s = 40, 8.0, 1000, 20.0
     return args
-
-
-def pct(values: list[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 1) if values else None
 
 
 def workers_of(pid: int) -> list[int]:

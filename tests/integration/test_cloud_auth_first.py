@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from support.cloud import DEVICES, OPERATOR, CloudServer
+from support.raw_http import head_only
 
 from edgedrift_harness.ports import HOST
 
@@ -46,31 +47,15 @@ def client(server: CloudServer, token: str | None, source: str) -> httpx.Client:
     return httpx.Client(base_url=server.url, headers=headers, transport=transport, timeout=10)
 
 
-def head_only(server: CloudServer, path: str, token: str | None, length: int = SIXTEEN_MIB) -> bytes:
-    """The answer to the request line and headers of a ``length``-byte JSON POST, its body unsent
-    (b"" when none came within 5 s: the server waits for the body)."""
-    auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {length}\r\n{auth}\r\n"
-    ).encode()
-    with socket.create_connection((HOST, server.port), timeout=5) as sock:
-        sock.sendall(head)
-        try:
-            return sock.recv(4096)
-        except TimeoutError:
-            return b""
-
-
 def test_every_route_refuses_from_the_headers(server: CloudServer) -> None:
     """Row 2: an unknown credential on a gateway route, and a known one on a route that is not its
     own, are refused before a byte of the body is read."""
     for path in ("/v1/gateways/gw-1/heartbeats", "/v1/gateways/gw-1/sync", "/v1/gateways/gw-1/devices"):
         for token in (None, "wrong-token-but-long-enough-0000", A):
-            answer = head_only(server, path, token)
+            answer = head_only(server, path, SIXTEEN_MIB, token)
             assert answer.startswith(b"HTTP/1.1 401"), (path, token, answer[:80])
     for path in ("/v1/bulk/heartbeats", "/v1/devices/dev-b/history", "/v1/devices/dev-b/models"):
-        answer = head_only(server, path, A)
+        answer = head_only(server, path, SIXTEEN_MIB, A)
         assert answer.startswith(b"HTTP/1.1 403"), (path, answer[:80])
 
 

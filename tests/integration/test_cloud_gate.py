@@ -4,14 +4,12 @@ authenticate is slowed down with 429 + Retry-After."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from support.cloud import DEVICES, CloudServer
-
-from edgedrift_harness.ports import HOST
+from support.raw_http import head_only
 
 A, B = DEVICES["dev-a"], DEVICES["dev-b"]
 
@@ -29,18 +27,6 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudServer]:
         yield server
     finally:
         server.stop()
-
-
-def head_only(server: CloudServer, path: str, length: int, token: str | None) -> bytes:
-    """Send the request line and headers of a ``length``-byte POST but no body; return the answer."""
-    auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    request = (
-        f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {length}\r\n{auth}\r\n"
-    ).encode()
-    with socket.create_connection((HOST, server.port), timeout=10) as sock:
-        sock.sendall(request)
-        return sock.recv(4096)
 
 
 def test_no_body_is_read_before_the_credential_is_known(gated: CloudServer) -> None:

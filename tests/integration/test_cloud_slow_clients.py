@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import pytest
 from support.cloud import DEVICES, CloudServer
+from support.raw_http import closed_by_server, connect
 
 from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
 from edgedrift_harness.ports import HOST
@@ -55,24 +56,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudServer]:
 def metric(server: CloudServer, name: str) -> float:
     text = httpx.get(server.url + "/metrics", timeout=10).text
     return sum(float(v) for v in re.findall(rf"^{re.escape(name)} (\S+)$", text, re.M))
-
-
-def connect(server: CloudServer, source: str) -> socket.socket:
-    return socket.create_connection((HOST, server.port), 10, (source, 0))
-
-
-def closed_by_server(sock: socket.socket, within_s: float) -> bytes | None:
-    """What the server sent before closing the connection (None: still open after ``within_s``)."""
-    sock.settimeout(within_s)
-    got = b""
-    try:
-        while chunk := sock.recv(4096):
-            got += chunk
-    except TimeoutError:
-        return None
-    except ConnectionResetError:
-        pass
-    return got
 
 
 def test_a_trickled_body_takes_no_queue_place_and_is_cut_at_its_deadline(server: CloudServer) -> None:

@@ -15,7 +15,7 @@ from edgedrift.wire import WINDOW_CONTENT_TYPE, HistoryStored
 from edgedrift_cloud import history
 from edgedrift_cloud.db.tables import HistoryChunk
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
-from edgedrift_cloud.routers.training import PARSE_INLINE_BYTES, parse_window
+from edgedrift_cloud.routers.training import parse_body
 
 router = APIRouter(prefix="/v1/devices/{device_id}/history", tags=["history"])
 #: Retry-After of a batch refused because the fleet's history is full.
@@ -56,12 +56,7 @@ async def append(
     device_id: DevicePath, request: Request, _: DeviceAccessDep, state: StateDep
 ) -> JSONResponse:
     body = await request.body()
-    content_type = request.headers.get("content-type", "")
-    if len(body) > PARSE_INLINE_BYTES:
-        parsed = await anyio.to_thread.run_sync(parse_window, body, content_type, state)
-    else:
-        parsed = parse_window(body, content_type, state)
-    header, X, y, _encoding = parsed
+    header, X, y, _encoding = await parse_body(body, request.headers.get("content-type", ""), state)
     if header.request_id is None:
         detail = "a history batch needs its batch id in the header's request_id (retries must not add twice)"
         return JSONResponse({"detail": detail, "reason": "batch_id_missing"}, status_code=422)

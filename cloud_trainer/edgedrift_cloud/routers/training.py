@@ -85,6 +85,16 @@ def parse_window(
     return header, X, y, encoding
 
 
+async def parse_body(
+    body: bytes, content_type: str, state: AppState
+) -> tuple[WindowHeader, FloatArray, FloatArray, Encoding]:
+    """:func:`parse_window`, in a worker thread for a body above PARSE_INLINE_BYTES (a large window
+    never blocks the event loop)."""
+    if len(body) > PARSE_INLINE_BYTES:
+        return await anyio.to_thread.run_sync(parse_window, body, content_type, state)
+    return parse_window(body, content_type, state)
+
+
 class _FieldError(TypedDict):
     """One entry of a 422 body's ``detail`` (FastAPI's shape)."""
 
@@ -120,11 +130,7 @@ async def train(
 ) -> Response:
     try:
         body = await request.body()  # the whole body before anything else: a place is taken only then
-        content_type = request.headers.get("content-type", "")
-        if len(body) > PARSE_INLINE_BYTES:
-            parsed = await anyio.to_thread.run_sync(parse_window, body, content_type, state)
-        else:
-            parsed = parse_window(body, content_type, state)
+        parsed = await parse_body(body, request.headers.get("content-type", ""), state)
         header, X, _y, _encoding = parsed
         price = pricing.train_cost(header, int(X.shape[0]), int(X.shape[1]))
         if header.retune is not None and price.cost <= state.settings.max_train_cost:
