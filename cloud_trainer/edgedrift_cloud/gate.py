@@ -43,14 +43,14 @@ def subject_of(path: str) -> Subject:
     --------
     >>> subject_of("/v1/devices/d-1/models"), subject_of("/v1/gateways/g/sync").kind
     (Subject(kind='device', id='d-1'), 'gateway')
-    >>> subject_of("/v1/devices/d-1").kind, subject_of("/v1/bulk/devices").kind
+    >>> subject_of("/v1/devices/d-1").kind, subject_of("/v1/gateways/g/devices").kind
     ('operator', 'operator')
     """
     parts = path.split("/", 5)
     if len(parts) > 4 and parts[3] and parts[4]:
         if parts[2] == "devices":
             return Subject("device", parts[3])
-        if parts[2] == "gateways":
+        if parts[2] == "gateways" and parts[4] != "devices":  # assigning devices is the operator's
             return Subject("gateway", parts[3])
     return Subject("operator")
 
@@ -130,16 +130,47 @@ class FailureLimiter:
 Verify = Callable[[Subject, str], Awaitable[int]]
 
 
+class LargeBodies:
+    """Requests with a body above ``large`` bytes in progress in this worker: at most ``per_subject``
+    for one subject (a device, a gateway, the operator) and ``total`` in all, so the bodies a worker
+    holds in memory at once are bounded and one credential gets a fair share of them (an agent sends
+    one small window at a time)."""
+
+    def __init__(self, large: int, per_subject: int, total: int) -> None:
+        self.large = large
+        self.per_subject = per_subject
+        self.total = total
+        self._held: dict[Subject, int] = {}
+
+    def take(self, subject: Subject) -> bool:
+        if sum(self._held.values()) >= self.total or self._held.get(subject, 0) >= self.per_subject:
+            return False
+        self._held[subject] = self._held.get(subject, 0) + 1
+        return True
+
+    def give_back(self, subject: Subject) -> None:
+        self._held[subject] -= 1
+        if self._held[subject] <= 0:
+            del self._held[subject]
+
+
 class AuthGate:
     """ASGI middleware: on ``/v1`` a request with a body must carry a credential valid for its path's
     :class:`Subject` before the body is read (``verify`` decides: 401 or 403 from the headers alone),
     and a client address with too many failed authentications gets 429 + Retry-After without touching
     the registry, except for the credentials that authenticated from it before."""
 
-    def __init__(self, app: ASGIApp, verify: Callable[[], Verify], limiter: FailureLimiter) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        verify: Callable[[], Verify],
+        limiter: FailureLimiter,
+        bodies: LargeBodies | None = None,
+    ) -> None:
         self.app = app
         self.verify = verify
         self.limiter = limiter
+        self.bodies = bodies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
@@ -155,9 +186,11 @@ class AuthGate:
             detail = "too many failed authentications from this address"
             await _refuse(send, 429, detail, {"Retry-After": str(max(1, round(wait)))})
             return
-        has_body = headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers
+        length = headers.get(b"content-length", b"0")
+        has_body = length != b"0" or b"transfer-encoding" in headers
+        subject = subject_of(path)
         if has_body:
-            verdict = 401 if token is None else await self.verify()(subject_of(path), token)
+            verdict = 401 if token is None else await self.verify()(subject, token)
             if verdict == 401:
                 self.limiter.fail(client)
                 detail = "missing bearer credential" if token is None else "unknown credential"
@@ -175,7 +208,18 @@ class AuthGate:
                     self.limiter.succeeded(client, credential)
             await send(message)
 
-        await self.app(scope, receive, watch)
+        bodies = self.bodies
+        if bodies is None or not has_body or (length.isdigit() and int(length) <= bodies.large):
+            await self.app(scope, receive, watch)
+            return
+        if not bodies.take(subject):
+            detail = "too many large request bodies in progress for this credential"
+            await _refuse(send, 429, detail, {"Retry-After": "1"}, "bodies_in_flight")
+            return
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            bodies.give_back(subject)
 
 
 def _bearer(value: bytes | None) -> str | None:
@@ -185,8 +229,11 @@ def _bearer(value: bytes | None) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-async def _refuse(send: Send, status: int, detail: str, headers: dict[str, str]) -> None:
+async def _refuse(
+    send: Send, status: int, detail: str, headers: dict[str, str], reason: str | None = None
+) -> None:
     raw = [(b"content-type", b"application/json"), (b"connection", b"close")]
     raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    body = {"detail": detail} | ({"reason": reason} if reason else {})
     await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": json.dumps({"detail": detail}).encode()})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})

@@ -217,6 +217,10 @@ class CloudSettings(BaseSettings):
     #: connections and requests of a worker (uvicorn's ``--limit-concurrency``: 503 past it).
     max_connections_per_address: int = Field(default=256, ge=1)
     max_connections: int = Field(default=4096, ge=1)
+    #: Requests with a body above 256 KiB in progress at once per worker, for one credential's subject
+    #: (a device, a gateway, the operator) and in all; beyond them 429 ``bodies_in_flight``.
+    large_bodies_per_client: int = Field(default=2, ge=1)
+    large_bodies: int = Field(default=8, ge=1)
     #: Seconds an idle kept-alive connection stays open (uvicorn's ``--timeout-keep-alive``).
     keep_alive_s: int = Field(default=5, ge=1, le=3600)
 

@@ -61,7 +61,8 @@ def metric(server: CloudServer, name: str) -> float:
 def test_a_trickled_body_takes_no_queue_place_and_is_cut_at_its_deadline(server: CloudServer) -> None:
     """The issue's attack: training requests that declare a 1 MB body and send a byte now and then.
     Another device still trains at once, the metrics show nothing running or queued, and each
-    trickling request is answered 408 and closed at the body deadline."""
+    trickling request is answered and closed: 408 at the body deadline, or 429 at once beyond the two
+    large bodies a credential may send at a time."""
     head = (
         f"POST /v1/devices/dev-a/models HTTP/1.1\r\nHost: {HOST}\r\nAuthorization: Bearer {A}\r\n"
         "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
@@ -81,10 +82,15 @@ def test_a_trickled_body_takes_no_queue_place_and_is_cut_at_its_deadline(server:
     with server.client(B) as b:
         r = b.post("/v1/devices/dev-b/models", content=body, headers={"Content-Type": WINDOW_CONTENT_TYPE})
     assert r.status_code == 201, r.text
+    answers = []
     for sock in slow:
         answer = closed_by_server(sock, BODY_S + 3.0)
-        assert answer is not None and answer.startswith(b"HTTP/1.1 408"), answer
+        assert answer is not None, "held past the body deadline"
+        answers.append(int(answer.split(b" ")[1]))
         sock.close()
+    # Two are read at once per credential (bodies above 256 KiB): they reach the deadline; the others
+    # were refused from their headers.
+    assert sorted(answers) == [408, 408, 429, 429, 429], answers
     assert time.monotonic() - opened < BODY_S + 3.0
     assert '"status": 499' in server.logs(), "the abandoned requests are logged as the client's"
 
@@ -121,6 +127,33 @@ def test_half_open_connections_are_closed_and_healthz_stays_reachable(server: Cl
         for sock in held:
             sock.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _large_head(device: str, token: str) -> bytes:
+    return (
+        f"POST /v1/devices/{device}/models HTTP/1.1\r\nHost: {HOST}\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 2000000\r\n\r\n"
+    ).encode()
+
+
+def test_one_credential_gets_a_fair_share_of_the_large_bodies(server: CloudServer) -> None:
+    """Bodies above 256 KiB are read two at a time per credential's subject (eight per worker): a
+    device's third is refused from its headers, another device's is read."""
+    held = [connect(server, "127.0.0.9") for _ in range(3)]
+    try:
+        for sock in held:
+            sock.sendall(_large_head("dev-a", A))
+        time.sleep(0.5)
+        answers = [closed_by_server(sock, 0.5) for sock in held]
+        refused = [a for a in answers if a is not None]
+        assert len(refused) == 1, answers  # two are being read, whichever came first
+        assert refused[0].startswith(b"HTTP/1.1 429") and b"bodies_in_flight" in refused[0]
+        with connect(server, "127.0.0.9") as other:
+            other.sendall(_large_head("dev-b", B))
+            assert closed_by_server(other, 0.3) is None, "another device's body is read"
+    finally:
+        for sock in held:
+            sock.close()
 
 
 @pytest.mark.parametrize("complete", [False, True], ids=["streaming", "complete"])
