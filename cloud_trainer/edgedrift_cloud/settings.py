@@ -215,7 +215,7 @@ class CloudSettings(BaseSettings):
     max_header_bytes: int = Field(default=16_384, ge=1024, le=1_048_576)
     #: Connections one client address may hold per worker (a further one: 429 and closed), and all
     #: connections and requests of a worker (uvicorn's ``--limit-concurrency``: 503 past it).
-    max_connections_per_address: int = Field(default=256, ge=1)
+    max_connections_per_address: int = Field(default=1024, ge=1)
     max_connections: int = Field(default=4096, ge=1)
     #: Requests with a body above 256 KiB in progress at once per worker, for one credential's subject
     #: (a device, a gateway, the operator) and in all; beyond them 429 ``bodies_in_flight``.
