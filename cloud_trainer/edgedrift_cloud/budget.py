@@ -2,28 +2,30 @@
 
 Every admission is one atomic conditional upsert (``INSERT ... ON CONFLICT DO UPDATE SET admitted =
 admitted + 1 WHERE admitted < limit``) per scope in the registry database, in one transaction, so
-replicas sharing the database honour one budget exactly. Priority goes to the strongest drift
-evidence: a request may fill the minute's budget only up to :func:`priority_share` of it, so weak or
-periodic requests leave room for the devices whose monitors see a drift.
+replicas sharing the database honour one budget exactly.
 
-A request is also priced before it is admitted: :func:`train_cost` (rows x features x the fits of a
-``C="auto"`` search) above the operator's cap is refused without training.
+A fair share per device comes first: a device's first recompute of a minute may fill the fleet's budget
+up to :func:`priority_share` of it, ordered by its drift evidence (so weak or periodic requests leave
+room for the devices whose monitors see a drift), but its second and later ones may fill only
+``REPEAT_SHARE`` of it, whatever evidence they report, and none while another device's first recompute
+of this minute or the last was refused: one device cannot buy the fleet's budget with self-reported
+numbers.
+
+A request is also priced before it is admitted (:mod:`edgedrift_cloud.pricing`).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Connection, Engine, Table, delete, update
+from sqlalchemy import Connection, Engine, Table, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from edgedrift.training.linear import DEFAULT_C_GRID, tune_C
-from edgedrift.wire import StatValue, WindowHeader
+from edgedrift.wire import StatValue
 from edgedrift_cloud.db.tables import RecomputeBudget
 
 Refusal = Literal["budget_fleet", "budget_device"]
@@ -33,30 +35,12 @@ FLOOR_SHARE = 0.5
 FULL_EVIDENCE = 2.0
 #: Reasons that mean the edge monitor signalled a drift (evidence 1 when no statistic says more).
 DRIFT_REASONS = frozenset({"drift", "druid", "bound", "error"})
-#: Folds of the ``C="auto"`` search (``tune_C``'s default, which the training uses).
-TUNE_FOLDS: int = inspect.signature(tune_C).parameters["folds"].default
-
-
-@dataclass(frozen=True)
-class TrainCost:
-    """What a window costs to train: rows x features x grid, where grid is the number of fits of the
-    ``C="auto"`` search (every C of the grid on every fold) and 1 otherwise."""
-
-    rows: int
-    features: int
-    grid: int
-
-    @property
-    def cost(self) -> int:
-        return self.rows * self.features * self.grid
-
-
-def train_cost(header: WindowHeader, rows: int, features: int) -> TrainCost:
-    """The cost of training ``header``'s learner on a rows x features window (see :class:`TrainCost`)."""
-    grid = 1
-    if header.learner != "shrub" and header.params.C == "auto":
-        grid = len(DEFAULT_C_GRID) * max(2, min(TUNE_FOLDS, rows // 2))
-    return TrainCost(rows, features, grid)
+#: Share of a minute's fleet budget a device's second and later recomputes of the minute may fill.
+REPEAT_SHARE = 0.25
+#: Scope of the count of first recomputes the fleet budget refused (devices waiting), per minute.
+WAITING = "waiting"
+#: The per-device counter's ceiling when only the fleet is limited (it then only counts).
+_UNLIMITED = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -114,35 +98,55 @@ def retry_after(now: float, spread: float) -> int:
 def admit(
     session: Session, limits: BudgetLimits, device_id: str, strength: float, minute: int
 ) -> Refusal | None:
-    """Take one recompute from this minute's budgets (fleet, then device), or name the budget that is
-    spent. ``session`` ends its transaction first.
+    """Take one recompute from this minute's budgets (the device's, then the fleet's), or name the
+    budget that is spent. ``session`` ends its transaction first.
 
-    Each take is one autocommitted statement, so the fleet-wide row, which every admission in every
-    replica updates, is locked only while PostgreSQL runs that statement; inside a transaction it
-    stayed locked until the commit, a round trip later, and admissions queued behind it (a convoy that
-    capped a storm's throughput). A device budget that turns out spent gives the fleet's take back."""
-    scopes: list[tuple[str, int, Refusal]] = []
-    if limits.fleet is not None:
-        scopes.append(("fleet", allowed(limits.fleet, strength), "budget_fleet"))
-    if limits.per_device is not None:
-        scopes.append((f"device:{device_id}", allowed(limits.per_device, strength), "budget_device"))
+    The device's own count comes first and says which of its recomputes this is: the first of the
+    minute may fill the fleet's budget up to its evidence's :func:`priority_share`, a later one only up
+    to ``REPEAT_SHARE`` of it and only while no device waits (no first recompute was refused this
+    minute or the last). Each take is one autocommitted statement, so the fleet-wide row, which every
+    admission in every replica updates, is locked only while PostgreSQL runs that statement (inside a
+    transaction it stayed locked until the commit, and admissions queued behind it). A fleet budget
+    that turns out spent gives the device's take back."""
+    device = f"device:{device_id}"
     session.commit()
     with _autocommit(session) as conn:
-        taken: list[str] = []
-        for scope, ceiling, refusal in scopes:
-            if not _take(conn, scope, minute, ceiling):
-                _give_back(conn, taken, minute)
-                return refusal
-            taken.append(scope)
+        ceiling = _UNLIMITED if limits.per_device is None else allowed(limits.per_device, strength)
+        nth = _take(conn, device, minute, ceiling)
+        if nth is None:
+            return "budget_device"
+        if limits.fleet is None:
+            return None
+        if nth == 1:
+            ceiling = allowed(limits.fleet, strength)
+        elif _devices_wait(conn, minute):
+            ceiling = 0
+        else:
+            ceiling = math.floor(limits.fleet * REPEAT_SHARE + 1e-9)
+        if _take(conn, "fleet", minute, ceiling) is None:
+            _give_back(conn, [device], minute)
+            if nth == 1:
+                _take(conn, WAITING, minute, _UNLIMITED)
+            return "budget_fleet"
     return None
 
 
 def refund(session: Session, limits: BudgetLimits, device_id: str, minute: int) -> None:
     """Give back the recompute :func:`admit` took in ``minute`` when no version came of it (the
     training failed or its client left before it ran), so a failure does not spend the budget."""
-    pairs = (("fleet", limits.fleet), (f"device:{device_id}", limits.per_device))
+    scopes = [f"device:{device_id}"] + (["fleet"] if limits.fleet is not None else [])
     with _autocommit(session) as conn:
-        _give_back(conn, [scope for scope, limit in pairs if limit is not None], minute)
+        _give_back(conn, scopes, minute)
+
+
+def _devices_wait(conn: Connection, minute: int) -> bool:
+    """Whether the fleet budget refused a device's first recompute in this minute or the last."""
+    waiting = conn.execute(
+        select(func.count())
+        .select_from(RecomputeBudget)
+        .where(RecomputeBudget.scope == WAITING, RecomputeBudget.minute.in_((minute, minute - 1)))
+    ).scalar_one()
+    return bool(waiting)
 
 
 def _autocommit(session: Session) -> Connection:
@@ -165,11 +169,12 @@ def _give_back(conn: Connection, scopes: list[str], minute: int) -> None:
         )
 
 
-def _take(conn: Connection, scope: str, minute: int, ceiling: int) -> bool:
+def _take(conn: Connection, scope: str, minute: int, ceiling: int) -> int | None:
     """One statement: insert the (scope, minute) counter at 1, or add 1 to it while it is below
-    ``ceiling`` (a concurrent first insert is the conflict, so no request is lost or counted twice)."""
+    ``ceiling`` (a concurrent first insert is the conflict, so no request is lost or counted twice);
+    the new count, or None when the ceiling was reached."""
     if ceiling <= 0:
-        return False
+        return None
     table = RecomputeBudget.__table__
     assert isinstance(table, Table)
     insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
@@ -183,7 +188,8 @@ def _take(conn: Connection, scope: str, minute: int, ceiling: int) -> bool:
         )
         .returning(table.c.admitted)
     )
-    return conn.execute(statement).first() is not None
+    row = conn.execute(statement).first()
+    return None if row is None else int(row[0])
 
 
 _pruned_before = 0

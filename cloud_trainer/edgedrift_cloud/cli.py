@@ -41,7 +41,13 @@ def _settings(serving: bool = False) -> CloudSettings:
 
 def _apply(args: argparse.Namespace) -> None:
     """Flags become environment variables so that every uvicorn worker process sees them."""
-    for flag, env in (("database_url", "DATABASE_URL"), ("mode", "MODE"), ("log_level", "LOG_LEVEL")):
+    flags = (
+        ("database_url", "DATABASE_URL"),
+        ("mode", "MODE"),
+        ("log_level", "LOG_LEVEL"),
+        ("forwarded_allow_ips", "FORWARDED_ALLOW_IPS"),
+    )
+    for flag, env in flags:
         value = getattr(args, flag, None)
         if value is not None:
             os.environ[f"EDGEDRIFT_CLOUD_{env}"] = str(value)
@@ -100,6 +106,7 @@ def serve(args: argparse.Namespace) -> int:
     os.environ["EDGEDRIFT_CLOUD_AUTO_MIGRATE"] = "false"
     if args.workers > 1:
         _multiprocess_metrics()
+    _raise_open_files(settings.max_connections * 2)
     url = f"http://{_display_host(args.host)}:{args.port}"
     print(
         f"edgedrift-cloud: serving on {url} (API docs {url}/docs); "
@@ -115,8 +122,25 @@ def serve(args: argparse.Namespace) -> int:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=10,
+        http="edgedrift_cloud.connections:LimitedHttpProtocol",
+        limit_concurrency=settings.max_connections,
+        timeout_keep_alive=settings.keep_alive_s,
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=settings.forwarded_allow_ips or None,
     )
     return 0
+
+
+def _raise_open_files(wanted: int) -> None:
+    """Raise the soft limit of open files towards ``wanted`` (at most the hard limit): each connection
+    is a file, and at a soft limit of 1,024 a few hundred held connections made ``/healthz``
+    unreachable. The workers inherit it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def _multiprocess_metrics() -> None:
@@ -273,6 +297,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="TCP port")
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    p.add_argument(
+        "--forwarded-allow-ips",
+        help="reverse proxies whose X-Forwarded-For is trusted (comma-separated addresses or networks, '*' "
+        "for any; default: none, the TCP peer is the client)",
+    )
     p.add_argument(
         "--log-format",
         choices=["auto", "text", "json"],

@@ -21,6 +21,7 @@ from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.auth import Principal, TokenCache, hash_secret, same_secret
 from edgedrift_cloud.fleet_query import FleetSummary
 from edgedrift_cloud.gate import MissCache
+from edgedrift_cloud.history import FleetHistoryBytes, HistoryLimits
 from edgedrift_cloud.observability import Metrics
 from edgedrift_cloud.rate_limit import DeviceLimits
 from edgedrift_cloud.settings import CloudSettings
@@ -48,6 +49,12 @@ class AppState:
     limits: DeviceLimits = field(default_factory=DeviceLimits)
     #: The fleet summary at default thresholds, computed at most every ``fleet_summary_max_age_s``.
     summary: ViewCache[FleetSummary] = field(default_factory=lambda: ViewCache(0.0))
+    #: The fleet's stored history bytes (``history_bytes_total``), recounted every minute.
+    fleet_history: FleetHistoryBytes = field(default_factory=FleetHistoryBytes)
+
+    @property
+    def history_limits(self) -> HistoryLimits:
+        return HistoryLimits(self.settings.history_labels, self.settings.history_bytes_per_device)
 
     def note_database_error(self, reason: str) -> None:
         self.database_error = (time.monotonic(), reason)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -19,13 +20,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift import __version__
-from edgedrift_cloud import openapi, registry, retention
+from edgedrift.wire import DEVICE_ID_PATTERN
+from edgedrift_cloud import gateway_registry, openapi, registry, retention
 from edgedrift_cloud.admission import TrainingPool
-from edgedrift_cloud.auth import TokenCache
+from edgedrift_cloud.auth import TokenCache, same_secret
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_cloud.dependencies import AppState, known_credential
 from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
-from edgedrift_cloud.gate import AuthGate, FailureLimiter, MissCache
+from edgedrift_cloud.gate import AuthGate, FailureLimiter, LargeBodies, MissCache, Subject
 from edgedrift_cloud.observability import Metrics, RequestLogMiddleware, configure_logging
 from edgedrift_cloud.rate_limit import DeviceLimits, RateLimiter
 from edgedrift_cloud.routers import (
@@ -44,6 +46,9 @@ from edgedrift_cloud.settings import CloudSettings, get_settings
 from edgedrift_cloud.view_cache import ViewCache
 
 log = logging.getLogger("edgedrift_cloud")
+#: A request body above this is "large": bounded in number per credential and worker (agents' windows and
+#: label batches are a few to a hundred kB).
+LARGE_BODY_BYTES = 256 * 1024
 
 
 def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = True) -> FastAPI:
@@ -124,8 +129,9 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(
         AuthGate,
-        verify=lambda: partial(credential_is_known, state),
+        verify=lambda: partial(credential_admits, state),
         limiter=FailureLimiter(settings.auth_failures_per_10s, 10.0),
+        bodies=LargeBodies(LARGE_BODY_BYTES, settings.large_bodies_per_client, settings.large_bodies),
     )
     app.add_middleware(RequestLogMiddleware, metrics=lambda: state.metrics)
     return app
@@ -147,9 +153,25 @@ def _provision(sessions: sessionmaker[Session], settings: CloudSettings) -> None
                     raise
 
 
-async def credential_is_known(state: AppState, token: str) -> bool:
-    """The gate's check: the operator token or a registered device's secret."""
-    return await known_credential(state, token) is not None
+async def credential_admits(state: AppState, subject: Subject, token: str) -> int:
+    """The gate's check of ``token`` for a path's subject: 0 when it may act on it (the operator token,
+    the subject device's own secret, the subject gateway's secret), 403 for another known device's
+    secret, 401 otherwise (as the routes' own dependencies answer)."""
+    if same_secret(token, state.settings.operator_token.get_secret_value()):
+        return 0
+    if subject.kind == "gateway":
+        return 0 if await anyio.to_thread.run_sync(_gateway_accepts, state, subject.id, token) else 401
+    principal = await known_credential(state, token)
+    if principal is None:
+        return 401
+    if subject.kind == "device" and not re.fullmatch(DEVICE_ID_PATTERN, subject.id):
+        return 0  # no device's route: the route refuses the id (422) before it reads a body
+    return 0 if subject.kind == "device" and principal.device_id == subject.id else 403
+
+
+def _gateway_accepts(state: AppState, gateway_id: str, token: str) -> bool:
+    with state.sessions() as session:
+        return gateway_registry.gateway_accepts(session, gateway_id, token)
 
 
 def __getattr__(name: str) -> FastAPI:

@@ -190,24 +190,26 @@ class Metrics:
         budget.set(math.inf if fleet is None else fleet)
         self.in_flight = Gauge(
             "edgedrift_trainings_in_flight",
-            "Trainings running now.",
+            "Trainings running in the pool now (one whose client left counts until it has stopped).",
             registry=self.registry,
             multiprocess_mode="livesum",
         )
         self.queued = Gauge(
             "edgedrift_trainings_queued",
-            "Trainings waiting for a slot.",
+            "Admitted trainings waiting for a slot.",
             registry=self.registry,
             multiprocess_mode="livesum",
         )
         self._trainings = trainings
+        trainings.on_change = self.trainings_changed
 
     def trainings_changed(self) -> None:
-        """Publish the admission state after a request entered or left it."""
+        """Publish what runs in the pool and what waits for a slot (a job whose client left counts as
+        running until it has stopped)."""
         pool = getattr(self, "_trainings", None)
         if pool is not None:
-            self.in_flight.set(pool.in_flight)
-            self.queued.set(max(0, pool.pending - pool.slots))
+            self.in_flight.set(pool.running)
+            self.queued.set(pool.waiting)
 
     def exposition(self) -> bytes:
         """The text a scrape returns (every worker's values in multiprocess mode)."""

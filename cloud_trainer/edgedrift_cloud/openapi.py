@@ -29,7 +29,6 @@ from edgedrift_cloud.dependencies import (
     get_state,
     require_operator,
 )
-from edgedrift_cloud.gate import GATEWAY_PREFIX
 
 __all__ = ["ErrorBody", "install"]
 
@@ -151,7 +150,7 @@ def _add_refusals(route: RouteContext, operation: Schema, validation: bool) -> N
     of a status wins)."""
     calls = set(_calls(route.dependant))
     path = route.path_format or ""
-    behind_gate = path.startswith("/v1/") and not path.startswith(GATEWAY_PREFIX)
+    behind_gate = path.startswith("/v1/")
     has_body = route.body_field is not None or "requestBody" in (route.openapi_extra or {})
     refusals: dict[str, Schema] = {}
     if has_body:

@@ -210,6 +210,32 @@ class CloudSettings(BaseSettings):
     #: Labels of each device's history the cloud keeps for re-tuning recomputes (``druid-tune``,
     #: ``periodic-tune``): the newest chunks that hold this many labels.
     history_labels: int = Field(default=20_000, ge=1, le=10_000_000)
+    #: Bytes of labeled history each device keeps (its newest chunks; a larger batch is a 413), and the
+    #: fleet's in all (a batch that would grow it beyond: 429 ``history_fleet_full``; unset: no limit).
+    #: 16 MiB holds 20,000 labels up to d = 103; a re-tuning job loads at most this much.
+    history_bytes_per_device: int = Field(default=16 * 1024 * 1024, ge=1024)
+    history_bytes_total: int | None = Field(default=64 * 1024**3, ge=1024)
+    #: Reverse proxies whose ``X-Forwarded-For``/``-Proto`` are trusted (comma-separated addresses or
+    #: networks, ``*`` for any; uvicorn's ``--forwarded-allow-ips``); empty: none, the TCP peer is the
+    #: client. (uvicorn alone trusts 127.0.0.1, so a local client could pose as any address.)
+    forwarded_allow_ips: str = ""
+    #: Seconds a request's line and headers may take to arrive (from the connection's opening or the
+    #: request's first byte), and its body after them; past them 408 and the connection closes
+    #: (:mod:`edgedrift_cloud.connections`).
+    header_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    body_timeout_s: float = Field(default=60.0, gt=0.0, le=3600.0)
+    #: Largest request line and headers in bytes (431 past it).
+    max_header_bytes: int = Field(default=16_384, ge=1024, le=1_048_576)
+    #: Connections one client address may hold per worker (a further one: 429 and closed), and all
+    #: connections and requests of a worker (uvicorn's ``--limit-concurrency``: 503 past it).
+    max_connections_per_address: int = Field(default=1024, ge=1)
+    max_connections: int = Field(default=4096, ge=1)
+    #: Requests with a body above 256 KiB in progress at once per worker, for one credential's subject
+    #: (a device, a gateway, the operator) and in all; beyond them 429 ``bodies_in_flight``.
+    large_bodies_per_client: int = Field(default=2, ge=1)
+    large_bodies: int = Field(default=8, ge=1)
+    #: Seconds an idle kept-alive connection stays open (uvicorn's ``--timeout-keep-alive``).
+    keep_alive_s: int = Field(default=5, ge=1, le=3600)
 
     @classmethod
     def settings_customise_sources(
@@ -224,7 +250,12 @@ class CloudSettings(BaseSettings):
         files = _SecretFiles(settings_cls, (dotenv_settings, env_settings))
         return init_settings, files, env_settings, dotenv_settings, file_secret_settings
 
-    @field_validator("recompute_budget_per_minute", "recompute_budget_per_device_per_minute", mode="before")
+    @field_validator(
+        "recompute_budget_per_minute",
+        "recompute_budget_per_device_per_minute",
+        "history_bytes_total",
+        mode="before",
+    )
     @classmethod
     def _unlimited_is_none(cls, value: object) -> object:
         """``unlimited``, ``none`` or an empty value: no limit."""

@@ -27,6 +27,7 @@ QUICK: dict[str, list[str]] = {
     "fleet_storm.py": ["--quick", "--retune-history", "300", "--json", "{tmp}/storm.json"],
     "footprint.py": ["--quick", "--json", "{tmp}/footprint.json"],
     "heartbeat_store.py": ["--quick", "--json", "{tmp}/heartbeat_store.json"],
+    "hostile_device.py": ["--quick", "--json", "{tmp}/hostile.json"],
     "liblinear_speed.py": ["--quick"],
     "mqtt_clients.py": ["--quick", "--json", "{tmp}/clients.json"],
     "mqtt_ingest.py": ["--quick", "--json", "{tmp}/ingest.json"],

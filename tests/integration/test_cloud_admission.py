@@ -20,6 +20,7 @@ import pytest
 from support.cloud import DEVICES, OPERATOR, CloudServer
 
 from edgedrift.wire import WINDOW_CONTENT_TYPE, LearnerParams, WindowHeader, encode_window
+from edgedrift_cloud.budget import REPEAT_SHARE
 from edgedrift_harness.postgres import fresh_database
 from edgedrift_harness.proc import process_tree
 
@@ -156,18 +157,26 @@ def test_the_budget_per_minute_with_priority_to_drift_evidence(tmp_path: Path) -
 
             # Without drift evidence a request may fill half of each budget: 2 of 4, 1 of 3 per device.
             assert codes(a, "dev-a", periodic(0), periodic(1)) == ["201", "budget_device"]
-            assert codes(b, "dev-b", periodic(2), periodic(3)) == ["201", "budget_fleet"]
-            # A strong drift may use all of it.
-            assert codes(a, "dev-a", drift(4, 3.0), drift(5, 3.0), drift(6, 3.0)) == [
-                "201",
-                "201",
-                "budget_fleet",
+            assert codes(b, "dev-b", periodic(2), periodic(3)) == ["201", "budget_device"]
+            # A device's second recompute of the minute cannot buy the rest with its evidence...
+            assert codes(a, "dev-a", drift(4, 3.0)) == ["budget_fleet"]
+            # ...while a strong drift's first recompute may use all of it.
+            others = {f"dev-{c}": f"secret-of-device-{c}-0123456789" for c in "cde"}
+            for device, secret in others.items():
+                server.register(device, secret)
+            firsts = [server.client(secret) for secret in others.values()]
+            replies = [
+                c.post(f"/v1/devices/{device}/models", json=drift(5 + i, 3.0))
+                for i, (c, device) in enumerate(zip(firsts, others, strict=True))
             ]
-            over = a.post("/v1/devices/dev-a/models", json=drift(7, 3.0))
-            assert over.status_code == 429 and 1 <= int(over.headers["Retry-After"]) <= 120
+            assert [r.status_code for r in replies] == [201, 201, 429]
+            over = replies[-1]
+            assert over.json()["reason"] == "budget_fleet" and 1 <= int(over.headers["Retry-After"]) <= 120
+            for c in firsts:
+                c.close()
         assert metric(server, "edgedrift_recompute_budget_per_minute") == 4
-        assert metric(server, 'edgedrift_recompute_rejected_total{reason="budget_fleet"}') == 3
-        assert metric(server, 'edgedrift_recompute_rejected_total{reason="budget_device"}') == 1
+        assert metric(server, 'edgedrift_recompute_rejected_total{reason="budget_fleet"}') == 2
+        assert metric(server, 'edgedrift_recompute_rejected_total{reason="budget_device"}') == 2
         assert metric(server, "edgedrift_recompute_admitted_total") == 4
     finally:
         server.stop()
@@ -184,7 +193,7 @@ def test_a_failed_training_gives_its_budget_back(tmp_path: Path) -> None:
             assert failed.status_code == 422 and "at least 2 rows" in failed.text, failed.text
             assert a.post("/v1/devices/dev-a/models", json=drift(1, 3.0)).status_code == 201
             over = a.post("/v1/devices/dev-a/models", json=drift(2, 3.0))
-            assert over.status_code == 429 and over.json()["reason"] == "budget_fleet"
+            assert over.status_code == 429 and over.json()["reason"] == "budget_device"
         assert metric(server, "edgedrift_recompute_admitted_total") == 2
     finally:
         server.stop()
@@ -199,22 +208,35 @@ def test_two_serve_processes_on_one_postgres_behave_as_one(postgres_admin_url: s
         try:
             wait_for_a_fresh_minute(40.0)
 
-            def post(i: int) -> httpx.Response:
+            def post(i: int, device: str = "dev-a", secret: str = A) -> httpx.Response:
                 server = (first, second)[i % 2]
-                with server.client(A) as c:
-                    return c.post("/v1/devices/dev-a/models", json=drift(i, 5.0) | {"request_id": f"r{i}"})
+                body = drift(i, 5.0) | {"request_id": f"r{i}"}
+                with server.client(secret) as c:
+                    return c.post(f"/v1/devices/{device}/models", json=body)
 
+            # One device alone: its first and its repeats up to REPEAT_SHARE of the budget (3 of 12),
+            # numbered contiguously across both servers.
             with ThreadPoolExecutor(8) as pool:
-                replies = list(pool.map(post, range(30)))
+                replies = list(pool.map(post, range(10)))
             codes = [r.status_code for r in replies]
-            assert codes.count(201) == budget and codes.count(429) == 30 - budget, codes
+            own = round(budget * REPEAT_SHARE)
+            assert codes.count(201) == own and codes.count(429) == 10 - own, codes
             versions = sorted(r.json()["version"] for r in replies if r.status_code == 201)
-            assert versions == list(range(1, budget + 1))
+            assert versions == list(range(1, own + 1))
+            # Then 30 devices' first recomputes fill the rest of the budget, and no more.
+            fleet = {f"fair-{i:02d}": f"secret-of-fair-{i:02d}-0123456789" for i in range(30)}
+            for device, secret in fleet.items():
+                first.register(device, secret)
+            with ThreadPoolExecutor(8) as pool:
+                firsts = list(pool.map(post, range(10, 40), fleet, fleet.values()))
+            codes = [r.status_code for r in firsts]
+            assert codes.count(201) == budget - own and codes.count(429) == 30 - (budget - own), codes
             for server in (first, second):
                 counters = server.counters("dev-a")
-                assert counters["recomputes"] == budget and counters["latest_version"] == budget
+                assert counters["recomputes"] == own and counters["latest_version"] == own
+                assert sum(server.counters(device)["recomputes"] for device in fleet) == budget - own
             with httpx.Client(base_url=first.url, headers={"Authorization": f"Bearer {OPERATOR}"}) as op:
-                assert op.get("/v1/devices/dev-a/counters").json()["recomputes"] == budget
+                assert op.get("/v1/devices/dev-a/counters").json()["recomputes"] == own
         finally:
             first.stop()
             second.stop()

@@ -4,16 +4,14 @@ authenticate is slowed down with 429 + Retry-After."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from support.cloud import DEVICES, CloudServer
+from support.raw_http import head_only
 
-from edgedrift_harness.ports import HOST
-
-A = DEVICES["dev-a"]
+A, B = DEVICES["dev-a"], DEVICES["dev-b"]
 
 
 @pytest.fixture(scope="module")
@@ -29,18 +27,6 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudServer]:
         yield server
     finally:
         server.stop()
-
-
-def head_only(server: CloudServer, path: str, length: int, token: str | None) -> bytes:
-    """Send the request line and headers of a ``length``-byte POST but no body; return the answer."""
-    auth = f"Authorization: Bearer {token}\r\n" if token else ""
-    request = (
-        f"POST {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {length}\r\n{auth}\r\n"
-    ).encode()
-    with socket.create_connection((HOST, server.port), timeout=10) as sock:
-        sock.sendall(request)
-        return sock.recv(4096)
 
 
 def test_no_body_is_read_before_the_credential_is_known(gated: CloudServer) -> None:
@@ -70,6 +56,8 @@ def test_failed_authentications_are_rate_limited_per_address(gated: CloudServer)
         ]
         first = codes.index(429)  # earlier tests of the module failed twice from this address too
         assert 1 <= first <= 5 and set(codes[:first]) == {401} and set(codes[first:]) == {429}, codes
-        blocked = c.get("/v1/devices/dev-a/counters", headers={"Authorization": f"Bearer {A}"})
+        blocked = c.get("/v1/devices/dev-b/counters", headers={"Authorization": f"Bearer {B}"})
         assert blocked.status_code == 429 and 1 <= int(blocked.headers["Retry-After"]) <= 10
+        proven = c.get("/v1/devices/dev-a/counters", headers={"Authorization": f"Bearer {A}"})
+        assert proven.status_code == 200, "a credential that worked from this address is not locked out"
     assert httpx.get(gated.url + "/healthz").status_code == 200

@@ -17,7 +17,7 @@ import pytest
 from support.cloud import DEVICES, CloudServer
 
 from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
-from edgedrift_cloud import budget
+from edgedrift_cloud import budget, pricing
 from edgedrift_cloud.settings import CloudSettings, load_settings
 from edgedrift_harness.postgres import fresh_database
 
@@ -69,7 +69,7 @@ def test_the_4000x1000_c_auto_window_is_refused_fast_and_nothing_is_stored(serve
     elapsed = time.monotonic() - start
     assert r.status_code == 422, r.text
     assert r.json()["reason"] == "cost_cap"
-    cost = budget.train_cost(WindowHeader.model_validate({"task": "classification", "learner": "logistic",
+    cost = pricing.train_cost(WindowHeader.model_validate({"task": "classification", "learner": "logistic",
                                                           "params": {"C": "auto"}}), 4000, 1000)  # fmt: skip
     assert cost.grid == 45 and cost.cost == 180_000_000
     cap = DEFAULTS["max_train_cost"].default

@@ -1,5 +1,5 @@
-"""Admission control's pieces in-process: the bounded pool of trainings, cancellation of a queued job
-whose client left, the failed-auth limiter and the miss cache."""
+"""Admission control's pieces in-process: the bounded pool of trainings, cancellation of a queued or
+running job whose client left, the failed-auth limiter and the miss cache."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from edgedrift_cloud.admission import ClientGoneError, TrainingPool
+from edgedrift_cloud.admission import ClientGoneError, JobCancelledError, TrainingPool, checkpoint
 from edgedrift_cloud.gate import FailureLimiter, MissCache
 
 
@@ -18,7 +18,8 @@ def test_the_pool_admits_slots_plus_queue_then_refuses() -> None:
     pool = TrainingPool(2, 3, processes=False)
     assert [pool.try_enter() for _ in range(6)] == [True] * 5 + [False]
     pool.leave()
-    assert pool.try_enter() and pool.in_flight == 2 and pool.retry_after() >= 1
+    assert pool.try_enter() and pool.queued == 3 and pool.retry_after() >= 1
+    assert pool.in_flight == 0, "places taken are not trainings running"
 
 
 def test_a_queued_job_of_a_client_that_left_never_runs() -> None:
@@ -50,6 +51,72 @@ def test_a_queued_job_of_a_client_that_left_never_runs() -> None:
         assert ran == []
     finally:
         pool.shutdown()
+
+
+def _stoppable(started: threading.Event, seen: list[str]) -> str:
+    """A job that runs until its checkpoint says stop (at most 5 s)."""
+    started.set()
+    deadline = time.monotonic() + 5
+    try:
+        while time.monotonic() < deadline:
+            checkpoint()
+            time.sleep(0.01)
+    except JobCancelledError:
+        seen.append("cancelled")
+        raise
+    return "ran out"
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_a_running_job_whose_client_left_is_cancelled_and_holds_its_slot_until_it_stops(
+    processes: bool,
+) -> None:
+    """Issue 28 row 4: the job is asked to stop through its slot's flag, counts as running (and keeps
+    a place) until it has, and the slot then serves the next job."""
+    pool = TrainingPool(1, 1, processes=processes)
+    started = threading.Event() if not processes else None
+    gone = False
+    seen: list[str] = []
+
+    async def disconnected() -> bool:
+        return gone
+
+    async def scenario() -> None:
+        nonlocal gone
+        assert pool.try_enter()
+        if processes:
+            job = asyncio.create_task(pool.run(disconnected, _process_job))
+        else:
+            assert started is not None
+            job = asyncio.create_task(pool.run(disconnected, _stoppable, started, seen))
+        await asyncio.sleep(0.5)
+        assert (pool.in_flight, pool.waiting) == (1, 0)
+        gone = True
+        with pytest.raises(ClientGoneError):
+            await job
+        pool.leave()
+        assert pool.pending == 1, "the cancelled job keeps its place while it stops"
+        for _ in range(100):
+            if pool.in_flight == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert (pool.in_flight, pool.pending) == (0, 0)
+        gone = False
+        assert await pool.run(disconnected, int, "7") == 7
+
+    try:
+        pool.start()
+        start = time.monotonic()
+        asyncio.run(scenario())
+        assert time.monotonic() - start < 4.0, "the job ran on after its client left"
+        if not processes:
+            assert seen == ["cancelled"]
+    finally:
+        pool.shutdown()
+
+
+def _process_job() -> str:
+    return _stoppable(threading.Event(), [])
 
 
 def test_failed_authentications_are_limited_per_address_and_window() -> None:

@@ -35,15 +35,33 @@ def test_retry_after_points_into_the_next_minute(now: float) -> None:
 
 
 def test_admission_counts_per_minute_and_rolls_back_a_refusal(tmp_path: Path) -> None:
-    engine, sessions = seeded_registry(f"sqlite:///{tmp_path / 'r.db'}", ("a", "b"))
-    limits = budget.BudgetLimits(fleet=3, per_device=2)
+    engine, sessions = seeded_registry(f"sqlite:///{tmp_path / 'r.db'}", ("a", "b", "c", "d"))
+    limits = budget.BudgetLimits(fleet=3, per_device=1)
     outcomes = []
     with sessions() as session:
-        for device in ("a", "a", "a", "b", "b"):
+        for device in ("a", "a", "b", "c", "d"):
             outcomes.append(budget.admit(session, limits, device, 2.0, minute=100))
-        assert budget.admit(session, limits, "b", 2.0, minute=101) is None
-    assert outcomes == [None, None, "budget_device", None, "budget_fleet"]
+        assert budget.admit(session, limits, "d", 2.0, minute=101) is None
+    # a's second is over its own limit; b and c take the rest, d (a first recompute) is refused: it waits.
+    assert outcomes == [None, "budget_device", None, None, "budget_fleet"]
     with engine.connect() as conn:
         query = "SELECT scope, admitted FROM recompute_budget WHERE minute = 100"
         rows = {str(scope): int(n) for scope, n in conn.exec_driver_sql(query).all()}
-    assert rows == {"fleet": 3, "device:a": 2, "device:b": 1}
+    assert rows == {"fleet": 3, "device:a": 1, "device:b": 1, "device:c": 1, "device:d": 0, "waiting": 1}
+
+
+def test_self_reported_evidence_cannot_buy_the_fleet_budget(tmp_path: Path) -> None:
+    """Issue 28 row 12: a device reporting evidence 2 takes its first recompute and REPEAT_SHARE of the
+    fleet's budget at most; a genuinely drifting device's first recompute is still admitted, and once a
+    device waits, nobody's second recompute is."""
+    devices = ("loud", "drifting", *(f"d{i}" for i in range(10)))
+    _engine, sessions = seeded_registry(f"sqlite:///{tmp_path / 'r.db'}", devices)
+    limits = budget.BudgetLimits(fleet=10, per_device=None)
+    with sessions() as session:
+        loud = [budget.admit(session, limits, "loud", 2.0, minute=7) for _ in range(10)]
+        assert loud.count(None) == 2, loud  # its first, then repeats while the fleet is under 2.5
+        assert budget.admit(session, limits, "drifting", 1.0, minute=7) is None
+        firsts = [budget.admit(session, limits, f"d{i}", 2.0, minute=7) for i in range(10)]
+        assert firsts.count(None) == 7 and firsts[-1] == "budget_fleet"
+        assert budget.admit(session, limits, "loud", 2.0, minute=8) is None
+        assert budget.admit(session, limits, "loud", 2.0, minute=8) == "budget_fleet", "devices wait"

@@ -16,9 +16,11 @@ from edgedrift_cloud import history
 from edgedrift_cloud.db.tables import HistoryChunk, ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
 from edgedrift_cloud.rate_limit import too_fast
-from edgedrift_cloud.routers.training import PARSE_INLINE_BYTES, parse_window
+from edgedrift_cloud.routers.training import parse_body
 
 router = APIRouter(prefix="/v1/devices/{device_id}/history", tags=["history"])
+#: Retry-After of a batch refused because the fleet's history is full.
+HISTORY_FULL_RETRY_S = 300
 
 _REQUEST_BODY = {
     "requestBody": {
@@ -44,10 +46,13 @@ _REQUEST_BODY = {
     responses={
         200: {"description": "Replay of a batch already stored under this batch id", "model": HistoryStored},
         409: {"description": "batch id reused with other samples"},
-        413: {"description": "Body above the size cap"},
+        413: {"description": "Body above the size cap, or a batch above the history's bytes per device"},
         415: {"description": "Unknown content type"},
         422: {"description": "Malformed window, or no batch id (request_id)"},
-        429: {"description": "Past the device's history upload or byte limit: retry after Retry-After"},
+        429: {
+            "description": "Past the device's history upload or byte limit, or the fleet's history is at its "
+            "limit: retry after Retry-After"
+        },
         503: {"description": "Database unavailable: retry after Retry-After"},
     },
 )
@@ -64,12 +69,7 @@ async def append(
     body = await request.body()
     if not declared.isdigit() and (wait := limits.history_bytes.take(device_id, len(body))) > 0:
         return _too_many_bytes(state, device_id, wait)
-    content_type = request.headers.get("content-type", "")
-    if len(body) > PARSE_INLINE_BYTES:
-        parsed = await anyio.to_thread.run_sync(parse_window, body, content_type, state)
-    else:
-        parsed = parse_window(body, content_type, state)
-    header, X, y, _encoding = parsed
+    header, X, y, _encoding = await parse_body(body, request.headers.get("content-type", ""), state)
     mismatch = await anyio.to_thread.run_sync(_mismatch, state, device_id, header.task, int(X.shape[1]))
     if mismatch is not None:
         return JSONResponse({"detail": mismatch, "reason": "history_mismatch"}, status_code=409)
@@ -77,7 +77,12 @@ async def append(
         detail = "a history batch needs its batch id in the header's request_id (retries must not add twice)"
         return JSONResponse({"detail": detail, "reason": "batch_id_missing"}, status_code=422)
     batch_id = header.request_id
-    stored = await anyio.to_thread.run_sync(_store, state, device_id, batch_id, X, y, len(body))
+    try:
+        stored = await anyio.to_thread.run_sync(_store, state, device_id, batch_id, X, y, len(body))
+    except history.HistoryRefusedError as refused:
+        headers = {"Retry-After": str(HISTORY_FULL_RETRY_S)} if refused.status == 429 else None
+        body_out = {"detail": refused.detail, "reason": refused.reason}
+        return JSONResponse(body_out, status_code=refused.status, headers=headers)
     if stored is None:
         detail = f"batch id {batch_id!r} was stored with other samples; a batch id must not be reused"
         return JSONResponse({"detail": detail, "reason": "batch_id_reused"}, status_code=409)
@@ -117,13 +122,15 @@ def _store(
 ) -> tuple[bool, int] | None:
     """Store in one transaction: (replayed, labels held), or None when the batch id was stored with
     other samples (also by a concurrent request)."""
-    capacity = state.settings.history_labels
+    fleet = (state.fleet_history, state.settings.history_bytes_total)
     for attempt in range(2):
         with state.sessions() as session:
             if not _same_batch(session, device_id, batch_id, X, y):
                 return None
             try:
-                result = history.store_batch(session, device_id, batch_id, X, y, size, capacity)
+                result = history.store_batch(
+                    session, device_id, batch_id, X, y, size, state.history_limits, fleet
+                )
                 session.commit()
                 return result
             except IntegrityError:

@@ -29,7 +29,7 @@ from edgedrift.wire import (
     decode_window,
     window_arrays,
 )
-from edgedrift_cloud import budget, history, registry, versions
+from edgedrift_cloud import budget, history, pricing, registry, versions
 from edgedrift_cloud.admission import ClientGoneError
 from edgedrift_cloud.db.tables import ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
@@ -85,6 +85,16 @@ def parse_window(
     return header, X, y, encoding
 
 
+async def parse_body(
+    body: bytes, content_type: str, state: AppState
+) -> tuple[WindowHeader, FloatArray, FloatArray, Encoding]:
+    """:func:`parse_window`, in a worker thread for a body above PARSE_INLINE_BYTES (a large window
+    never blocks the event loop)."""
+    if len(body) > PARSE_INLINE_BYTES:
+        return await anyio.to_thread.run_sync(parse_window, body, content_type, state)
+    return parse_window(body, content_type, state)
+
+
 class _FieldError(TypedDict):
     """One entry of a 422 body's ``detail`` (FastAPI's shape)."""
 
@@ -118,32 +128,45 @@ def _with_prefix(exc: ValidationError, prefix: str) -> list[_FieldError]:
 async def train(
     device_id: DevicePath, request: Request, principal: DeviceAccessDep, state: StateDep
 ) -> Response:
+    try:
+        body = await request.body()  # the whole body before anything else: a place is taken only then
+        parsed = await parse_body(body, request.headers.get("content-type", ""), state)
+        header, X, _y, _encoding = parsed
+        price = pricing.train_cost(header, int(X.shape[0]), int(X.shape[1]))
+        if header.retune is not None and price.cost <= state.settings.max_train_cost:
+            held = await anyio.to_thread.run_sync(_held_labels, state, device_id, int(X.shape[1]))
+            price = pricing.train_cost(header, int(X.shape[0]), int(X.shape[1]), held)
+        if price.cost > state.settings.max_train_cost:
+            return _over_cost(state, price)
+    except ClientDisconnect:
+        return Response(status_code=CLIENT_CLOSED)
     trainings = state.trainings
     if not trainings.try_enter():
         return _too_many(state, "queue_full", "the training queue is full", trainings.retry_after())
-    state.metrics.trainings_changed()
     try:
-        return await _admitted(device_id, request, principal.name, state)
+        return await _admitted(device_id, request, principal.name, state, len(body), parsed)
     except (ClientDisconnect, ClientGoneError):
         return Response(status_code=CLIENT_CLOSED)
     finally:
         trainings.leave()
-        state.metrics.trainings_changed()
 
 
-async def _admitted(device_id: str, request: Request, requested_by: str, state: StateDep) -> Response:
-    """Read and parse the body (off the event loop when large), answer a pinned device or a repeated
-    request_id from the registry, take a recompute from the budget, train in the pool and store."""
-    body = await request.body()
-    content_type = request.headers.get("content-type", "")
-    if len(body) > PARSE_INLINE_BYTES:
-        parsed = await anyio.to_thread.run_sync(parse_window, body, content_type, state)
-    else:
-        parsed = parse_window(body, content_type, state)
+def _held_labels(state: AppState, device_id: str, d: int) -> int:
+    with state.sessions() as session:
+        return history.held_labels(session, device_id, d, state.history_limits)
+
+
+async def _admitted(
+    device_id: str,
+    request: Request,
+    requested_by: str,
+    state: StateDep,
+    size: int,
+    parsed: tuple[WindowHeader, FloatArray, FloatArray, Encoding],
+) -> Response:
+    """Answer a pinned device or a repeated request_id from the registry, take a recompute from the
+    budget, train in the pool and store."""
     header, X, y, encoding = parsed
-    price = budget.train_cost(header, int(X.shape[0]), int(X.shape[1]))
-    if price.cost > state.settings.max_train_cost:
-        return _over_cost(state, price)
     fingerprint = window_fingerprint(header, X, y)
     admitted_in = budget.current_minute()
     early = await anyio.to_thread.run_sync(
@@ -182,7 +205,7 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
         n=int(X.shape[0]),
         d=int(X.shape[1]),
         train_ms=outcome.train_ms,
-        bytes_in=len(body),
+        bytes_in=size,
         encoding=encoding,
         reason=header.reason,
         requested_by=requested_by,
@@ -213,16 +236,16 @@ async def _admitted(device_id: str, request: Request, requested_by: str, state: 
 async def _retune(
     state: AppState, request: Request, device_id: str, header: WindowHeader, X: FloatArray, y: FloatArray
 ) -> tuple[TrainOutcome, dict[str, Any]]:
-    """A re-tuning recompute: the device's stored history, then the search in the training pool."""
-    capacity = state.settings.history_labels
-    Xh, yh = await anyio.to_thread.run_sync(_load_history, state, device_id, int(X.shape[1]), capacity)
-    done = await state.trainings.run(request.is_disconnected, history.retune_window, header, X, y, Xh, yh)
+    """A re-tuning recompute: a job of the pool that loads the device's stored history when it runs."""
+    limits = state.history_limits
+    if state.trainings.processes:
+        s = state.settings
+        timeouts = (s.database_connect_timeout_s, s.database_statement_timeout_s)
+        source = history.HistorySource(device_id, limits, s.database_url, timeouts)
+    else:
+        source = history.HistorySource(device_id, limits, sessions=state.sessions)
+    done = await state.trainings.run(request.is_disconnected, history.retune_job, source, header, X, y)
     return done.outcome, done.edge
-
-
-def _load_history(state: AppState, device_id: str, d: int, capacity: int) -> tuple[FloatArray, FloatArray]:
-    with state.sessions() as session:
-        return history.load_history(session, device_id, d, capacity)
 
 
 def window_fingerprint(header: WindowHeader, X: FloatArray, y: FloatArray) -> str:
@@ -274,14 +297,20 @@ def _before_training(
     return None
 
 
-def _over_cost(state: AppState, price: budget.TrainCost) -> JSONResponse:
+def _over_cost(state: AppState, price: pricing.TrainCost) -> JSONResponse:
     """422 ``cost_cap`` before any training: the window costs more than one request may."""
     state.metrics.recompute_rejected.labels("cost_cap").inc()
     cap = state.settings.max_train_cost
+    search = (
+        f" plus a re-tuning search over {price.history} history labels costing {price.search}"
+        if price.search
+        else ""
+    )
     detail = (
-        f"window of {price.rows} rows x {price.features} features x grid {price.grid} has training cost "
-        f"{price.cost} above the cap {cap} (rows x d x grid; grid = the fits of a C='auto' search, else 1): "
-        "send fewer rows or features, or a fixed C"
+        f"window of {price.rows} rows x {price.features} features x grid {price.grid}{search} has training "
+        f"cost {price.cost} above the cap {cap} (rows x d x grid; grid = the fits of a C='auto' search, "
+        "else 1; a re-tuning search: its fits and replays, docs/cloud-trainer.md): send fewer rows or "
+        "features, a fixed C, or no re-tuning"
     )
     return JSONResponse({"detail": detail, "reason": "cost_cap"}, status_code=422)
 

@@ -105,13 +105,26 @@ def grid_points(name: str) -> list[dict[str, float]]:
 
 
 def grid_scores(
-    name: str, n_features: int, loss: str, task: Task, X: FloatArray, y: FloatArray, n_classes: int = 2
+    name: str,
+    n_features: int,
+    loss: str,
+    task: Task,
+    X: FloatArray,
+    y: FloatArray,
+    n_classes: int = 2,
+    checkpoint: Callable[[], None] | None = None,
 ) -> list[tuple[dict[str, float], FloatArray]]:
-    """Every grid point with the per-sample prequential scores of a fresh learner over (X, y)."""
-    return [
-        (params, prequential_scores(edge_learner(name, n_features, loss, task, params, n_classes), X, y))
-        for params in grid_points(name)
-    ]
+    """Every grid point with the per-sample prequential scores of a fresh learner over (X, y).
+
+    ``checkpoint`` is called before each grid point's replay: a caller stops the search by raising
+    from it (the cloud cancels a job whose client has gone)."""
+    scored = []
+    for params in grid_points(name):
+        if checkpoint is not None:
+            checkpoint()
+        learner = edge_learner(name, n_features, loss, task, params, n_classes)
+        scored.append((params, prequential_scores(learner, X, y)))
+    return scored
 
 
 def _standard_error(scores: FloatArray) -> float:
@@ -159,14 +172,16 @@ def tune_all(
     y: FloatArray,
     current: Mapping[str, float] | None = None,
     margin_se: float = RETUNE_MARGIN_SE,
+    checkpoint: Callable[[], None] | None = None,
 ) -> tuple[dict[str, float], float]:
     """The grid point with the best prequential score of a fresh learner over (X, y), and that score.
 
     With the edge's ``current`` parameters (a grid point), the best replaces them only when it beats
     them by more than ``margin_se`` standard errors of the per-sample score difference (a paired test):
     a change costs the edge its learner's state (rebuilt and warmed on its window), so a tie keeps it.
+    ``checkpoint`` as for :func:`grid_scores`.
     """
-    scored = grid_scores(name, n_features, loss, task, X, y)
+    scored = grid_scores(name, n_features, loss, task, X, y, checkpoint=checkpoint)
     means, top = _means_and_best(scored)
     if current is not None:
         here = next((i for i, (p, _) in enumerate(scored) if p == dict(current)), None)

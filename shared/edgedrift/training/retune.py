@@ -101,12 +101,14 @@ def choose_window(
     task: Task,
     folds: int = 5,
     block: int = 100,
+    checkpoint: Callable[[], None] | None = None,
 ) -> tuple[int, dict[int, float]]:
     """The window length (labels) whose model best predicts the next ``block`` labels, averaged over the
     last ``folds`` blocks of the history (prequential validation); ties go to the shortest.
 
     A length is a candidate when the history holds it before every validation block; with too short a
-    history the shortest length is returned unscored.
+    history the shortest length is returned unscored. ``checkpoint`` is called before each fit (raise
+    from it to stop).
     """
     n = len(y)
     lengths = sorted(set(int(v) for v in lengths))
@@ -118,6 +120,8 @@ def choose_window(
         for f in range(1, folds + 1):
             end = n - (f - 1) * block
             start = end - block
+            if checkpoint is not None:
+                checkpoint()
             model = trainer(X[start - length : start], y[start - length : start])
             if model is None:
                 raise RuntimeError("window validation needs a synchronous trainer")
@@ -198,24 +202,32 @@ def retune_on_history(
     window_labels: int = 200,
     holdout: int = 500,
     current: Mapping[str, float] | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> tuple[BatchModel, EdgeTune]:
     """One re-tuning recompute over a device's history (Xh, yh; the window X, y when the history is
     shorter): the batch model refitted on the validated window length and the edge parameters, which
     stay the edge's ``current`` ones unless the search finds clearly better (:func:`tune_all`).
 
     The evaluator (:class:`HistoryRetuner`) and the cloud trainer both call this, so a deployed
-    re-tuning recompute equals the offline one given the same history.
+    re-tuning recompute equals the offline one given the same history. ``checkpoint`` is called
+    between the search's steps (each fit, each grid point's replay): the cloud raises from it to
+    cancel a job whose client has gone.
     """
     if len(yh) < len(y):
         Xh, yh = X, y
-    length, _scores = choose_window(Xh, yh, trainer, (len(y), *WINDOW_LENGTHS), task)
+    lengths = (len(y), *WINDOW_LENGTHS)
+    length, _scores = choose_window(Xh, yh, trainer, lengths, task, checkpoint=checkpoint)
     model = trainer(Xh[-length:], yh[-length:])
     if model is None:
         raise RuntimeError("the re-tuning recompute needs a synchronous trainer")
     part = slice(max(0, len(yh) - recent), len(yh))
-    params, score = tune_all(learner, Xh.shape[1], loss, task, Xh[part], yh[part], current)
+    params, score = tune_all(
+        learner, Xh.shape[1], loss, task, Xh[part], yh[part], current, checkpoint=checkpoint
+    )
     if current is not None and params == dict(current):  # the edge keeps its learner and anchors
         return model, EdgeTune(params, float(score), min(length, len(yh)), True)
+    if checkpoint is not None:
+        checkpoint()
     anchor = _anchor_helps(Xh, yh, trainer, learner, loss, task, length, params, window_labels, holdout)
     return model, EdgeTune(params, float(score), min(length, len(yh)), anchor)
 
