@@ -53,6 +53,8 @@ def one_slot(tmp_path: Path) -> Iterator[CloudServer]:
         EDGEDRIFT_CLOUD_TRAINING_SLOTS="1",
         EDGEDRIFT_CLOUD_TRAINING_QUEUE="1",
         EDGEDRIFT_CLOUD_MAX_TRAIN_COST=str(10**12),  # the long training below is above the default cap
+        # Six large bodies of one device at once: the queue, not the per-credential body limit, refuses.
+        EDGEDRIFT_CLOUD_LARGE_BODIES_PER_CLIENT="8",
     ).start()
     try:
         yield server
