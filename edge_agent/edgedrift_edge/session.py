@@ -107,8 +107,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         self.unauthorized = False
         self._events: list[Event] = []
         self._payload = b""
-        #: Label misses and late-label outliers, one summary event per kind and second.
-        self.summaries = EventSummaries(clock, REASONS_PER_EVENT)
+        self.summaries = EventSummaries(clock, REASONS_PER_EVENT)  # label misses, late-label outliers
 
     # --- messages ---------------------------------------------------------------------------------------
 
