@@ -42,6 +42,7 @@ from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.rebalance import Mode, RebalanceMonitor
 from edgedrift.strategies import TrainSpec
 from edgedrift.training.recompute import spec_trainer
+from edgedrift.training.window import Scoring
 from edgedrift.window import CountWindow
 
 MEANS = (20_000, 22_500, 25_000, 27_500, 30_000)
@@ -66,13 +67,15 @@ def block_kappas(y: FloatArray, pred: FloatArray, start: int, n: int) -> list[fl
     return out
 
 
-def run_method(stream: Stream, mode: Mode, delta: float, max_depth: int, seed: int) -> dict[str, Any]:
+def run_method(
+    stream: Stream, mode: Mode, delta: float, max_depth: int, seed: int, scoring: Scoring = "real"
+) -> dict[str, Any]:
     """One test-then-train run of ``mode`` over the stream; block kappas and recompute bookkeeping."""
     params = {"max_depth": max_depth, "seed": seed}
     spec = TrainSpec(
         "shrub", params, rebalance="none" if mode == "base" else "select", return_base=mode == "rs+"
     )
-    train = spec_trainer(spec, "classification", "rebalance-" + mode.replace("+", "-plus"))
+    train = spec_trainer(spec, "classification", "rebalance-" + mode.replace("+", "-plus"), scoring=scoring)
     selections: list[dict[str, Any]] = []
     train_s = [0.0]
 
@@ -113,6 +116,7 @@ def run_method(stream: Stream, mode: Mode, delta: float, max_depth: int, seed: i
     cm = ConfusionMatrix()
     cm.update_many(y[WARMUP:], pred)
     return {
+        "pred": pred,
         "kappa_blocks": block_kappas(y, pred, WARMUP, n),
         "kappa": cm.kappa,
         "recomputes": loop.counters.recomputes,
@@ -147,6 +151,7 @@ def run_cell(mean: int, var: int, seeds: tuple[int, ...], args: argparse.Namespa
         for mode in args.methods:
             t = time.perf_counter()
             run = run_method(stream, mode, args.delta, args.max_depth, seed)
+            run.pop("pred")
             cell["runs"][f"{seed}/{mode}"] = run
             print(
                 f"mu={mean} var={var} seed={seed} {mode:4s} kappa={run['kappa']:.3f} "
