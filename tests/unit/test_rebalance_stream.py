@@ -501,3 +501,17 @@ def test_class_ratios_follow_the_schedule() -> None:
     assert set(np.unique(stream.y)) == {-1.0, 1.0} and stream.n_features == 10
     again = rbf_imbalanced(n=12_000, mean=3_000, var=10.0, seed=5)
     np.testing.assert_array_equal(again.X, stream.X)
+
+
+def test_other_minority_levels_keep_the_schedules_segments() -> None:
+    five = load_dataset("rbf-imbalanced:n=12000,mean=3000,var=10,levels=0.05;0.1;0.2;0.3", seed=5)
+    paper = imbalance_schedule(12_000, 3_000, 10.0)
+    mapping = dict(zip(IMBALANCE_LEVELS, (0.05, 0.1, 0.2, 0.3), strict=True))
+    np.testing.assert_array_equal(five.meta["minority_share"], [mapping[v] for v in paper])
+    assert five.meta["levels"] == (0.05, 0.1, 0.2, 0.3) and five.name.endswith("levels=0.05;0.1;0.2;0.3")
+    rows = five.meta["minority_share"] == 0.05
+    assert rows.any() and abs(float(np.mean(five.y[rows] == 1.0)) - 0.05) < 0.02
+    with pytest.raises(ValueError, match="levels"):
+        imbalance_schedule(100, levels=(0.1, 0.2, 0.3))
+    with pytest.raises(ValueError, match="share"):
+        imbalance_schedule(100, levels=(0.1, 1.5))
