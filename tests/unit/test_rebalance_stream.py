@@ -186,7 +186,7 @@ def test_a_better_candidate_is_installed_with_its_confusion_matrix() -> None:
     assert monitor.accept(new) and monitor.n_swaps == 1
     monitor.reset(new, np.empty((0, 2)), np.empty(0))
     # Algorithm 1, line 29: the learner's matrix becomes the winner's (TP, FP, FN, TN).
-    assert monitor._cm_model.counts == (40, 5, 5, 50)
+    assert isinstance(monitor._cm_model, ConfusionMatrix) and monitor._cm_model.counts == (40, 5, 5, 50)
     fresh = Constant(-1.0, {"chosen": "batch", "scores": {"batch": 0.95}})
     assert monitor.accept(fresh)
     monitor.reset(fresh, np.empty((0, 2)), np.empty(0))
