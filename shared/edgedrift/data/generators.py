@@ -383,14 +383,6 @@ def rbf_drift_rows(gen: Any) -> Iterator[tuple[list[float], int]]:
         yield [c[i] + att[i] * scale for i in range(d)], labels[idx]
 
 
-def _check_levels(levels: tuple[float, ...]) -> None:
-    n = len(levels)
-    if n == 0 or n & (n - 1):
-        raise ValueError(f"levels must be 1, 2, 4, 8 … shares (java.util.Random.nextInt), got {n}")
-    if not all(0.0 < lv < 1.0 for lv in levels):
-        raise ValueError(f"every minority share must be in (0, 1), got {levels}")
-
-
 def imbalance_schedule(
     n: int,
     mean: int = 20_000,
@@ -410,7 +402,10 @@ def imbalance_schedule(
     _check_positive(n=n, mean=mean)
     if var < 0:
         raise ValueError(f"var must be >= 0, got {var}")
-    _check_levels(levels)
+    if not levels or len(levels) & (len(levels) - 1):
+        raise ValueError(f"levels must be 1, 2, 4, 8 … shares (java.util.Random.nextInt), got {len(levels)}")
+    if not all(0.0 < lv < 1.0 for lv in levels):
+        raise ValueError(f"every minority share must be in (0, 1), got {levels}")
     rng = _JavaRandom(schedule_seed)
     share = np.empty(n)
     start = 0
