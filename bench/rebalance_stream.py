@@ -16,6 +16,13 @@ swaps, chosen candidates, time), ``docs/img/rebalance_fig1.png`` (μ=20000, σ²
 ``docs/img/rebalance_grid.png`` (Table I) and ``docs/img/rebalance_heatmaps.png`` (Fig. 2: the mean
 kappa difference RS−BASE and RS+−BASE per cell).
 
+``--compare`` is the comparison of docs/benchmarks.md "RebalanceStream against its paper": the Fig. 1
+cell's schedule with the paper's minority shares (0.1-0.4) and with a 5 % minority (0.05-0.3), per seed
+BASE, RS, RS with the paper's literal candidate scoring (``rs-paper``: SMOTE candidates scored on their
+own augmented rows), RS+ and river's Hoeffding adaptive tree in the same run, scored by kappa, balanced
+accuracy and macro-F1 over the whole run and per minority share (``out/rebalance/compare.json``).
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/rebalance_stream.py --compare --seeds 3 4 5 --n 60000
     OMP_NUM_THREADS=1 .venv/bin/python bench/rebalance_stream.py --fig1       # one cell, ~3.5 min
     OMP_NUM_THREADS=1 .venv/bin/python bench/rebalance_stream.py              # 20 cells, ~45 min
     .venv/bin/python bench/rebalance_stream.py --plot-only                    # redraw from the JSON
@@ -42,6 +49,7 @@ from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.rebalance import Mode, RebalanceMonitor
 from edgedrift.strategies import TrainSpec
 from edgedrift.training.recompute import spec_trainer
+from edgedrift.training.window import Scoring
 from edgedrift.window import CountWindow
 
 MEANS = (20_000, 22_500, 25_000, 27_500, 30_000)
@@ -66,13 +74,15 @@ def block_kappas(y: FloatArray, pred: FloatArray, start: int, n: int) -> list[fl
     return out
 
 
-def run_method(stream: Stream, mode: Mode, delta: float, max_depth: int, seed: int) -> dict[str, Any]:
+def run_method(
+    stream: Stream, mode: Mode, delta: float, max_depth: int, seed: int, scoring: Scoring = "real"
+) -> dict[str, Any]:
     """One test-then-train run of ``mode`` over the stream; block kappas and recompute bookkeeping."""
     params = {"max_depth": max_depth, "seed": seed}
     spec = TrainSpec(
         "shrub", params, rebalance="none" if mode == "base" else "select", return_base=mode == "rs+"
     )
-    train = spec_trainer(spec, "classification", "rebalance-" + mode.replace("+", "-plus"))
+    train = spec_trainer(spec, "classification", "rebalance-" + mode.replace("+", "-plus"), scoring=scoring)
     selections: list[dict[str, Any]] = []
     train_s = [0.0]
 
@@ -113,6 +123,7 @@ def run_method(stream: Stream, mode: Mode, delta: float, max_depth: int, seed: i
     cm = ConfusionMatrix()
     cm.update_many(y[WARMUP:], pred)
     return {
+        "pred": pred,
         "kappa_blocks": block_kappas(y, pred, WARMUP, n),
         "kappa": cm.kappa,
         "recomputes": loop.counters.recomputes,
@@ -127,6 +138,113 @@ def run_method(stream: Stream, mode: Mode, delta: float, max_depth: int, seed: i
         "bytes_up": loop.counters.bytes_up,
         "bytes_down": loop.counters.bytes_down,
     }
+
+
+#: ``--compare``: the paper's minority shares and a 5 % variant on the same segments.
+LEVEL_SETS: dict[str, tuple[float, ...]] = {"paper": (0.1, 0.2, 0.3, 0.4), "five": (0.05, 0.1, 0.2, 0.3)}
+#: ``--compare``'s EdgeDrift methods: (monitor mode, candidate scoring).
+COMPARED: dict[str, tuple[Mode, Scoring]] = {
+    "base": ("base", "real"),
+    "rs": ("rs", "real"),
+    "rs-paper": ("rs", "augmented"),
+    "rs+": ("rs+", "real"),
+}
+
+
+def scores(y: FloatArray, pred: FloatArray) -> dict[str, float]:
+    """Kappa, balanced accuracy and macro-F1 of ``pred`` against ``y`` (labels ±1)."""
+    cm = ConfusionMatrix()
+    cm.update_many(y, pred)
+    return {
+        "kappa": cm.kappa,
+        "bacc": cm.balanced_accuracy,
+        "macro_f1": cm.macro_f1,
+        "pos_rate": float(np.mean(pred > 0)),
+    }
+
+
+def run_river(stream: Stream, seed: int) -> dict[str, Any]:
+    """river's Hoeffding adaptive tree, test-then-train from row WARMUP after learning the first rows."""
+    from river import tree
+
+    model = tree.HoeffdingAdaptiveTreeClassifier(seed=seed)
+    X, y = stream.X, stream.y
+    pred = np.empty(len(y) - WARMUP)
+    t0 = time.perf_counter()
+    for i in range(len(y)):
+        x = dict(enumerate(X[i].tolist()))
+        if i >= WARMUP:
+            p = model.predict_one(x)
+            pred[i - WARMUP] = -1.0 if p is None else float(p)
+        model.learn_one(x, float(y[i]))
+    return {"pred": pred, "seconds": time.perf_counter() - t0}
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    """Per level set and seed: every method of :data:`COMPARED` and river's HAT on one stream; scores over
+    the whole run and per minority share, written to ``compare.json`` and printed as Markdown."""
+    results: dict[str, Any] = {"n": args.n, "mean": 20_000, "var": 50, "delta": args.delta, "runs": []}
+    methods = [*COMPARED, "hat"]
+    for set_name in args.level_sets:
+        levels = LEVEL_SETS[set_name]
+        for seed in args.seeds:
+            spec = "rbf-imbalanced:n={},mean=20000,var=50,levels={}".format(
+                args.n, ";".join(map(str, levels))
+            )
+            stream = load_dataset(spec, seed=seed)
+            share = stream.meta["minority_share"][WARMUP:]
+            y = stream.y[WARMUP:]
+            for method in methods:
+                if method == "hat":
+                    run = run_river(stream, seed)
+                    extra: dict[str, Any] = {}
+                else:
+                    mode, scoring = COMPARED[method]
+                    run = run_method(stream, mode, args.delta, args.max_depth, seed, scoring)
+                    extra = {"recomputes": run["recomputes"], "chosen": run["chosen"], "kept": run["kept"]}
+                pred = run["pred"]
+                row: dict[str, Any] = {"levels": set_name, "seed": seed, "method": method, **extra}
+                row["all"] = scores(y, pred)
+                row["per_share"] = {
+                    str(lv): scores(y[share == lv], pred[share == lv]) for lv in levels if (share == lv).any()
+                }
+                row["seconds"] = run["seconds"]
+                results["runs"].append(row)
+                per = " ".join(f"{k}:{v['kappa']:.3f}" for k, v in row["per_share"].items())
+                print(
+                    f"{set_name} seed={seed} {method:8s} kappa={row['all']['kappa']:.3f} [{per}] "
+                    f"{run['seconds']:.0f}s {extra}",
+                    flush=True,
+                )
+    (args.out / "compare.json").write_text(json.dumps(results, indent=1))
+    print_compare(results)
+    return results
+
+
+def print_compare(results: dict[str, Any]) -> None:
+    """Markdown: mean over seeds of kappa / balanced accuracy / macro-F1, per level set, per minority share
+    (the lowest two) and over the whole run."""
+    runs = results["runs"]
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    for set_name in dict.fromkeys(r["levels"] for r in runs):
+        sub = [r for r in runs if r["levels"] == set_name]
+        shares = sorted({k for r in sub for k in r["per_share"]}, key=float)
+        seeds = sorted({r["seed"] for r in sub})
+        print(
+            f"\n{set_name} shares {shares}, seeds {seeds}: "
+            "kappa / balanced accuracy / macro-F1 (mean over seeds)"
+        )
+        cols = ["whole run", *[f"minority {float(k):.0%}" for k in shares]]
+        print("| method | " + " | ".join(cols) + " |\n|---|" + "---:|" * len(cols))
+        for m in methods:
+            rs = [r for r in sub if r["method"] == m]
+            cells = []
+            for key in ["all", *shares]:
+                vals = [r["all"] if key == "all" else r["per_share"][key] for r in rs]
+                cells.append(
+                    " / ".join(f"{np.mean([v[f] for v in vals]):.3f}" for f in ("kappa", "bacc", "macro_f1"))
+                )
+            print(f"| {m} | " + " | ".join(cells) + " |")
 
 
 def run_cell(mean: int, var: int, seeds: tuple[int, ...], args: argparse.Namespace) -> dict[str, Any]:
@@ -147,6 +265,7 @@ def run_cell(mean: int, var: int, seeds: tuple[int, ...], args: argparse.Namespa
         for mode in args.methods:
             t = time.perf_counter()
             run = run_method(stream, mode, args.delta, args.max_depth, seed)
+            run.pop("pred")
             cell["runs"][f"{seed}/{mode}"] = run
             print(
                 f"mu={mean} var={var} seed={seed} {mode:4s} kappa={run['kappa']:.3f} "
@@ -302,6 +421,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--fig1", action="store_true", help="only the mu=20000, sigma^2=50 cell")
+    parser.add_argument(
+        "--compare", action="store_true", help="BASE, RS, RS (paper scoring), RS+ and river HAT per level set"
+    )
+    parser.add_argument("--level-sets", nargs="+", default=list(LEVEL_SETS), choices=list(LEVEL_SETS))
     parser.add_argument("--means", type=int, nargs="+", default=MEANS)
     parser.add_argument("--vars", type=int, nargs="+", default=VARS)
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
@@ -326,6 +449,9 @@ def main() -> None:
             args.out = args.img = Path(tempfile.mkdtemp(prefix="edgedrift-rebalance-quick-"))
     args.out.mkdir(parents=True, exist_ok=True)
     args.img.mkdir(parents=True, exist_ok=True)
+    if args.compare:
+        compare(args)
+        return
     if not args.plot_only:
         cells = [(20_000, 50)] if args.fig1 else [(m, v) for v in args.vars for m in args.means]
         if args.skip_done:

@@ -203,13 +203,7 @@ def context(n_classes: int = 3) -> Context:
 
 
 def test_strategies_say_whether_they_run_with_c_classes() -> None:
-    binary_only = {
-        "druid-tune",
-        "periodic-tune",
-        "rebalance-base",
-        "rebalance-stream",
-        "rebalance-stream-plus",
-    }
+    binary_only = {"druid-tune", "periodic-tune"}
     assert {name for name, s in STRATEGIES.items() if not s.multiclass} == binary_only
     for name in sorted(binary_only):
         with pytest.raises(ValueError, match=f"strategy '{name}' runs on binary .* not on 3 classes"):

@@ -8,7 +8,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from edgedrift.metrics import classification_report
 from edgedrift.training.linear import LinearTrainer
-from edgedrift.training.rebalance import Predictor, prequential_kappa, smote
+from edgedrift.training.rebalance import Predictor, prequential, prequential_kappa, smote
 
 
 def imbalanced(n: int, minority: int, seed: int, d: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -151,3 +151,26 @@ def test_prequential_kappa_degenerate_inputs() -> None:
         prequential_kappa(linear_fit, X, np.array([1.0]), blocks=1)
     # All-correct predictions of a single class: chance agreement is 1, kappa is 0 (not NaN).
     assert prequential_kappa(linear_fit, np.zeros((10, 2)), np.full(10, -1.0)) == 0.0
+
+
+def test_prepare_rebalances_each_prefix_and_only_real_rows_are_tested() -> None:
+    X, y = imbalanced(250, 40, seed=9)
+    edges = np.linspace(0, 250, 6).astype(int)
+    prefixes: list[int] = []
+
+    def prepare(Xt: np.ndarray, yt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        prefixes.append(yt.size)
+        res = smote(Xt, yt, seed=3)
+        return res.X, res.y
+
+    run = prequential(linear_fit, X, y, prepare=prepare)
+    assert prefixes == [int(e) for e in edges[1:5]]
+    preds = [
+        linear_fit(*prepare(X[: edges[b]], y[: edges[b]]))(X[edges[b] : edges[b + 1]]) for b in range(1, 5)
+    ]
+    expected = classification_report(y[edges[1] :], np.concatenate(preds))
+    assert run.kappa == pytest.approx(expected["kappa"], abs=1e-12)
+    assert run.counts is not None and sum(run.counts) == 250 - int(edges[1])
+    # Balancing every prefix moves the decision towards the minority: more +1 predictions than without.
+    plain = prequential(linear_fit, X, y)
+    assert plain.counts is not None and run.counts[0] + run.counts[1] > plain.counts[0] + plain.counts[1]

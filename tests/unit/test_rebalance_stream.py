@@ -11,12 +11,13 @@ import pytest
 from edgedrift.data import load_dataset
 from edgedrift.data.generators import IMBALANCE_LEVELS, imbalance_schedule, rbf_drift_rows, rbf_imbalanced
 from edgedrift.loop import EdgeLoop
+from edgedrift.metrics import ConfusionMatrix
 from edgedrift.models.document import BatchModel, model_from_document
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors import RebalanceMonitor
-from edgedrift.training.rebalance import prequential_kappa, smote
+from edgedrift.training.rebalance import prequential_kappa, smote, smote_prefix
 from edgedrift.training.shrub import train_shrub
-from edgedrift.training.window import CANDIDATES, train_window
+from edgedrift.training.window import CANDIDATES, Scoring, train_window
 from edgedrift.window import CountWindow
 from edgedrift.wire import LearnerParams, WindowHeader
 
@@ -182,7 +183,7 @@ def test_a_better_candidate_is_installed_with_its_confusion_matrix() -> None:
     assert monitor.accept(new) and monitor.n_swaps == 1
     monitor.reset(new, np.empty((0, 2)), np.empty(0))
     # Algorithm 1, line 29: the learner's matrix becomes the winner's (TP, FP, FN, TN).
-    assert monitor._cm_model.counts == (40, 5, 5, 50)
+    assert isinstance(monitor._cm_model, ConfusionMatrix) and monitor._cm_model.counts == (40, 5, 5, 50)
     fresh = Constant(-1.0, {"chosen": "batch", "scores": {"batch": 0.95}})
     assert monitor.accept(fresh)
     monitor.reset(fresh, np.empty((0, 2)), np.empty(0))
@@ -305,7 +306,9 @@ def rare_but_separable(n: int, frac: float, seed: int) -> tuple[np.ndarray, np.n
     return X, y
 
 
-def select(X: np.ndarray, y: np.ndarray, reset_rows: int | None, **params: Any) -> Any:
+def select(
+    X: np.ndarray, y: np.ndarray, reset_rows: int | None, scoring: Scoring = "real", **params: Any
+) -> Any:
     header = WindowHeader.model_validate(
         {
             "task": "classification",
@@ -315,31 +318,47 @@ def select(X: np.ndarray, y: np.ndarray, reset_rows: int | None, **params: Any) 
             "params": {"max_depth": 4, **params},
         }
     )
-    return train_window(header, X, y)
+    return train_window(header, X, y, scoring)
 
 
-def test_four_candidates_are_scored_on_their_own_data_and_smote_wins() -> None:
+def test_candidates_are_scored_on_real_rows_and_the_papers_scoring_inflates_smote() -> None:
     X, y = rare_but_separable(600, 0.08, seed=0)
-    out = select(X, y, reset_rows=200)
-    assert out.scores is not None and tuple(out.scores) == CANDIDATES
 
     def fit(Xt: FloatArray, yt: FloatArray) -> Any:
         return model_from_document(train_shrub(Xt, yt, "classification", max_depth=4)).predict
 
     Xr, yr = X[-200:], y[-200:]
-    expected = {
+    balanced = smote_prefix(0)
+    real = {
         "batch": prequential_kappa(fit, X, y),
-        "batch+smote": prequential_kappa(fit, *(lambda r: (r.X, r.y))(smote(X, y, 0))),
+        "batch+smote": prequential_kappa(fit, X, y, prepare=balanced),
         "reset": prequential_kappa(fit, Xr, yr),
-        "reset+smote": prequential_kappa(fit, *(lambda r: (r.X, r.y))(smote(Xr, yr, 0))),
+        "reset+smote": prequential_kappa(fit, Xr, yr, prepare=balanced),
     }
-    assert out.scores == pytest.approx(expected)
-    assert out.chosen == max(CANDIDATES, key=out.scores.__getitem__)
-    assert out.chosen.endswith("+smote") and out.scores[out.chosen] > out.scores["batch"] + 0.1
+    out = select(X, y, reset_rows=200)
+    assert out.scores is not None and tuple(out.scores) == CANDIDATES
+    assert out.scores == pytest.approx(real)
+    assert out.chosen == max(CANDIDATES, key=out.scores.__getitem__) == "batch"
     training = out.document["training"]
     assert training["chosen"] == out.chosen and training["scores"] == out.scores
-    tp, fp, fn, tn = training["confusion"][out.chosen]
-    assert tp + fp + fn + tn > 0 and "base" not in training
+    # Counts are over real rows only: blocks 1-4 of the window (480) or of the reset batch (160).
+    rows = {name: sum(counts) for name, counts in training["confusion"].items()}
+    assert rows == {"batch": 480, "batch+smote": 480, "reset": 160, "reset+smote": 160}
+    assert "base" not in training
+    # The paper's Algorithms 2-4 score a SMOTE candidate on its own rows, the synthetic tail included:
+    # the same candidates then look far better than the window's own rows say, and SMOTE wins.
+    paper = select(X, y, reset_rows=200, scoring="augmented")
+    augmented = {
+        **real,
+        "batch+smote": prequential_kappa(fit, *(lambda r: (r.X, r.y))(smote(X, y, 0))),
+        "reset+smote": prequential_kappa(fit, *(lambda r: (r.X, r.y))(smote(Xr, yr, 0))),
+    }
+    assert paper.scores == pytest.approx(augmented)
+    assert paper.chosen.endswith("+smote") and paper.scores[paper.chosen] > out.scores["batch"] + 0.1
+    for name in ("batch+smote", "reset+smote"):
+        assert paper.scores[name] > out.scores[name] + 0.3
+    with pytest.raises(ValueError, match="scoring"):
+        select(X, y, reset_rows=200, scoring="synthetic")  # type: ignore[arg-type]
 
 
 def test_a_change_before_any_warning_scores_the_reset_candidates_minus_one() -> None:
@@ -392,3 +411,17 @@ def test_class_ratios_follow_the_schedule() -> None:
     assert set(np.unique(stream.y)) == {-1.0, 1.0} and stream.n_features == 10
     again = rbf_imbalanced(n=12_000, mean=3_000, var=10.0, seed=5)
     np.testing.assert_array_equal(again.X, stream.X)
+
+
+def test_other_minority_levels_keep_the_schedules_segments() -> None:
+    five = load_dataset("rbf-imbalanced:n=12000,mean=3000,var=10,levels=0.05;0.1;0.2;0.3", seed=5)
+    paper = imbalance_schedule(12_000, 3_000, 10.0)
+    mapping = dict(zip(IMBALANCE_LEVELS, (0.05, 0.1, 0.2, 0.3), strict=True))
+    np.testing.assert_array_equal(five.meta["minority_share"], [mapping[v] for v in paper])
+    assert five.meta["levels"] == (0.05, 0.1, 0.2, 0.3) and five.name.endswith("levels=0.05;0.1;0.2;0.3")
+    rows = five.meta["minority_share"] == 0.05
+    assert rows.any() and abs(float(np.mean(five.y[rows] == 1.0)) - 0.05) < 0.02
+    with pytest.raises(ValueError, match="levels"):
+        imbalance_schedule(100, levels=(0.1, 0.2, 0.3))
+    with pytest.raises(ValueError, match="share"):
+        imbalance_schedule(100, levels=(0.1, 1.5))

@@ -193,7 +193,8 @@ def _coerce(spec: str, key: str, text: str, default: Any) -> Any:
     """Convert a spec parameter to the type of the generator's default value."""
     try:
         if isinstance(default, tuple):
-            return tuple(_coerce(spec, key, part, 0) for part in text.split(";") if part.strip())
+            item = default[0] if default else 0  # parts take the type of the default's items
+            return tuple(_coerce(spec, key, part, item) for part in text.split(";") if part.strip())
         if isinstance(default, bool):
             if text.lower() not in ("true", "false", "1", "0"):
                 raise ValueError(text)

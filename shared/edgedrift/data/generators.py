@@ -383,26 +383,38 @@ def rbf_drift_rows(gen: Any) -> Iterator[tuple[list[float], int]]:
         yield [c[i] + att[i] * scale for i in range(d)], labels[idx]
 
 
-def imbalance_schedule(n: int, mean: int = 20_000, var: float = 50.0, schedule_seed: int = 10) -> FloatArray:
+def imbalance_schedule(
+    n: int,
+    mean: int = 20_000,
+    var: float = 50.0,
+    schedule_seed: int = 10,
+    levels: tuple[float, ...] = IMBALANCE_LEVELS,
+) -> FloatArray:
     """The minority share of every row of :func:`rbf_imbalanced` (RebalanceStream, Section IV).
 
     Replays the reference's ``DatasetGenerator``: ``java.util.Random(schedule_seed)`` picks one of
-    :data:`IMBALANCE_LEVELS` (``nextInt(4)``) and a segment length ``round(nextGaussian()·var + mean)``,
-    again and again. The reference multiplies by ``var`` itself, so σ² of the paper acts as a standard
-    deviation; the seed is 10 for every data seed, so all five streams share one schedule (Fig. 1).
+    ``levels`` (``nextInt(4)`` for the paper's :data:`IMBALANCE_LEVELS`) and a segment length
+    ``round(nextGaussian()·var + mean)``, again and again. The reference multiplies by ``var`` itself, so
+    σ² of the paper acts as a standard deviation; the seed is 10 for every data seed, so all five streams
+    share one schedule (Fig. 1). Other ``levels`` (e.g. ``(0.05, 0.1, 0.2, 0.3)`` for a 5 % minority)
+    keep the same segments and put their own share at each drawn index.
     """
     _check_positive(n=n, mean=mean)
     if var < 0:
         raise ValueError(f"var must be >= 0, got {var}")
+    if not levels or len(levels) & (len(levels) - 1):
+        raise ValueError(f"levels must be 1, 2, 4, 8 … shares (java.util.Random.nextInt), got {len(levels)}")
+    if not all(0.0 < lv < 1.0 for lv in levels):
+        raise ValueError(f"every minority share must be in (0, 1), got {levels}")
     rng = _JavaRandom(schedule_seed)
-    levels = np.empty(n)
+    share = np.empty(n)
     start = 0
     while start < n:
-        level = IMBALANCE_LEVELS[rng.next_int(len(IMBALANCE_LEVELS))]
+        level = levels[rng.next_int(len(levels))]
         length = max(1, math.floor(rng.next_gaussian() * var + mean + 0.5))  # Java's Math.round
-        levels[start : start + length] = level
+        share[start : start + length] = level
         start += length
-    return levels
+    return share
 
 
 def rbf_imbalanced(
@@ -414,6 +426,7 @@ def rbf_imbalanced(
     change_speed: float = 1e-7,
     seed: int = 3,
     schedule_seed: int = 10,
+    levels: tuple[float, ...] = IMBALANCE_LEVELS,
 ) -> Stream:
     """RebalanceStream's stream (Section IV): Random RBF with drift under a switching class ratio.
 
@@ -424,6 +437,8 @@ def rbf_imbalanced(
     (first in, first out), so no sample is thrown away. **+1 (river class 1) is the minority** with share
     0.1-0.4 and −1 the majority, as class 1 is in the reference's ratios ``0.9;0.1`` … ``0.6;0.4``.
 
+    ``levels`` are the minority shares the schedule draws from (the paper's 0.1-0.4 by default;
+    ``rbf-imbalanced:levels=0.05;0.1;0.2;0.3`` for a 5 % minority).
     ``meta["minority_share"]`` is the per-row share (the imbalance level of the paper's plots) and
     ``drift_points`` the rows where it changes. Two reference details are not copied: its RBF model seed
     is fixed at 1 for every data seed (here ``seed_model = seed``), and it re-prepares the whole stream at
@@ -434,7 +449,7 @@ def rbf_imbalanced(
     _check_positive(n=n, n_features=n_features, n_centroids=n_centroids)
     if change_speed < 0:
         raise ValueError(f"change_speed must be >= 0, got {change_speed}")
-    share = imbalance_schedule(n, mean, var, schedule_seed)
+    share = imbalance_schedule(n, mean, var, schedule_seed, tuple(levels))
     wanted_positive = np.random.default_rng(_derive_seed(seed, 3)).random(n) < share
     gen = rbf_drift_rows(
         synth.RandomRBFDrift(
@@ -462,7 +477,8 @@ def rbf_imbalanced(
     y = np.where(wanted_positive, 1.0, -1.0)
     changes = tuple(int(i) for i in np.flatnonzero(np.diff(share)) + 1)
     return Stream(
-        name=f"rbf-imbalanced:mean={mean},var={var:g},seed={seed}",
+        name=f"rbf-imbalanced:mean={mean},var={var:g},seed={seed}"
+        + ("" if tuple(levels) == IMBALANCE_LEVELS else ",levels=" + ";".join(f"{lv:g}" for lv in levels)),
         X=X,
         y=y,
         task="classification",
@@ -476,6 +492,7 @@ def rbf_imbalanced(
             "change_speed": change_speed,
             "seed": seed,
             "schedule_seed": schedule_seed,
+            "levels": tuple(levels),
             "minority_share": share,
             "queued": (len(queues[0]), len(queues[1])),
         },

@@ -25,7 +25,12 @@ the same ADWIN changes, a plain retrain on the batch, always installed.
 
 Memory is bounded: the batch lives in preallocated ring buffers of ``max_batch`` rows, and a batch that
 reaches the cap forces a recompute as if a change happened (MOA's ``-g``; ``stats["reason"]`` says
-``"max_batch"``). Labels must be ±1 (binary classification).
+``"max_batch"``).
+
+Classes: labels ±1 (binary), or with ``n_classes`` = C ≥ 3 the codes 0..C−1. The cloud's SMOTE
+(imbalanced-learn) upsamples every minority class to the majority count and scores candidates by C-class
+kappa; the matrices here are C×C (:class:`~edgedrift.metrics.MulticlassConfusion`). The cloud returns
+confusion counts for binary labels only, so after a multi-class swap κ_L's matrix starts from zero.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from edgedrift.metrics import ConfusionMatrix
+from edgedrift.labels import is_multiclass
+from edgedrift.metrics import ConfusionMatrix, MulticlassConfusion
 from edgedrift.models.document import BatchModel, model_from_document
 from edgedrift.models.losses import FloatArray
 from edgedrift.monitors.base import Evictions, Monitor
@@ -47,7 +53,10 @@ MODES: tuple[Mode, ...] = ("rs", "rs+", "base")
 WARNING_FACTOR = 10.0
 
 
-def _kappa(cm: ConfusionMatrix) -> float:
+Matrix = ConfusionMatrix | MulticlassConfusion
+
+
+def _kappa(cm: Matrix) -> float:
     """κ of ``cm``; −1 (the reference's score of a candidate that does not exist) while it is empty."""
     return cm.kappa if cm.n else -1.0
 
@@ -73,6 +82,8 @@ class RebalanceMonitor(Monitor, SelectionHook):
         The most samples the batch keeps; a full batch forces a recompute.
     min_switch
         RS+: samples since the last change before BASE may take over prediction.
+    n_classes
+        2 for labels ±1, or C ≥ 3 for the codes 0..C−1.
 
     Examples
     --------
@@ -106,6 +117,7 @@ class RebalanceMonitor(Monitor, SelectionHook):
         mode: Mode = "rs",
         max_batch: int = 50_000,
         min_switch: int = 100,
+        n_classes: int = 2,
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -114,6 +126,10 @@ class RebalanceMonitor(Monitor, SelectionHook):
             raise ValueError(f"delta must be in (0, 1), got {delta}")
         if max_batch < 2:
             raise ValueError(f"max_batch must be >= 2, got {max_batch}")
+        if n_classes < 2:
+            raise ValueError(f"n_classes must be >= 2, got {n_classes}")
+        self.n_classes = n_classes
+        self.multiclass = is_multiclass(n_classes)
         self.delta = delta
         self.mode = mode
         self.max_batch = max_batch
@@ -131,12 +147,12 @@ class RebalanceMonitor(Monitor, SelectionHook):
         self._taken = 0  # _seen when the last training batch was handed out
         self.reason: str | None = None
         self._model: BatchModel | None = None
-        self._cm_model = ConfusionMatrix()  # κ_L: the current model since its last swap
-        self._cm_current = ConfusionMatrix()  # RS+: the current model since the last change
-        self._cm_base = ConfusionMatrix()  # RS+: BASE since the last change
+        self._cm_model = self._new_matrix()  # κ_L: the current model since its last swap
+        self._cm_current = self._new_matrix()  # RS+: the current model since the last change
+        self._cm_base = self._new_matrix()  # RS+: BASE since the last change
         self._base: BatchModel | None = None
         self._next_base: BatchModel | None = None
-        self._swap_counts: ConfusionMatrix | None = None
+        self._swap_counts: Matrix | None = None
         self.n_swaps = 0
         self.n_kept = 0
         self.n_forced = 0
@@ -154,7 +170,7 @@ class RebalanceMonitor(Monitor, SelectionHook):
         if model.task != "classification":
             raise ValueError("RebalanceMonitor needs a classification model")
         if model is not self._model:
-            self._cm_model = self._swap_counts if self._swap_counts is not None else ConfusionMatrix()
+            self._cm_model = self._swap_counts if self._swap_counts is not None else self._new_matrix()
         self._swap_counts = None
         self._model = model
         self._base = self._next_base if self.mode == "rs+" else None
@@ -175,14 +191,15 @@ class RebalanceMonitor(Monitor, SelectionHook):
         """Algorithm 1, lines 7-16: score the sample, feed both ADWINs, append it to the batch.
 
         ``error`` is the loop's predictor's 0/1 error; RS+ may predict with BASE, so there the current
-        model's own prediction is recomputed (ADWIN and κ_L watch the current model, as in RS).
+        model's own prediction is recomputed (ADWIN and κ_L watch the current model, as in RS). With C
+        classes the error does not name the predicted class, so κ_L's matrix gets the model's prediction.
         """
-        if self.mode == "rs+":
+        if self.mode == "rs+" or self.multiclass:
             assert self._model is not None, "reset() with the initial model first"
             y_cur = self._model.predict_one(x)
             err = float(y_cur != y)
             self._cm_current.update(y, y_cur)
-            if self._base is not None:
+            if self._base is not None and self.mode == "rs+":
                 self._cm_base.update(y, self._base.predict_one(x))
         else:
             err = float(error != 0.0)
@@ -230,7 +247,9 @@ class RebalanceMonitor(Monitor, SelectionHook):
             return self._accepted(None)
         if float(scores[chosen]) > self.last_kappa_l:
             confusion = training.get("confusion")
-            return self._accepted(_matrix(confusion.get(chosen)) if isinstance(confusion, dict) else None)
+            if self.multiclass or not isinstance(confusion, dict):
+                return self._accepted(None)
+            return self._accepted(_matrix(confusion.get(chosen)))
         self.n_kept += 1
         return False
 
@@ -302,12 +321,15 @@ class RebalanceMonitor(Monitor, SelectionHook):
         self._seen += 1
         self._count = min(self._count + 1, self.max_batch)
 
+    def _new_matrix(self) -> Matrix:
+        return MulticlassConfusion(self.n_classes) if self.multiclass else ConfusionMatrix()
+
     def _fire(self, reason: str) -> None:
         self.drift_detected = True
         self.reason = reason
         self.n_detections += 1
 
-    def _accepted(self, counts: ConfusionMatrix | None) -> bool:
+    def _accepted(self, counts: Matrix | None) -> bool:
         self._swap_counts = counts
         self.n_swaps += 1
         return True

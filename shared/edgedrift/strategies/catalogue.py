@@ -56,8 +56,8 @@ online-bls-static      0.767 0
 shrub-ensemble         0.753 1
 shrub-ensemble-adwin   0.779 1
 rebalance-base         0.763 1
-rebalance-stream       0.804 1
-rebalance-stream-plus  0.804 1
+rebalance-stream       0.808 1
+rebalance-stream-plus  0.808 1
 ddm                    0.670 1
 ddm-incremental        0.922 2
 eddm                   0.832 1
@@ -248,7 +248,7 @@ def _rebalance(mode: Literal["base", "rs", "rs+"]) -> Build:
     def build(ctx: Context, delta: float | None) -> EdgeLoop:
         from edgedrift.monitors.rebalance import RebalanceMonitor
 
-        return _loop(ctx, RebalanceMonitor(delta=_value(delta), mode=mode))
+        return _loop(ctx, RebalanceMonitor(delta=_value(delta), mode=mode, n_classes=ctx.n_classes))
 
     return build
 
@@ -432,6 +432,7 @@ STRATEGIES: dict[str, Strategy] = {
             ADWIN_DELTA,
             classification_only=True,
             train=TrainSpec("shrub", REBALANCE_TREE),
+            multiclass=True,
         ),
         Strategy(
             "rebalance-stream",
@@ -443,6 +444,7 @@ STRATEGIES: dict[str, Strategy] = {
             edgedrift=True,
             classification_only=True,
             train=TrainSpec("shrub", REBALANCE_TREE, rebalance="select"),
+            multiclass=True,
         ),
         Strategy(
             "rebalance-stream-plus",
@@ -453,6 +455,7 @@ STRATEGIES: dict[str, Strategy] = {
             ADWIN_DELTA,
             classification_only=True,
             train=TrainSpec("shrub", REBALANCE_TREE, rebalance="select", return_base=True),
+            multiclass=True,
         ),
         Strategy(
             "ddm",

@@ -11,16 +11,21 @@ from edgedrift.loop import Recompute
 from edgedrift.models.document import BatchModel, model_from_document
 from edgedrift.models.losses import FloatArray, Task
 from edgedrift.strategies.train_spec import TrainSpec
-from edgedrift.training.window import train_window
+from edgedrift.training.window import Scoring, train_window
 
 __all__ = ["spec_trainer"]
 
 
 def spec_trainer(
-    spec: TrainSpec, task: Task, reason: str = "evaluator", n_classes: int | None = None
+    spec: TrainSpec,
+    task: Task,
+    reason: str = "evaluator",
+    n_classes: int | None = None,
+    scoring: Scoring = "real",
 ) -> Recompute:
     """A recompute that trains what ``spec`` asks for on (X, y) with :func:`train_window`; ``n_classes``
-    (C ≥ 3) for the codes 0..C−1 of a multi-class stream.
+    (C ≥ 3) for the codes 0..C−1 of a multi-class stream; ``scoring`` how RebalanceStream's candidates
+    are scored (the cloud always uses ``"real"``; ``"augmented"`` is the paper's literal form).
 
     Examples
     --------
@@ -36,7 +41,7 @@ def spec_trainer(
 
     def recompute(X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel:
         header = spec.header(task, None, reason, reset_rows=reset_rows, n_classes=n_classes)
-        outcome = train_window(header, X, y)
+        outcome = train_window(header, X, y, scoring)
         return model_from_document(outcome.document)
 
     return recompute

@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from edgedrift.models.losses import FloatArray
 from edgedrift.models.tree import predict_tree
 from edgedrift.training.linear import LinearTrainer, tune_C
-from edgedrift.training.rebalance import Fit, Predictor, prequential, smote
+from edgedrift.training.rebalance import Fit, Predictor, prequential, smote, smote_prefix
 from edgedrift.training.shrub import train_shrub
 from edgedrift.wire import LINEAR_LOSS, WindowError, WindowHeader
 
@@ -38,6 +38,11 @@ UNBUILT = -1.0
 MIN_RESET_ROWS = 10
 #: ``C="auto"`` cross-validates over at least two blocks, each needing a row to train on.
 MIN_TUNE_ROWS = 2
+#: How ``rebalance="select"`` scores a candidate: ``"real"`` tests only the window's own rows (a SMOTE
+#: candidate trains on the balanced prefix before each block), ``"augmented"`` is the paper's literal
+#: Algorithms 2-4 (test-then-train over the candidate's own rows, synthetic ones included).
+Scoring = Literal["real", "augmented"]
+SCORINGS: tuple[Scoring, ...] = ("real", "augmented")
 
 
 @dataclass(frozen=True)
@@ -93,9 +98,10 @@ def _learner(header: WindowHeader, X: FloatArray, y: FloatArray) -> tuple[TrainD
     return linear_document, linear_predictor, trainer.C
 
 
-def _candidates(
-    header: WindowHeader, X: FloatArray, y: FloatArray
-) -> tuple[dict[str, tuple[FloatArray, FloatArray] | None], str]:
+Rows = tuple[FloatArray, FloatArray]
+
+
+def _candidates(header: WindowHeader, X: FloatArray, y: FloatArray) -> tuple[dict[str, Rows | None], str]:
     """RebalanceStream's training sets (None where one cannot be built) and a note on SMOTE.
 
     ``batch`` is the window, ``reset`` its last ``header.reset_rows`` rows (the samples since the first
@@ -103,7 +109,7 @@ def _candidates(
     """
     seed = header.params.seed
     balanced = smote(X, y, seed)
-    sets: dict[str, tuple[FloatArray, FloatArray] | None] = {
+    sets: dict[str, Rows | None] = {
         "batch": (X, y),
         "batch+smote": (balanced.X, balanced.y) if balanced.applied else None,
     }
@@ -122,11 +128,24 @@ def _candidates(
     return sets, "; ".join(notes)
 
 
-def train_window(header: WindowHeader, X: FloatArray, y: FloatArray) -> TrainOutcome:
+def _score(name: str, data: Rows, sets: dict[str, Rows | None], fit: Fit, seed: int, scoring: Scoring) -> Any:
+    """The prequential run of candidate ``name``: on its own rows (``"augmented"``) or, for a SMOTE
+    candidate under ``"real"``, on the real rows it was built from with SMOTE applied to each prefix."""
+    if scoring == "augmented" or not name.endswith("+smote"):
+        return prequential(fit, *data)
+    real = sets[name.removesuffix("+smote")]
+    assert real is not None, "a SMOTE candidate is built from a real one"
+    return prequential(fit, *real, prepare=smote_prefix(seed))
+
+
+def train_window(
+    header: WindowHeader, X: FloatArray, y: FloatArray, scoring: Scoring = "real"
+) -> TrainOutcome:
     """Train the model the header asks for on (X, y); deterministic given ``header.params.seed``.
 
-    ``rebalance="select"`` scores every candidate of :func:`_candidates` by blocked prequential kappa on
-    its own data and trains the first best (Algorithm 1, lines 22-27). With rebalancing the document
+    ``rebalance="select"`` scores every candidate of :func:`_candidates` by blocked prequential kappa
+    (on the window's real rows by default, see :data:`Scoring`) and trains the first best (Algorithm 1,
+    lines 22-27). With rebalancing the document
     gets a ``training`` record: ``chosen``, ``scores``, ``note``, ``confusion`` (each scored candidate's
     prequential (TP, FP, FN, TN), larger label positive, for binary labels) and, if
     ``header.return_base``, ``base``: the document trained on the plain window.
@@ -140,7 +159,9 @@ def train_window(header: WindowHeader, X: FloatArray, y: FloatArray) -> TrainOut
         raise ValueError(f"reset_rows={header.reset_rows} is outside [0, {y.shape[0]}]")
     if header.params.C == "auto" and y.shape[0] < MIN_TUNE_ROWS:
         raise WindowError("params.C", f"C='auto' needs at least {MIN_TUNE_ROWS} rows, got {y.shape[0]}")
-    outcome = _train(header, X, y, start)
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+    outcome = _train(header, X, y, start, scoring)
     check_finite_document(outcome.document)
     return outcome
 
@@ -158,7 +179,9 @@ def check_finite_document(document: Any, path: str = "model") -> None:
             check_finite_document(value, f"{path}[{i}]")
 
 
-def _train(header: WindowHeader, X: FloatArray, y: FloatArray, start: float) -> TrainOutcome:
+def _train(
+    header: WindowHeader, X: FloatArray, y: FloatArray, start: float, scoring: Scoring
+) -> TrainOutcome:
     to_document, to_predictor, C = _learner(header, X, y)
     if header.rebalance == "none":
         document = to_document(X, y)
@@ -175,7 +198,7 @@ def _train(header: WindowHeader, X: FloatArray, y: FloatArray, start: float) -> 
             if data is None:
                 scores[name] = UNBUILT
                 continue
-            run = prequential(to_predictor, *data)
+            run = _score(name, data, sets, to_predictor, header.params.seed, scoring)
             scores[name] = run.kappa
             if run.counts is not None:
                 confusion[name] = list(run.counts)
