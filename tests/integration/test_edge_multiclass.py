@@ -120,7 +120,28 @@ def test_the_cloud_refuses_a_label_outside_the_classes_naming_the_field(sqlite_c
         bad = http.post(
             f"/v1/devices/{device}/models", content=encode_window(header, stream.X, y), headers=headers
         )
-    assert good.status_code == 200, good.text
+    assert good.status_code == 201, good.text
     assert good.json()["model"]["classes"] == [0, 1, 2]
     field_error(bad, 422, "y")
     assert "0..2" in bad.text and "y[7]" in bad.text
+
+
+def test_the_fleet_views_show_a_multiclass_device_on_either_registry(cloud: CloudServer) -> None:
+    """The fleet row and the device page read ``macro_f1`` and ``n_classes`` from the newest heartbeat on
+    SQLite and PostgreSQL; a macro-F1 outside [0, 1] is refused naming the entry."""
+    device, secret = f"mc-{secrets.token_hex(3)}", secrets.token_urlsafe(24)
+    cloud.register(device, secret)
+    beat = {"samples": 500, "labeled": 100, "accuracy": 0.8, "extra": {"n_classes": 4, "macro_f1": 0.75}}
+    auth = {"Authorization": f"Bearer {secret}"}
+    with httpx.Client(base_url=cloud.url, timeout=30) as http:
+        assert http.post(f"/v1/devices/{device}/stats", json=beat, headers=auth).status_code < 300
+        bad = {**beat, "extra": {"macro_f1": 1.5}}
+        field_error(http.post(f"/v1/devices/{device}/stats", json=bad, headers=auth), 422, "macro_f1")
+    with cloud.client(OPERATOR) as ops:
+        page = ops.get(f"/v1/fleet/devices/{device}").json()
+        table = ops.get("/v1/fleet", params={"q": device}).json()
+    row = page["device"]
+    assert row["task"] == "classification" and row["rmse"] is None
+    assert (row["accuracy"], row["macro_f1"], row["n_classes"]) == (0.8, 0.75, 4)
+    assert page["heartbeats"][-1]["macro_f1"] == 0.75
+    assert [(r["device_id"], r["macro_f1"]) for r in table["devices"]] == [(device, 0.75)]
