@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support.browser import Browser, only_local
 from support.cloud import OPERATOR, CloudServer, field_error
 
 from edgedrift.data import sine_mc
@@ -145,3 +146,48 @@ def test_the_fleet_views_show_a_multiclass_device_on_either_registry(cloud: Clou
     assert (row["accuracy"], row["macro_f1"], row["n_classes"]) == (0.8, 0.75, 4)
     assert page["heartbeats"][-1]["macro_f1"] == 0.75
     assert [(r["device_id"], r["macro_f1"]) for r in table["devices"]] == [(device, 0.75)]
+
+
+#: What the device page shows: its facts and the series of its first (quality) chart.
+DEVICE_JS = """(() => ({
+  rendered: document.body.dataset.rendered || "",
+  facts: Object.fromEntries([...document.querySelectorAll("[data-fact]")]
+    .map((n) => [n.dataset.fact, n.textContent])),
+  caption: document.querySelector("figure[data-chart=metric] figcaption")?.textContent,
+  legend: [...document.querySelectorAll("figure[data-chart=metric] .u-legend .u-label")]
+    .map((n) => n.textContent),
+}))()"""
+
+
+def test_the_dashboard_shows_a_multiclass_device_with_accuracy_and_macro_f1(
+    sqlite_cloud: CloudServer,
+) -> None:
+    device, secret = f"mc-{secrets.token_hex(3)}", secrets.token_urlsafe(24)
+    sqlite_cloud.register(device, secret)
+    with httpx.Client(base_url=sqlite_cloud.url, timeout=30) as http:
+        for k in range(3):
+            beat = {
+                "samples": 100 * (k + 1),
+                "accuracy": 0.7 + 0.05 * k,
+                "extra": {"n_classes": 4, "macro_f1": 0.6},
+            }
+            r = http.post(
+                f"/v1/devices/{device}/stats", json=beat, headers={"Authorization": f"Bearer {secret}"}
+            )
+            assert r.status_code < 300, r.text
+    chromium = Browser()
+    try:
+        with chromium.new_page() as page:
+            page.goto(f"{sqlite_cloud.url}/dashboard?refresh=30#token={OPERATOR}")
+            page.wait_js("document.body.dataset.rendered", "the fleet table")
+            page.evaluate(f"location.hash = 'device={device}';")
+            page.wait_js(
+                f"(document.body.dataset.rendered || '').startsWith('device {device}')", "the device page"
+            )
+            shown = page.evaluate(DEVICE_JS)
+            assert only_local(page.requests()) == [] and page.errors() == []
+    finally:
+        chromium.stop()
+    assert shown["facts"]["task"] == "classification" and shown["facts"]["classes"] == "4"
+    assert shown["facts"]["accuracy"] == "80.0% · macro-F1 0.600", "accuracy and macro-F1, not RMSE"
+    assert shown["caption"] == "accuracy" and "macro-F1" in shown["legend"] and "RMSE" not in shown["legend"]
