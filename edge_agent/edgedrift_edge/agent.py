@@ -367,6 +367,8 @@ class EdgeAgent:
         due: list[DeviceRuntime] = []
         for device in list(self.devices.values()):
             device.sync_transport_counters()
+            if device.session.summaries.pending:  # label misses and outliers held back by their interval
+                self._publish_output(device, Output(events=device.session.summaries.due()), None)
             if now >= device.next_heartbeat:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
                 due.append(device)

@@ -39,14 +39,10 @@ from edgedrift.loop import EdgeLoop
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import Context, get_strategy
 from edgedrift_edge import session_codec as codec
+from edgedrift_edge.event_summary import EventSummaries
 from edgedrift_edge.id_index import IntArray, id_key
 from edgedrift_edge.ledger import Counters, Event, Output, Prediction, SessionConfig
-from edgedrift_edge.messages import (
-    MessageError,
-    Rejection,
-    SampleId,
-    Samples,
-)
+from edgedrift_edge.messages import MessageError, Rejection, SampleId, Samples
 from edgedrift_edge.packed_rows import PackedRows
 from edgedrift_edge.recent_samples import RecentSamples
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
@@ -54,7 +50,7 @@ from edgedrift_edge.score_window import ScoreWindow
 from edgedrift_edge.session_classes import ClassesMixin
 from edgedrift_edge.session_dedup import DedupMixin
 from edgedrift_edge.session_recompute import RecomputesMixin
-from edgedrift_edge.session_reports import REASONS_PER_EVENT, ReportsMixin
+from edgedrift_edge.session_reports import OUTLIER_REASON, REASONS_PER_EVENT, ReportsMixin
 
 __all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "SessionConfig"]
 
@@ -106,6 +102,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
         self.unauthorized = False
         self._events: list[Event] = []
         self._payload = b""
+        self.summaries = EventSummaries(clock, REASONS_PER_EVENT)  # label misses, late-label outliers
 
     # --- messages ---------------------------------------------------------------------------------------
 
@@ -131,6 +128,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
                 out.batch = samples.batch
         except MessageError as exc:
             self._reject([Rejection(str(exc))], kind, exc.count)
+        self._events.extend(self.summaries.due())
         out.history = self.take_history()
         out.events = self._events
         self._events = []
@@ -431,8 +429,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
         entry = self.recent_samples.take(sid)
         if entry is None:
             self.counters.label_misses += 1
-            reason = "no unlabeled sample with this id among the recent samples"
-            self._emit("label_miss", id=sid, reason=reason)
+            self.summaries.add("label_miss", sid, "no unlabeled sample with this id among the recent samples")
             return
         x, y_hat = entry
         self.counters.labeled += 1
@@ -452,7 +449,8 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
         loop.learn_one(x, y)
         self.drift_events += loop.counters.recomputes - recomputes
         if loop.last_outlier:
-            self._report_outliers([sid])
+            self.counters.outliers += 1
+            self.summaries.add("outlier", sid, OUTLIER_REASON)
         elif not math.isnan(y_hat):
             self._score(y, y_hat)
 

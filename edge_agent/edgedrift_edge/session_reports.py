@@ -25,6 +25,7 @@ from edgedrift_edge.score_window import ScoreWindow
 
 #: Rejection reasons (or outlier ids) listed in a summary event (the count covers all of them).
 REASONS_PER_EVENT = 5
+OUTLIER_REASON = "outside the guard's range: predicted, kept out of learner, monitor and window"
 
 
 class ReportsMixin:
@@ -56,7 +57,7 @@ class ReportsMixin:
                 "outlier",
                 count=len(ids),
                 ids=ids[:REASONS_PER_EVENT],
-                reason="outside the guard's range: predicted, kept out of learner, monitor and window",
+                reason=OUTLIER_REASON,
             )
 
     def _score(self, y: float, y_hat: float) -> None:

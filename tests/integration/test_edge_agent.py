@@ -282,6 +282,35 @@ def test_sigkill_resumes_from_the_checkpoint(
     assert code == 0
 
 
+def test_a_flood_of_labels_for_unknown_ids_is_summarised_and_samples_stay_answered(
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    """Issue 30 row 3: 3,000 single-label messages for ids the agent never saw are counted one by one
+    but reported as a few summary events (at most one a second), and samples behind them are answered."""
+    device, secret = new_device(sqlite_cloud)
+    agent = EdgeAgent(settings(broker, sqlite_cloud, device, secret, tmp_path, n_features=2)).start()
+    watch = DeviceWatcher(broker.url, device)
+    try:
+        started = time.monotonic()
+        labels = [json.dumps({"id": 10**6 + i, "y": 1}).encode() for i in range(3000)]
+        publish(broker.url, f"edgedrift/{device}/labels", labels)
+        publish(
+            broker.url,
+            f"edgedrift/{device}/samples",
+            [json.dumps({"id": i, "x": [0.1, i]}) for i in range(20)],
+        )
+        watch.wait_predictions(20)
+        watch.wait(lambda: sum(e["count"] for e in watch.events("label_miss")) == 3000, 30, "3,000 misses")
+        seconds = time.monotonic() - started
+        misses = watch.events("label_miss")
+        assert len(misses) <= seconds + 2, (len(misses), seconds)
+        assert agent.session.counters.label_misses == 3000
+        assert len(watch.answered()) == 20 and agent.session.counters.rejected == 0
+    finally:
+        watch.close()
+        agent.stop()
+
+
 def test_bad_payloads_are_reported_and_the_agent_keeps_going(
     broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
