@@ -30,6 +30,8 @@ class BeatPoint(BaseModel):
     t: datetime
     accuracy: float | None
     rmse: float | None
+    #: The recent macro-F1 a device configured with classes reports (None otherwise).
+    macro_f1: float | None = None
     samples: int
     #: Samples per second since the previous heartbeat (None for the first one shown).
     throughput: float | None
@@ -62,8 +64,9 @@ class DevicePage(BaseModel):
     versions: list[VersionPoint]
 
 
-def _rmse(beat: HeartbeatRecord) -> float | None:
-    return stat_number(beat.extra.get("rmse")) if isinstance(beat.extra, dict) else None
+def _extra(beat: HeartbeatRecord, name: str) -> float | None:
+    """A number of the heartbeat's ``extra`` (``rmse``, ``macro_f1``), None if absent or not a number."""
+    return stat_number(beat.extra.get(name)) if isinstance(beat.extra, dict) else None
 
 
 def beat_points(beats: list[HeartbeatRecord]) -> list[BeatPoint]:
@@ -80,7 +83,8 @@ def beat_points(beats: list[HeartbeatRecord]) -> list[BeatPoint]:
             BeatPoint(
                 t=beat.received_at,
                 accuracy=beat.accuracy,
-                rmse=_rmse(beat),
+                rmse=_extra(beat, "rmse"),
+                macro_f1=_extra(beat, "macro_f1"),
                 samples=beat.samples,
                 throughput=throughput,
                 warnings=beat.warnings,

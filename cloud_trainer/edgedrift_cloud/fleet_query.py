@@ -84,6 +84,9 @@ class FleetRow(BaseModel):
     task: str | None
     accuracy: float | None
     rmse: float | None
+    #: A device configured with classes: its recent macro-F1 and its number of classes.
+    macro_f1: float | None = None
+    n_classes: int | None = None
     samples: int | None
     dropped: int | None
     rejected: int | None
@@ -214,7 +217,7 @@ def _rows(
         (and_(Device.revoked_at.is_(None), last_seen >= fresh, warned), literal(True)),
         else_=literal(False),
     )
-    rmse = _stored_rmse(beat.extra, lateral)
+    rmse = _stored_number(beat.extra, "rmse", lateral)
     task = func.coalesce(
         last.task,
         case((rmse.is_not(None), literal("regression")), (beat.accuracy.is_not(None), "classification")),
@@ -228,6 +231,8 @@ def _rows(
             task.label("task"),
             beat.accuracy.label("accuracy"),
             rmse.label("rmse"),
+            _stored_number(beat.extra, "macro_f1", lateral).label("macro_f1"),
+            _stored_number(beat.extra, "n_classes", lateral).label("n_classes"),
             beat.samples.label("samples"),
             beat.dropped.label("dropped"),
             beat.rejected.label("rejected"),
@@ -246,22 +251,24 @@ def _rows(
     return statement if only is None else statement.where(Device.id.in_(only))
 
 
-def _stored_rmse(extra: Any, postgresql: bool) -> ColumnElement[Any]:
-    """A heartbeat's ``extra.rmse`` when it is a finite number of sane magnitude, else NULL, whatever was
+def _stored_number(extra: Any, name: str, postgresql: bool) -> ColumnElement[Any]:
+    """A heartbeat's ``extra[name]`` (``rmse``, ``macro_f1``, ``n_classes``) when it is a finite number
+    of sane magnitude, else NULL, whatever was
     stored (a string, a bool, a 400-digit integer, ``\\u0000`` anywhere in the map): one device's stored
     value must not fail the fleet's read. On PostgreSQL every JSON operator fails on a map holding
     ``\\u0000`` (it cannot become text), so the raw text is checked first; a CASE evaluates its branches
     only when their condition holds."""
     if postgresql:
-        field = extra.op("->")(literal("rmse"))
-        text_value = extra.op("->>")(literal("rmse"))
+        field = extra.op("->")(literal(name))
+        text_value = extra.op("->>")(literal(name))
         number = and_(
             func.strpos(extra.cast(Text), "\\u0000") == 0, func.json_typeof(field) == literal("number")
         )
         sane = func.abs(text_value.cast(Numeric)) <= literal(repr(MAX_STAT_ABS)).cast(Numeric)
         return case((number, case((sane, text_value.cast(Float)))), else_=null())
-    value = func.json_extract(extra, "$.rmse")
-    number = and_(func.instr(extra, "\\u0000") == 0, func.json_type(extra, "$.rmse").in_(["integer", "real"]))
+    path = f"$.{name}"
+    value = func.json_extract(extra, path)
+    number = and_(func.instr(extra, "\\u0000") == 0, func.json_type(extra, path).in_(["integer", "real"]))
     return case((number, case((func.abs(value) <= MAX_STAT_ABS, value.cast(Float)))), else_=null())
 
 
@@ -394,6 +401,12 @@ def _page(
     )
 
 
+def _whole(value: Any) -> int | None:
+    """A stored count read as a number (None unless a whole number within 32 bits)."""
+    number = stat_number(value)
+    return int(number) if number is not None and number.is_integer() and 0 <= number < 2**31 else None
+
+
 def _row(r: dict[str, Any]) -> FleetRow:
     recomputes = int(r["recomputes"] or 0)
     return FleetRow(
@@ -404,6 +417,8 @@ def _row(r: dict[str, Any]) -> FleetRow:
         task=r["task"],
         accuracy=stat_number(r["accuracy"]),
         rmse=stat_number(r["rmse"]),
+        macro_f1=stat_number(r["macro_f1"]),
+        n_classes=_whole(r["n_classes"]),
         samples=r["samples"],
         dropped=r["dropped"],
         rejected=r["rejected"],

@@ -279,6 +279,7 @@ class CloudClient:
             stats=request.stats,
             request_id=request.request_id,
             reset_rows=request.reset_rows,
+            n_classes=request.n_classes,
         )
         return header if request.retune is None else header.model_copy(update={"retune": request.retune})
 

@@ -52,6 +52,7 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
     return SessionConfig(
         device_id=device_id,
         task=settings.task,
+        classes=None if settings.classes is None else tuple(settings.classes),
         strategy=settings.strategy,
         strategy_param=settings.strategy_param,
         n_features=settings.n_features,
@@ -221,7 +222,14 @@ class DeviceRuntime:
 
     def _identity(self) -> dict[str, Any]:
         s = self.settings
-        return {"strategy": s.strategy, "task": s.task, "strategy_param": s.strategy_param}
+        identity: dict[str, Any] = {
+            "strategy": s.strategy,
+            "task": s.task,
+            "strategy_param": s.strategy_param,
+        }
+        if s.classes is not None:  # other classes: other codes, so another model
+            identity["classes"] = list(s.classes)
+        return identity
 
     def snapshot(self) -> dict[str, Any]:
         return {"identity": self._identity(), "session": self.session.snapshot()}

@@ -22,6 +22,8 @@ class SessionConfig:
 
     device_id: str
     task: Task = "classification"
+    #: The class names in code order (labels and predictions by name); None: labels are ±1.
+    classes: tuple[str | int, ...] | None = None
     strategy: str = "druid"
     strategy_param: float | None = None
     n_features: int | None = None

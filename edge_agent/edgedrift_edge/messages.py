@@ -1,10 +1,12 @@
 """Parsing and checking MQTT payloads (wire contract in docs/edge-agent.md).
 
 In: ``{"id": 17, "x": [...], "y": 1, "ts": ...}`` (``y`` absent or null = unlabeled) or a batch
-``{"samples": [...]}``; late labels ``{"id": 17, "y": 1}`` or ``{"labels": [...]}``. A bad sample in a
-batch is rejected on its own: the good ones are kept. Every rejection carries a reason that names the
-field; the session counts each one and publishes one summary event per message. A batch above the
-per-message item cap is refused as a whole, with its item count (so the ledger still adds up).
+``{"samples": [...]}``; late labels ``{"id": 17, "y": 1}`` or ``{"labels": [...]}``. A device configured
+with ``classes`` takes its labels by class name (``"y": "oak"`` or ``"y": 3``); they become the codes of
+:mod:`edgedrift.labels` here, so the core only sees codes, and a name outside the classes is rejected. A
+bad sample in a batch is rejected on its own: the good ones are kept. Every rejection carries a reason
+that names the field; the session counts each one and publishes one summary event per message. A batch
+above the per-message item cap is refused as a whole, with its item count (so the ledger still adds up).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgedrift import kernels
+from edgedrift.labels import ClassLabels
 from edgedrift.models.losses import FloatArray
 
 SAMPLE_FIELDS = frozenset({"id", "x", "y", "ts"})
@@ -136,10 +139,30 @@ _SAMPLE = msgspec.json.Decoder(_Sample)
 _BATCH = msgspec.json.Decoder(_Batch)
 
 
-def _fast(payload: bytes, d: int, task: str, next_seq: int, max_items: int | None) -> Samples | None:
+def _coded(y: FloatArray, classes: ClassLabels) -> FloatArray | None:
+    """Numeric class names (NaN: unlabeled) as their codes; None if one is not a class."""
+    out = y.copy()
+    for i, v in enumerate(y.tolist()):
+        if v == v:
+            try:
+                out[i] = classes.encode_one(v)
+            except ValueError:
+                return None
+    return out
+
+
+def _fast(
+    payload: bytes,
+    d: int,
+    task: str,
+    next_seq: int,
+    max_items: int | None,
+    classes: ClassLabels | None = None,
+) -> Samples | None:
     """A message whose every sample is valid, decoded and checked in C (msgspec: JSON types, unknown
     fields, id length, numbers in range, so finite); the width and the labels checked with numpy. None
-    when anything is off: then the general path reads it again and words each rejection."""
+    when anything is off: then the general path reads it again and words each rejection. With
+    ``classes``, numeric labels are names, coded here (a text label takes the general path)."""
     try:
         batch = b'"samples"' in payload
         items = _BATCH.decode(payload).samples if batch else [_SAMPLE.decode(payload)]
@@ -150,20 +173,35 @@ def _fast(payload: bytes, d: int, task: str, next_seq: int, max_items: int | Non
         raise MessageError(f"batch of {n} samples exceeds the cap of {max_items} per message", n)
     if n == 1:  # without numpy's per-call overhead for the checks
         one = items[0]
-        if len(one.x) != d or (task == "classification" and one.y not in (None, 1.0, -1.0)):
+        if classes is not None:
+            if len(one.x) != d:
+                return None
+            y_one = np.array([math.nan if one.y is None else one.y])
+            coded = _coded(y_one, classes)
+            if coded is None:
+                return None
+        elif len(one.x) != d or (task == "classification" and one.y not in (None, 1.0, -1.0)):
             return None
+        else:
+            coded = np.array([math.nan if one.y is None else one.y])
         sid: SampleId = next_seq if one.id is msgspec.UNSET else one.id
-        y1, ts1 = (math.nan if v is None else v for v in (one.y, one.ts))
-        return Samples(
-            [sid], np.array(one.x, dtype=np.float64).reshape(1, d), np.array([y1]), np.array([ts1]), batch
-        )
+        ts1 = math.nan if one.ts is None else one.ts
+        return Samples([sid], np.array(one.x, dtype=np.float64).reshape(1, d), coded, np.array([ts1]), batch)
     if not n:
         return None
+    signs = task == "classification" and classes is None  # labels must be ±1
     k = kernels.MODULE
     if k is not None:
         X, y, ts = np.empty((n, d)), np.empty(n), np.empty(n)
-        columns = k.sample_columns(items, d, task == "classification", next_seq, msgspec.UNSET, X, y, ts)
-        return None if columns is None else Samples(columns, X, y, ts, batch)
+        columns = k.sample_columns(items, d, signs, next_seq, msgspec.UNSET, X, y, ts)
+        if columns is None:
+            return None
+        if classes is not None:
+            coded = _coded(y, classes)
+            if coded is None:
+                return None
+            y = coded
+        return Samples(columns, X, y, ts, batch)
     try:
         X = np.array([s.x for s in items], dtype=np.float64)
     except ValueError:  # rows of different widths
@@ -172,8 +210,13 @@ def _fast(payload: bytes, d: int, task: str, next_seq: int, max_items: int | Non
         return None
     nan = math.nan
     y = np.array([nan if s.y is None else s.y for s in items])
-    if task == "classification" and not np.all((y == 1.0) | (y == -1.0) | np.isnan(y)):
+    if signs and not np.all((y == 1.0) | (y == -1.0) | np.isnan(y)):
         return None
+    if classes is not None:
+        coded = _coded(y, classes)
+        if coded is None:
+            return None
+        y = coded
     ts = np.array([nan if s.ts is None else s.ts for s in items])
     unset = msgspec.UNSET
     ids: list[SampleId] = [next_seq + k if s.id is unset else s.id for k, s in enumerate(items)]
@@ -200,8 +243,14 @@ def _check_id(value: Any) -> SampleId:
     return value
 
 
-def check_label(y: Any, task: str) -> float:
-    """A finite label that fits the task: ±1 for classification, any real for regression."""
+def check_label(y: Any, task: str, classes: ClassLabels | None = None) -> float:
+    """A finite label that fits the task: ±1 for classification, any real for regression; with
+    ``classes``, one of their names (a string or a number), returned as its code."""
+    if classes is not None:
+        try:
+            return classes.encode_one(y)
+        except ValueError as exc:
+            raise ValueError(f"y: {exc}") from None
     if isinstance(y, bool) or not isinstance(y, int | float):
         raise ValueError(f"y must be a number, got {type(y).__name__}")
     label = float(y)
@@ -212,7 +261,9 @@ def check_label(y: Any, task: str) -> float:
     return label
 
 
-def _sample(item: Any, d: int | None, task: str, seq: int) -> tuple[SampleId, list[float], float, float]:
+def _sample(
+    item: Any, d: int | None, task: str, seq: int, classes: ClassLabels | None = None
+) -> tuple[SampleId, list[float], float, float]:
     """One sample's fields, checked; ValueError naming the field. ``type(v) is int`` fast paths keep the
     common case cheap (they also exclude bools, which are ints to isinstance)."""
     if type(item) is not dict:
@@ -230,10 +281,15 @@ def _sample(item: Any, d: int | None, task: str, seq: int) -> tuple[SampleId, li
     y = item.get("y")
     if y is None:
         label = math.nan
-    elif (type(y) is int or type(y) is float) and (y == 1 or y == -1) and task == "classification":
+    elif (
+        (type(y) is int or type(y) is float)
+        and (y == 1 or y == -1)
+        and task == "classification"
+        and classes is None
+    ):
         label = float(y)
     else:
-        label = check_label(y, task)
+        label = check_label(y, task, classes)
     ts = item.get("ts")
     if ts is None:
         return sid, x, label, math.nan
@@ -243,15 +299,21 @@ def _sample(item: Any, d: int | None, task: str, seq: int) -> tuple[SampleId, li
 
 
 def parse_samples(
-    payload: bytes, d: int | None, task: str, next_seq: int, max_items: int | None = None
+    payload: bytes,
+    d: int | None,
+    task: str,
+    next_seq: int,
+    max_items: int | None = None,
+    classes: ClassLabels | None = None,
 ) -> Samples:
     """Valid samples of a single or batch message plus the rejections.
 
     ``d`` None: the width is not decided yet, rows of any width are kept (in ``rows``). A batch of more
-    than ``max_items`` samples raises :class:`MessageError` with its count.
+    than ``max_items`` samples raises :class:`MessageError` with its count. ``classes``: the labels are
+    class names, returned as their codes.
     """
     if d is not None:
-        fast = _fast(payload, d, task, next_seq, max_items)
+        fast = _fast(payload, d, task, next_seq, max_items, classes)
         if fast is not None:
             return fast
     data = _load(payload)
@@ -271,10 +333,10 @@ def parse_samples(
         items = [data]
     if d is not None:
         if len(items) == 1:
-            single = _parse_single(items[0], d, task, next_seq, batch)
+            single = _parse_single(items[0], d, task, next_seq, batch, classes)
             if single is not None:
                 return single
-        known = _parse_known_width(items, d, task, next_seq, batch)
+        known = _parse_known_width(items, d, task, next_seq, batch, classes)
         if known is not None:
             return known
     ids: list[SampleId] = []
@@ -284,7 +346,7 @@ def parse_samples(
     rejected: list[Rejection] = []
     for k, item in enumerate(items):
         try:
-            sid, x, label, ts = _sample(item, d, task, next_seq + k)
+            sid, x, label, ts = _sample(item, d, task, next_seq + k, classes)
             row = np.asarray(x, dtype=np.float64)
         except (ValueError, TypeError) as exc:
             rejected.append(Rejection(_reason(exc), _raw_id(item)))
@@ -303,11 +365,13 @@ def parse_samples(
     return Samples(ids, X, y_arr, ts_arr, batch, rejected)
 
 
-def _parse_single(item: Any, d: int, task: str, seq: int, batch: bool) -> Samples | None:
+def _parse_single(
+    item: Any, d: int, task: str, seq: int, batch: bool, classes: ClassLabels | None = None
+) -> Samples | None:
     """The common case, one valid sample of the known width, without numpy's per-call overhead for the
     checks; None when anything is off (then the general path decides and words the rejection)."""
     try:
-        sid, x, label, ts = _sample(item, d, task, seq)
+        sid, x, label, ts = _sample(item, d, task, seq, classes)
         if not all(isinstance(v, float | int) and not isinstance(v, bool) for v in x):
             return None
         if not all(map(math.isfinite, x)):
@@ -318,7 +382,9 @@ def _parse_single(item: Any, d: int, task: str, seq: int, batch: bool) -> Sample
     return Samples([sid], X, np.array([label]), np.array([ts]), batch)
 
 
-def _parse_known_width(items: list[Any], d: int, task: str, next_seq: int, batch: bool) -> Samples | None:
+def _parse_known_width(
+    items: list[Any], d: int, task: str, next_seq: int, batch: bool, classes: ClassLabels | None = None
+) -> Samples | None:
     """The same result as the per-row loop of :func:`parse_samples` once ``d`` is known, with one numpy
     conversion and one finiteness check for the whole message instead of one per row (the per-row
     conversions dominated the agent's batch path). None when the rows do not convert as one (d, ) block
@@ -331,7 +397,7 @@ def _parse_known_width(items: list[Any], d: int, task: str, next_seq: int, batch
     rejected: list[tuple[int, Rejection]] = []
     for k, item in enumerate(items):
         try:
-            sid, x, label, ts = _sample(item, d, task, next_seq + k)
+            sid, x, label, ts = _sample(item, d, task, next_seq + k, classes)
         except (ValueError, TypeError) as exc:
             rejected.append((k, Rejection(_reason(exc), _raw_id(item))))
             continue
@@ -391,9 +457,10 @@ def count_items(payload: bytes) -> int:
 
 
 def parse_labels(
-    payload: bytes, task: str, max_items: int | None = None
+    payload: bytes, task: str, max_items: int | None = None, classes: ClassLabels | None = None
 ) -> tuple[list[tuple[SampleId, float]], list[Rejection]]:
-    """Late labels of a single or batch label message (a batch above ``max_items`` is refused whole)."""
+    """Late labels of a single or batch label message (a batch above ``max_items`` is refused whole);
+    ``classes``: the labels are class names, returned as their codes."""
     data = _load(payload)
     items = data["labels"] if set(data) == {"labels"} else [data]
     if not isinstance(items, list):
@@ -413,7 +480,7 @@ def parse_labels(
                 raise ValueError(f"unknown field {sorted(unknown)[0]!r}")
             if "id" not in item or "y" not in item:
                 raise ValueError("a label needs 'id' and 'y'")
-            good.append((_check_id(item["id"]), check_label(item["y"], task)))
+            good.append((_check_id(item["id"]), check_label(item["y"], task, classes)))
         except ValueError as exc:
             rejected.append(Rejection(str(exc), _raw_id(item)))
     return good, rejected

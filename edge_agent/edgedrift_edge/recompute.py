@@ -46,6 +46,8 @@ class RecomputeRequest:
     #: label batches not forwarded yet, posted first so the search sees every label learned so far.
     retune: RetuneRequest | None = None
     history: tuple[LabelBatch, ...] = ()
+    #: C ≥ 3 classes: the labels are the codes 0..C−1 and the cloud trains one-vs-rest (None: ±1).
+    n_classes: int | None = None
 
     @property
     def learner(self) -> str:

@@ -3,7 +3,8 @@
 The label schedule is the evaluator's (:class:`edgedrift.protocol.Protocol`): every k-th sample (or a
 random fraction) carries a label, inline (delay 0) or as a late label on ``edgedrift/{dev}/labels``
 ``delay`` samples later. Samples go out one per message or in batches, at a given rate or as fast as
-the broker takes them, with QoS 0 or 1; at the end every QoS-1 message has been acknowledged.
+the broker takes them, with QoS 0 or 1; at the end every QoS-1 message has been acknowledged. Labels of
+a multi-class stream go out by class name (what a device configured with ``classes`` takes).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class ReplayPlan:
     qos: int = 1
     limit: int | None = None
     topic_prefix: str = "edgedrift"
+    #: Labels by class name (``Stream.classes``) rather than code; None: by name for C ≥ 3 classes.
+    by_name: bool | None = None
 
 
 class Progress:
@@ -80,8 +83,11 @@ class Progress:
 
 def messages(plan: ReplayPlan) -> list[tuple[str, str, int]]:
     """Every (topic suffix, payload, samples) to publish for one device, in order."""
-    X, y = plan.stream.X, plan.stream.y
-    n = len(y) if plan.limit is None else min(plan.limit, len(y))
+    X, codes = plan.stream.X, plan.stream.y
+    n = len(codes) if plan.limit is None else min(plan.limit, len(codes))
+    s = plan.stream
+    by_name = plan.by_name if plan.by_name is not None else s.task == "classification" and s.n_classes >= 3
+    y: list[Any] = s.labels.decode(codes) if by_name else codes.tolist()
     labeled = plan.protocol.labeled_mask(n, plan.offset)
     delay = plan.protocol.delay
     out: list[tuple[str, str, int]] = []
@@ -97,7 +103,7 @@ def messages(plan: ReplayPlan) -> list[tuple[str, str, int]]:
     for i in range(n):
         sample: dict[str, Any] = {"id": i, "x": X[i].tolist()}
         if labeled[i] and delay == 0:
-            sample["y"] = float(y[i])
+            sample["y"] = y[i]
         elif labeled[i]:
             pending.append(i)
         batch.append(sample)
@@ -106,11 +112,11 @@ def messages(plan: ReplayPlan) -> list[tuple[str, str, int]]:
         while pending and pending[0] + delay <= i:
             flush()
             j = pending.popleft()
-            out.append(("labels", json.dumps({"id": j, "y": float(y[j])}), 0))
+            out.append(("labels", json.dumps({"id": j, "y": y[j]}), 0))
     flush()
     while pending:
         j = pending.popleft()
-        out.append(("labels", json.dumps({"id": j, "y": float(y[j])}), 0))
+        out.append(("labels", json.dumps({"id": j, "y": y[j]}), 0))
     return out
 
 

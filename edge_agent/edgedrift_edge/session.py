@@ -42,18 +42,12 @@ from edgedrift_edge import session_codec as codec
 from edgedrift_edge.event_summary import EventSummaries
 from edgedrift_edge.id_index import IntArray, id_key
 from edgedrift_edge.ledger import Counters, Event, Output, Prediction, SessionConfig
-from edgedrift_edge.messages import (
-    MessageError,
-    Rejection,
-    SampleId,
-    Samples,
-    parse_labels,
-    parse_samples,
-)
+from edgedrift_edge.messages import MessageError, Rejection, SampleId, Samples
 from edgedrift_edge.packed_rows import PackedRows
 from edgedrift_edge.recent_samples import RecentSamples
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.score_window import ScoreWindow
+from edgedrift_edge.session_classes import ClassesMixin
 from edgedrift_edge.session_dedup import DedupMixin
 from edgedrift_edge.session_recompute import RecomputesMixin
 from edgedrift_edge.session_reports import OUTLIER_REASON, REASONS_PER_EVENT, ReportsMixin
@@ -65,7 +59,7 @@ MIN_WARMUP_LABELS = 10
 Phase = Literal["warmup", "awaiting_model", "running"]
 
 
-class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
+class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
     """The per-device state machine (see the module docstring)."""
 
     def __init__(
@@ -87,6 +81,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         self.loop: EdgeLoop | None = None
         self.C: float | str | None = None
         self.loss = "logistic" if config.task == "classification" else "squared"
+        self._init_classes()  # labels and predictions by class name (session_classes)
         self.learner_params: dict[str, dict[str, float]] = {}
         self.model_version: int | None = None
         #: The newest samples' ids with their content digests (redeliveries are told from reused ids) and,
@@ -119,19 +114,17 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         out = Output()
         try:
             if kind == "labels":
-                labels, rejected = parse_labels(payload, self.config.task, self.config.max_items)
+                labels, rejected = self._parse_labels(payload)
                 self._reject(rejected, "labels", len(rejected))
                 for sid, y in labels:
                     self._late_label(sid, y)
             else:
                 self._release_cooldown()
-                samples = parse_samples(
-                    payload, self.n_features, self.config.task, self.next_seq, self.config.max_items
-                )
+                samples = self._parse_samples(payload)
                 self._reject(samples.rejected, kind, len(samples.rejected))
                 self.next_seq += len(samples.ids) + len(samples.rejected)
                 if samples.ids:
-                    out.predictions = self._samples(samples)
+                    out.predictions = self._named(self._samples(samples))
                 out.batch = samples.batch
         except MessageError as exc:
             self._reject([Rejection(str(exc))], kind, exc.count)
@@ -301,6 +294,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
             y0=request.y,
             guard=self.guard,
             retune=lambda _channel, _learner: self._recompute,  # the cloud searches the forwarded history
+            n_classes=self.n_classes,
         )
         loop = self.strategy.build(ctx, self.config.strategy_param)
         loop.start(trained.model, request.X, request.y, warm_learner=True)
@@ -475,6 +469,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
         tree["warm_rows"] = codec.pack_rows(list(self.warm_rows))
         tree["recent_samples"] = self.recent_samples.snapshot()
         tree["recent"] = self.recent.values()
+        tree["recent_cells"] = None if self.recent_cells is None else self.recent_cells.values()
         tree["counters"] = asdict(self.counters)
         tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
         return tree
@@ -492,6 +487,7 @@ class DeviceSession(DedupMixin, RecomputesMixin, ReportsMixin):
             former = tree["joins"], tree["recent_ids"]
             self.recent_samples, dropped = RecentSamples.restore_former(*former, size, width)
         self.recent = ScoreWindow(self.config.accuracy_window, tree["recent"].tolist())
+        self._restore_cells(tree)
         self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})
         self.counters.join_evictions += dropped
         pending = tree.get("pending")

@@ -46,6 +46,7 @@ def request_fields(request: RecomputeRequest) -> dict[str, Any]:
         "initial": request.initial,
         "retune": None if request.retune is None else request.retune.model_dump(),
         "history": [[b.batch_id, b.X, b.y] for b in request.history],
+        "n_classes": request.n_classes,
     }
 
 

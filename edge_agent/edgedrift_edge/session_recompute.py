@@ -45,6 +45,7 @@ class RecomputesMixin:
     warm_rows: PackedRows
     warm_y: list[float]
     warm_ids: list[Any]
+    n_classes: int
     _events: list[Event]
 
     if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class RecomputesMixin:
             stats=scalar_stats(stats),
             reset_rows=reset_rows,
             initial=initial,
+            n_classes=self.n_classes if self.n_classes >= 3 else None,
         )
 
     def _submit(self, request: RecomputeRequest) -> TrainedModel | None:

@@ -1,5 +1,6 @@
-"""The reporting half of a device's session: recent accuracy (or RMSE) and the scoring that keeps it,
-outlier events, the retained status and the heartbeat to the cloud. A mixin of
+"""The reporting half of a device's session: recent accuracy (or RMSE; for a device with ``classes`` also
+the macro-F1 of its recent window) and the scoring that keeps it, outlier events, the retained status and
+the heartbeat to the cloud. A mixin of
 :class:`~edgedrift_edge.session.DeviceSession` (no state of its own)."""
 
 from __future__ import annotations
@@ -9,9 +10,14 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from edgedrift import __version__
+from edgedrift.labels import ClassLabels
 from edgedrift.loop import EdgeLoop
+from edgedrift.metrics.multiclass import MulticlassConfusion
 from edgedrift.wire import Heartbeat
+from edgedrift.wire_stats import HeartbeatExtra
 from edgedrift_edge.ledger import Counters, SessionConfig
 from edgedrift_edge.messages import SampleId
 from edgedrift_edge.recompute import RecomputeRequest
@@ -36,6 +42,9 @@ class ReportsMixin:
     recent: ScoreWindow
     recent_sum: float
     drift_events: int
+    classes: ClassLabels | None
+    n_classes: int
+    recent_cells: ScoreWindow | None
 
     if TYPE_CHECKING:
 
@@ -59,6 +68,22 @@ class ReportsMixin:
         if evicted is not None:
             self.recent_sum -= evicted
         self.recent_sum += hit
+        if self.recent_cells is not None:  # the cell t·C + p of the confusion matrix, classes 0..C−1
+            C = self.n_classes
+            t, p = (int(v) if C >= 3 else int(v > 0) for v in (y, y_hat))
+            self.recent_cells.push(float(t * C + p))
+
+    def macro_f1(self) -> float | None:
+        """Macro-F1 of the recent window (devices with ``classes``; the mean F1 over the classes that
+        occur in it, :attr:`MulticlassConfusion.macro_f1`)."""
+        cells = self.recent_cells
+        if cells is None or not len(cells):
+            return None
+        C = self.n_classes
+        codes = cells.values().astype(np.int64)
+        confusion = MulticlassConfusion(C)
+        confusion.update_many(codes // C, codes % C)
+        return float(confusion.macro_f1)
 
     def accuracy(self) -> float | None:
         n = len(self.recent)
@@ -84,6 +109,8 @@ class ReportsMixin:
             "model_version": self.model_version,
             "accuracy": self.accuracy(),
             "rmse": self.rmse(),
+            "macro_f1": self.macro_f1(),
+            "classes": None if self.classes is None else self.classes.to_json(),
             "accuracy_window": len(self.recent),
             "warning": bool(loop.monitor.warning_detected) if loop else False,
             "pending_recompute": self.pending is not None,
@@ -95,6 +122,17 @@ class ReportsMixin:
     def heartbeat(self) -> Heartbeat:
         c = self.counters
         loop = self.loop
+        extra: HeartbeatExtra = {
+            "phase": self.phase,
+            "label_misses": c.label_misses,
+            "duplicates": c.duplicates,
+            "outliers": c.outliers,
+            "id_reused": c.id_reused,
+            "rmse": self.rmse(),
+        }
+        if self.classes is not None:
+            extra["n_classes"] = self.n_classes
+            extra["macro_f1"] = self.macro_f1()
         return Heartbeat(
             samples=c.samples,
             labeled=c.labeled,
@@ -106,12 +144,5 @@ class ReportsMixin:
             model_version=self.model_version,
             dropped=c.dropped,
             rejected=c.rejected,
-            extra={
-                "phase": self.phase,
-                "label_misses": c.label_misses,
-                "duplicates": c.duplicates,
-                "outliers": c.outliers,
-                "id_reused": c.id_reused,
-                "rmse": self.rmse(),
-            },
+            extra=extra,
         )

@@ -11,6 +11,7 @@ Plain pydantic (no pydantic-settings) so the edge install stays at edgedrift-cor
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -111,6 +112,13 @@ class AgentSettings(BaseModel):
     )
     task: Literal["classification", "regression"] = _described(
         "what the labels are", default="classification"
+    )
+    classes: list[str | int] | None = _described(
+        "classification: the class names in code order, as a JSON list or comma-separated (e.g. "
+        "oak,ash,elm); labels arrive and predictions leave by name. Two classes keep the codes -1/+1, "
+        "three or more are one-vs-rest over the codes 0..C-1 (a multi-class strategy). Unset: labels "
+        "are -1/+1",
+        default=None,
     )
     n_features: Annotated[int, Field(ge=1, le=4096)] | None = _described(
         "features per sample; unset = the majority width of the warm-up samples", default=None
@@ -242,6 +250,52 @@ class AgentSettings(BaseModel):
         if value not in catalogue:
             raise ValueError(catalogue.unknown(value))
         return value
+
+    @field_validator("classes", mode="before")
+    @classmethod
+    def _class_list(cls, value: Any) -> Any:
+        """A JSON list or comma-separated names (an environment variable or a flag is one string)."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise ValueError("must be a JSON list of names or comma-separated names") from None
+        return [name.strip() for name in text.split(",")]
+
+    @field_validator("classes")
+    @classmethod
+    def _classes(cls, value: list[str | int] | None) -> list[str | int] | None:
+        if value is None:
+            return None
+        from edgedrift.labels import ClassLabels
+        from edgedrift.wire import MAX_CLASSES
+
+        if len(value) > MAX_CLASSES:
+            raise ValueError(f"at most {MAX_CLASSES} classes, got {len(value)}")
+        if any(isinstance(name, str) and not name for name in value):
+            raise ValueError("a class name must not be empty")
+        ClassLabels(tuple(value))  # two or more, distinct by value
+        return value
+
+    @model_validator(mode="after")
+    def _classes_fit_the_task(self) -> AgentSettings:
+        if self.classes is None:
+            return self
+        if self.task != "classification":
+            raise ValueError("classes applies to classification only")
+        from edgedrift.adapters.entry_points import strategy_catalogue
+
+        strategy = strategy_catalogue()[self.strategy]
+        if len(self.classes) >= 3 and not strategy.multiclass:
+            multi = sorted(name for name, s in strategy_catalogue().items() if s.multiclass)
+            raise ValueError(
+                f"strategy {self.strategy!r} runs on two classes only; with {len(self.classes)} classes "
+                f"choose one of {', '.join(multi)}"
+            )
+        return self
 
     @field_validator("devices")
     @classmethod

@@ -20,6 +20,7 @@ from pydantic.config import JsonDict
 from typing_extensions import TypedDict
 
 INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
 
 
 def _not_bool_or_text(value: object) -> object:
@@ -98,10 +99,13 @@ Count64 = Annotated[int, Field(ge=0, le=INT64_MAX), NUMBER]
 class HeartbeatExtra(TypedDict, total=False, extra_items=StatValue):  # type: ignore[call-arg]
     """A heartbeat's statistics beyond the counters: the ones the agent sends (its heartbeat's ``extra``)
     are typed, any other is a bounded :data:`StatValue`. ``rmse`` is what the fleet views sort and show
-    for a regression device."""
+    for a regression device; ``macro_f1`` and ``n_classes`` what they show beside the accuracy of a
+    device configured with classes."""
 
     phase: ShortText
     rmse: Annotated[float, Field(ge=0, le=MAX_STAT_ABS, allow_inf_nan=False), NUMBER] | None
+    macro_f1: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), NUMBER] | None
+    n_classes: Annotated[int, Field(ge=2, le=INT32_MAX), NUMBER]
     label_misses: Count64
     duplicates: Count64
     outliers: Count64

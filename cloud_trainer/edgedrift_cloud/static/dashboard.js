@@ -79,7 +79,10 @@ function metric(row) {
   if (row.task === "regression" || (row.rmse !== null && row.accuracy === null)) {
     return row.rmse === null ? "no RMSE yet" : `RMSE ${row.rmse.toPrecision(3)}`;
   }
-  return row.accuracy === null ? "no accuracy yet" : pct(row.accuracy);
+  if (row.accuracy === null) return "no accuracy yet";
+  // a device configured with classes also reports the macro-F1 of its recent window
+  return row.macro_f1 === null || row.macro_f1 === undefined
+    ? pct(row.accuracy) : `${pct(row.accuracy)} · macro-F1 ${row.macro_f1.toFixed(3)}`;
 }
 
 // ------------------------------------------------------------------------------------------ fleet table
@@ -175,7 +178,8 @@ async function showDevice(id, mine) {
   const versions = page.versions;
   $("[data-device-title]").textContent = d.device_id;
   const facts = [["status", d.status], ["drifting now", d.drifting ? "yes" : "no"], ["task", d.task || "unknown"],
-    [d.task === "regression" ? "RMSE" : "accuracy", metric(d)], ["recomputes", d.recomputes],
+    [d.task === "regression" ? "RMSE" : "accuracy", metric(d)],
+    ...(d.n_classes ? [["classes", d.n_classes]] : []), ["recomputes", d.recomputes],
     ["running", d.running_version === null ? "–" : `v${d.running_version}`],
     ["latest", d.latest_version === null ? "–" : `v${d.latest_version}`], ["last seen", when(d.last_seen)]];
   $("[data-facts]").replaceChildren(...facts.flatMap(([k, v]) =>
@@ -188,9 +192,12 @@ async function showDevice(id, mine) {
   const all = [...xs, ...vx];
   const range = all.length ? [Math.min(...all), Math.max(...all, Math.min(...all) + 1)] : [0, 1];
   const regression = d.task === "regression";
-  chart("metric", regression ? "RMSE" : "accuracy", xs,
-    [regression ? { label: "RMSE", stroke: "#b5401f", values: beats.map((b) => b.rmse) }
-                : { label: "accuracy", stroke: "#1f6fb5", values: beats.map((b) => b.accuracy) }], range);
+  const quality = regression ? [{ label: "RMSE", stroke: "#b5401f", values: beats.map((b) => b.rmse) }]
+    : [{ label: "accuracy", stroke: "#1f6fb5", values: beats.map((b) => b.accuracy) }];
+  if (!regression && beats.some((b) => b.macro_f1 !== null && b.macro_f1 !== undefined)) {
+    quality.push({ label: "macro-F1", stroke: "#2a8a3e", values: beats.map((b) => b.macro_f1 ?? null) });
+  }
+  chart("metric", regression ? "RMSE" : "accuracy", xs, quality, range);
   chart("recomputes", "model versions (recomputes)", vx,
     [{ label: "version", stroke: "#6a3fb5", points: { size: 7 }, values: versions.map((v) => v.version) }], range);
   chart("warnings", "drift warnings and events", xs,
