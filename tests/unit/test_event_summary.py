@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_gateway_buffers import gateway, running
+from support.sessions import gateway, running
 
 from edgedrift_edge.event_summary import EventSummaries
 
