@@ -184,7 +184,7 @@ def test_a_device_without_classes_still_refuses_class_names() -> None:
         ({"classes": "oak"}, "at least 2 classes"),
         ({"classes": '["oak", "oak"]'}, "distinct"),
         ({"classes": "1,2,3", "task": "regression"}, "classification only"),
-        ({"classes": "a,b,c", "strategy": "rebalance-stream"}, "two classes only.*druid"),
+        ({"classes": "a,b,c", "strategy": "periodic-tune"}, "two classes only.*druid"),
         ({"classes": "a,b,c", "strategy": "druid-tune"}, "two classes only"),
     ],
 )
