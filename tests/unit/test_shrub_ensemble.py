@@ -379,7 +379,7 @@ def test_paper_setting_is_the_default_and_beats_the_former_defaults_on_a_multicl
     drifting 4-class stream it scores 0.89 against 0.78 for the former M = 8, B = 256, depth 4 with a
     step every 16 labels (measured; both with a shrub every 10 labels)."""
     se = ShrubEnsemble()
-    assert (se.max_trees, se.window, se.update_every, se.step, se.loss) == (32, 32, 0, "adaptive", "mse")
+    assert (se.max_trees, se.window, se.update_every, se.step, se.loss) == (32, 32, 0, "per-class", "mse")
     assert (PAPER_MAX_TREES, PAPER_WINDOW, PAPER_MAX_DEPTH) == (32, 32, 8)
     paper = multiclass_prequential(se, k=10, B=PAPER_WINDOW, depth=PAPER_MAX_DEPTH)
     former = multiclass_prequential(ShrubEnsemble(8, 256, update_every=16), k=10, B=256, depth=4)
@@ -401,3 +401,29 @@ def test_shrub_strategy_trains_on_the_papers_window_whatever_the_strategy_window
         assert loop.window.size == PAPER_WINDOW  # type: ignore[union-attr]
         assert isinstance(loop.learner, ShrubEnsemble) and loop.learner.window == PAPER_WINDOW
         assert strategy.train.params == {"max_depth": PAPER_MAX_DEPTH}
+
+
+@pytest.mark.parametrize("C", [2, 4, 10])
+def test_per_class_step_lets_a_shrub_right_on_the_window_in_whatever_the_number_of_classes(C: int) -> None:
+    """Four shrubs wrong on every window row, a new one right on all of them: with α = C/(2(m+1)) the new
+    shrub takes most of the weight for any C (burn-in 5); the reference's α = 1/(m+1) is the same for
+    C = 2 and gives it far less for C ≥ 3, which left a 40-class ensemble averaging stale shrubs."""
+    B, m = 32, 4
+    rng = np.random.default_rng(7)
+    Xw = rng.normal(size=(B, 3))
+    yw = np.arange(B, dtype=float) % C
+    wrong = [shrub(Xw, (yw + 1 + j % (C - 1)) % C, depth=20, seed=j) for j in range(m)]
+    perfect = shrub(Xw, yw, depth=20, seed=99)
+    new_weight = {}
+    for rule in ("per-class", "adaptive"):
+        se = ShrubEnsemble(max_trees=8, window=B, step=rule)
+        se.learn_many(Xw, yw)
+        se.load(wrong, np.full(m, 1.0 / m))
+        se.add_shrub(perfect)
+        ids = se.tree_ids.tolist()
+        new_weight[rule] = se.weights[ids.index(m)] if m in ids else 0.0
+    assert new_weight["per-class"] >= 0.5, new_weight
+    if C == 2:
+        assert new_weight["adaptive"] == pytest.approx(new_weight["per-class"])
+    else:
+        assert new_weight["adaptive"] <= new_weight["per-class"] - 0.2, new_weight

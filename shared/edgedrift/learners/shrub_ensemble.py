@@ -46,15 +46,21 @@ PAPER_WINDOW = 32
 #: either way, and a limit keeps :meth:`ShrubEnsemble.memory_bound` finite.
 PAPER_MAX_DEPTH = 8
 
-StepRule = float | Literal["adaptive"]
+StepRule = float | Literal["adaptive", "per-class"]
+_STEP_RULES = ("adaptive", "per-class")
 _LOSSES = ("mse", "cross-entropy")
 
 
 class ShrubEnsemble(Estimator):
     """Shrub Ensemble: ≤ M shrubs with weights on the simplex, trained by proximal gradient on a window.
 
-    ``step`` is α: a float (constant), or ``"adaptive"``: α = 1/(T+1) with T the number of trees including
-    a new one (the reference code's rule). ``rho`` replaces it by the rule of the paper's experiments:
+    ``step`` is α: a float (constant), ``"adaptive"``: α = 1/(T+1) with T the number of trees including
+    a new one (the reference code's rule), or ``"per-class"`` (the default): α = C/(2(T+1)), the same
+    for two classes. The gradient below averages over the C outputs, so with C classes it is C/2 times
+    smaller than with two, and at α = 1/(T+1) a new shrub that fits the window far better than the
+    others still gets almost no weight: the slides' "Behaviour" condition (a tree right on the whole
+    window enters the ensemble) needs α > C/(2m) at this gradient scale, which 1/(T+1) misses by C/2
+    (docs/benchmarks.md, "Shrub Ensembles against its paper and river's trees"). ``rho`` replaces it by the rule of the paper's experiments:
     λ₂ = M(2−ρ)/(ρC), α = 1/(M+λ₂), and the step adds the shrinkage −2αλ₂w. The factor 1 − 2αλ₂ is
     negative when ρ < 2/(C+1) (−0.2 at ρ = 0.5, C = 2): every step then reverses the order of the weights,
     and the parity of the number of steps matters. Each proximal step is w ← 𝓟(w − α·dir) with
@@ -74,8 +80,8 @@ class ShrubEnsemble(Estimator):
     ``n_skipped`` (and in ``n_learned``, the labeled samples received), so the window stays finite.
 
     Defaults follow the authors' reference setting (their ShrubsClassifier): M = 32 shrubs, a window of
-    B = 32 labels, α = 1/(m+1), burn-in 5 and weight steps only when a shrub arrives (Algorithm 1 takes
-    its step when a shrub is added). The former M = 8, B = 256 with a step every 16 labels trailed river's
+    B = 32 labels, α = 1/(m+1) for two classes (C/(2(m+1)) for C, above), burn-in 5 and weight steps only
+    when a shrub arrives (Algorithm 1 takes its step when a shrub is added). The former M = 8, B = 256 with a step every 16 labels trailed river's
     adaptive Hoeffding tree by 4.8 points on ELEC2: a 256-label window averages over ELEC2's short
     regimes and gives few, blunt shrubs (docs/benchmarks.md, "Shrub Ensembles against its paper and
     river's trees"). With α = 1/(m+1) and M = 1 a new shrub never displaces the old one: that needs
@@ -88,7 +94,7 @@ class ShrubEnsemble(Estimator):
     window
         B, the number of labeled rows the weights are fitted on.
     step
-        α: a positive float, or ``"adaptive"`` for 1/(T+1).
+        α: a positive float, ``"adaptive"`` for 1/(T+1) or ``"per-class"`` for C/(2(T+1)).
     burnin_steps
         Extra proximal steps when a shrub arrives.
     update_every
@@ -125,7 +131,7 @@ class ShrubEnsemble(Estimator):
         self,
         max_trees: int = PAPER_MAX_TREES,
         window: int = PAPER_WINDOW,
-        step: StepRule = "adaptive",
+        step: StepRule = "per-class",
         burnin_steps: int = 5,
         update_every: int = 0,
         loss: str = "mse",
@@ -136,10 +142,10 @@ class ShrubEnsemble(Estimator):
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         if isinstance(step, str):
-            if step != "adaptive":
-                raise ValueError(f"step must be a positive float or 'adaptive', got {step!r}")
+            if step not in _STEP_RULES:
+                raise ValueError(f"step must be a positive float or one of {_STEP_RULES}, got {step!r}")
         elif not (step > 0 and math.isfinite(step)):
-            raise ValueError(f"step must be a positive float or 'adaptive', got {step!r}")
+            raise ValueError(f"step must be a positive float or one of {_STEP_RULES}, got {step!r}")
         if burnin_steps < 0 or update_every < 0:
             raise ValueError("burnin_steps and update_every must be >= 0")
         if loss not in _LOSSES:
@@ -463,6 +469,8 @@ class ShrubEnsemble(Estimator):
             return 1.0 / (self.max_trees + lam), lam
         if self.step == "adaptive":
             return 1.0 / (self._m + 1.0), 0.0
+        if self.step == "per-class":
+            return 0.5 * C / (self._m + 1.0), 0.0
         return float(self.step), 0.0
 
     def _update(self, n_steps: int) -> None:
