@@ -441,7 +441,7 @@ def main() -> None:
         for data in [d.strip() for d in args.paper_data.split(",") if d.strip()]:
             stream = load_dataset(data)
             if rows is not None:
-                stream = replace(stream, X=stream.X[:rows], y=stream.y[:rows])
+                stream = replace(stream, X=stream.X[:600], y=stream.y[:600])
             paper_recs = []
             for r in paper_comparison(stream, args.paper_k1):
                 record(data, "paper", r)

@@ -122,7 +122,7 @@ class ShrubEnsemble(Estimator):
     >>> float(np.mean(ensemble.predict_many(X[500:]) == y[500:]))
     0.97
     >>> {c: round(p, 3) for c, p in ensemble.predict_proba_one(X[500]).items()}
-    {-1.0: 0.015, 1.0: 0.985}
+    {-1.0: 0.005, 1.0: 0.995}
     """
 
     task: Literal["classification"] = "classification"

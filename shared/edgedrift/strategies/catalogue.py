@@ -53,8 +53,8 @@ sgd                    0.753 0
 never                  0.753 0
 online-bls             0.860 0
 online-bls-static      0.767 0
-shrub-ensemble         0.753 1
-shrub-ensemble-adwin   0.779 1
+shrub-ensemble         0.885 30
+shrub-ensemble-adwin   0.808 1
 rebalance-base         0.763 1
 rebalance-stream       0.804 1
 rebalance-stream-plus  0.804 1
