@@ -361,7 +361,9 @@ def multiclass_prequential(se: ShrubEnsemble, k: int, B: int, depth: int) -> flo
     n0 = 100
     se.learn_many(X[:n0], y[:n0])
     se.anchor(shrub(X[n0 - B if n0 > B else 0 : n0], y[n0 - B if n0 > B else 0 : n0], depth))
-    bound = ShrubEnsemble.memory_bound(se.max_trees, se.window, 2, 4, 2 ** (depth + 1) - 1)
+    # A CART tree on B rows has at most 2B − 1 nodes, whatever its depth limit.
+    nodes = min(2 ** (depth + 1) - 1, 2 * B - 1)
+    bound = ShrubEnsemble.memory_bound(se.max_trees, se.window, 2, 4, nodes)
     hits = 0
     for i in range(n0, len(y)):
         hits += se.predict_one(X[i]) == y[i]

@@ -9,7 +9,7 @@ In EdgeDrift the cloud trains the shrubs (``edgedrift.training.shrub.train_shrub
 window when a policy asks for a recompute; the loop hands each one to :meth:`ShrubEnsemble.anchor`,
 which runs Algorithm 1's lines 6-12: append the tree with weight 0, take ``burnin_steps + 1`` proximal
 gradient steps on the window, prune zero weights. Between shrubs the ensemble keeps its own window (the
-paper keeps 𝓑 on the device) and takes one proximal step every ``update_every`` labels. Only numpy is
+paper keeps 𝓑 on the device) and, with ``update_every`` > 0, takes one proximal step every that many labels. Only numpy is
 used here: this module runs on edges. The trees live in a :class:`~.packed_forest.PackedForest`.
 
 The window is a preallocated ring of B slots, not :mod:`edgedrift.window`'s ring buffer: the per-tree
