@@ -9,8 +9,9 @@ In EdgeDrift the cloud trains the shrubs (``edgedrift.training.shrub.train_shrub
 window when a policy asks for a recompute; the loop hands each one to :meth:`ShrubEnsemble.anchor`,
 which runs Algorithm 1's lines 6-12: append the tree with weight 0, take ``burnin_steps + 1`` proximal
 gradient steps on the window, prune zero weights. Between shrubs the ensemble keeps its own window (the
-paper keeps 𝓑 on the device) and, with ``update_every`` > 0, takes one proximal step every that many labels. Only numpy is
-used here: this module runs on edges. The trees live in a :class:`~.packed_forest.PackedForest`.
+paper keeps 𝓑 on the device) and, with ``update_every`` > 0, takes one proximal step every that many
+labels. Only numpy is used here: this module runs on edges. The trees live in a
+:class:`~.packed_forest.PackedForest`.
 
 The window is a preallocated ring of B slots, not :mod:`edgedrift.window`'s ring buffer: the per-tree
 class probabilities of every window row are cached (the paper's memory term 2·B·(M+1)) and the one-hot
@@ -54,19 +55,19 @@ _LOSSES = ("mse", "cross-entropy")
 class ShrubEnsemble(Estimator):
     """Shrub Ensemble: ≤ M shrubs with weights on the simplex, trained by proximal gradient on a window.
 
-    ``step`` is α: a float (constant), ``"adaptive"``: α = 1/(T+1) with T the number of trees including
-    a new one (the reference code's rule), or ``"per-class"`` (the default): α = C/(2(T+1)), the same
-    for two classes. The gradient below averages over the C outputs, so with C classes it is C/2 times
-    smaller than with two, and at α = 1/(T+1) a new shrub that fits the window far better than the
-    others still gets almost no weight: the slides' "Behaviour" condition (a tree right on the whole
-    window enters the ensemble) needs α > C/(2m) at this gradient scale, which 1/(T+1) misses by C/2
-    (docs/benchmarks.md, "Shrub Ensembles against its paper and river's trees"). ``rho`` replaces it by the rule of the paper's experiments:
-    λ₂ = M(2−ρ)/(ρC), α = 1/(M+λ₂), and the step adds the shrinkage −2αλ₂w. The factor 1 − 2αλ₂ is
-    negative when ρ < 2/(C+1) (−0.2 at ρ = 0.5, C = 2): every step then reverses the order of the weights,
-    and the parity of the number of steps matters. Each proximal step is w ← 𝓟(w − α·dir) with
-    dir_i = (1/(n·C)) Σ_{j,k} P_i[j,k]·G[j,k] over the n ≤ B window rows, G = 2(f − onehot) (``"mse"``) or
-    softmax(f) − onehot (``"cross-entropy"``), and 𝓟 = :func:`~edgedrift.learners.simplex.prox_sparse_simplex`
-    (Algorithm 1, lines 8-12).
+    ``step`` is α: a float (constant), ``"adaptive"``: α = 1/(T+1) with T the number of trees including a new
+    one (the reference code's rule), or ``"per-class"`` (the default): α = C/(2(T+1)), the same for two
+    classes. The gradient below averages over the C outputs, so with C classes it is C/2 times smaller than
+    with two, and at α = 1/(T+1) a new shrub that fits the window far better than the others still gets almost
+    no weight: the slides' "Behaviour" condition (a tree right on the whole window enters the ensemble) needs
+    α > C/(2m) at this gradient scale, which 1/(T+1) misses by C/2 (docs/benchmarks.md, "Shrub Ensembles
+    against its paper and river's trees"). ``rho`` replaces it by the rule of the paper's experiments: λ₂ =
+    M(2−ρ)/(ρC), α = 1/(M+λ₂), and the step adds the shrinkage −2αλ₂w. The factor 1 − 2αλ₂ is negative when ρ
+    < 2/(C+1) (−0.2 at ρ = 0.5, C = 2): every step then reverses the order of the weights, and the parity of
+    the number of steps matters. Each proximal step is w ← 𝓟(w − α·dir) with dir_i = (1/(n·C)) Σ_{j,k}
+    P_i[j,k]·G[j,k] over the n ≤ B window rows, G = 2(f − onehot) (``"mse"``) or softmax(f) − onehot
+    (``"cross-entropy"``), and 𝓟 = :func:`~edgedrift.learners.simplex.prox_sparse_simplex` (Algorithm 1, lines
+    8-12).
 
     A new shrub (:meth:`add_shrub` / :meth:`anchor`) enters with weight 0 and takes part in all
     ``burnin_steps + 1`` steps (as in the reference code); zero weights are pruned after them. The window
@@ -79,13 +80,13 @@ class ShrubEnsemble(Estimator):
     feature that is not finite as float32 (NaN, ±inf, |x| > 3.4e38) is skipped and counted in
     ``n_skipped`` (and in ``n_learned``, the labeled samples received), so the window stays finite.
 
-    Defaults follow the authors' reference setting (their ShrubsClassifier): M = 32 shrubs, a window of
-    B = 32 labels, α = 1/(m+1) for two classes (C/(2(m+1)) for C, above), burn-in 5 and weight steps only
-    when a shrub arrives (Algorithm 1 takes its step when a shrub is added). The former M = 8, B = 256 with a step every 16 labels trailed river's
-    adaptive Hoeffding tree by 4.8 points on ELEC2: a 256-label window averages over ELEC2's short
-    regimes and gives few, blunt shrubs (docs/benchmarks.md, "Shrub Ensembles against its paper and
-    river's trees"). With α = 1/(m+1) and M = 1 a new shrub never displaces the old one: that needs
-    α·(dir_old − dir_new) > 1, and the difference is at most 4/C.
+    Defaults follow the authors' reference setting (their ShrubsClassifier): M = 32 shrubs, a window of B = 32
+    labels, α = 1/(m+1) for two classes (C/(2(m+1)) for C, above), burn-in 5 and weight steps only when a
+    shrub arrives (Algorithm 1 takes its step when a shrub is added). The former M = 8, B = 256 with a step
+    every 16 labels trailed river's adaptive Hoeffding tree on ELEC2: a 256-label window averages over ELEC2's
+    short regimes and gives few, blunt shrubs (docs/benchmarks.md, "Shrub Ensembles against its paper and
+    river's trees"). With α = 1/(m+1) and M = 1 a new shrub never displaces the old one: that needs α·(dir_old
+    − dir_new) > 1, and the difference is at most 4/C.
 
     Parameters
     ----------
