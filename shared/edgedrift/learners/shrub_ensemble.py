@@ -19,6 +19,9 @@ labels kept, both addressed by the row's slot, the features are float32 (the shr
 and the loss is a sum over the rows, so neither their order, timestamps nor evicted copies are needed. A
 label costs one descent of x through the live trees (reused from the preceding ``predict_one(x)``), a
 gradient step two (M+1)×(B·C) matrix-vector products, and a new tree one descent of the window.
+
+The module is over 500 lines because the ring, its probability cache, the classes and the optimiser
+address the same slots; split apart, each would have to keep the others' bookkeeping in step.
 """
 
 from __future__ import annotations
