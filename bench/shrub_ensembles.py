@@ -20,13 +20,20 @@ Parts (``--parts``, comma separated):
 * ``peers``: river HoeffdingTree, HoeffdingAdaptiveTree, ARF (3 and 10 models);
 * ``k1``: a new shrub on every label (the reference's cadence), default configuration, whole stream;
 * ``cache``: what the per-tree probability cache on the window saves: one cached gradient step against
-  the descent of the window through all trees that every step would need without it.
+  the descent of the window through all trees that every step would need without it;
+* ``paper``: the paper's setting (M = 32, B = 32, depth ≤ 8, α = C/(2(m+1)), a step only when a shrub
+  arrives) at a shrub on every label (Algorithm 1's cadence; streams of ≤ 5,000 rows unless
+  ``--paper-k1``) and every 10 labels, the former defaults, and river's
+  HoeffdingTree, HoeffdingAdaptiveTree and ARF (10 models) in the same run, on ELEC2 and the multi-class
+  keystroke (4 classes) and outdoor (40 classes) streams (``--paper-data``): accuracy, memory of the
+  model by river's walker for every method, and µs per sample.
 
 Results are merged into ``out/shrubs/results.json`` (one record per data set × method), plots go to
 ``docs/img/shrubs_<data>_pareto.png`` and ``docs/img/shrubs_<data>_recomputes.png``.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 EDGEDRIFT_DATA_DIR=../shared/data \\
         .venv/bin/python bench/shrub_ensembles.py --parts defaults,grid,triggers,peers,k1
+    .venv/bin/python bench/shrub_ensembles.py --parts paper --data ""   # the paper's setting vs river
 """
 
 from __future__ import annotations
@@ -42,10 +49,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from shrubs.report import pareto_plot, recompute_plot, summary, table
+from shrubs.report import paper_table, pareto_plot, recompute_plot, summary, table
 
 from edgedrift.data import Stream, load_dataset
-from edgedrift.learners.shrub_ensemble import ShrubEnsemble
+from edgedrift.learners.shrub_ensemble import PAPER_MAX_DEPTH, PAPER_MAX_TREES, PAPER_WINDOW, ShrubEnsemble
 from edgedrift.loop import EdgeLoop
 from edgedrift.models.tree import ShrubModel
 from edgedrift.monitors.base import Monitor, NeverMonitor, PeriodicMonitor
@@ -66,6 +73,9 @@ DEFAULT_STUDY = {
     "hyperplane": "hyperplane:n=30000,n_features=10,noise=0.05,mag_change=0.001",
 }
 MEMORY_SAMPLES = 20
+#: Streams of the ``paper`` part: ELEC2 (its label is a price rule: "NSW price above its mean over the
+#: previous 48 samples"), keystroke (4 typists) and outdoor (40 objects), all real and in the data directory.
+PAPER_DATASETS = ("elec2", "keystroke", "outdoor")
 
 
 @dataclass(frozen=True)
@@ -147,15 +157,18 @@ def run_se(stream: Stream, cfg: SEConfig, limit: int | None = None) -> dict[str,
     loop.start(recompute(X[:N0][-cfg.B :], y[:N0][-cfg.B :]), X[:N0], y[:N0], warm_learner=True)
     train_s[0] = 0.0
     probes = set(np.linspace(N0, n - 1, MEMORY_SAMPLES).astype(int).tolist())
-    mem, trees = [], []
-    correct = 0
+    mem, heap, trees = [], [], []
+    correct, walk_s = 0, 0.0
     t0 = time.perf_counter()
     for i in range(N0, n):
         correct += loop.process_one(X[i], float(y[i])) == y[i]
         if i in probes:
+            t = time.perf_counter()
             mem.append(se.memory_bytes if cfg.predict == "incremental" else loop.model.nbytes)  # type: ignore[union-attr]
             trees.append(se.n_trees if cfg.predict == "incremental" else 1)
-    elapsed = time.perf_counter() - t0
+            heap.append(python_heap_bytes(se if cfg.predict == "incremental" else loop.model))
+            walk_s += time.perf_counter() - t
+    elapsed = time.perf_counter() - t0 - walk_s
     m = n - N0
     return {
         "method": cfg.name,
@@ -166,6 +179,8 @@ def run_se(stream: Stream, cfg: SEConfig, limit: int | None = None) -> dict[str,
         "memory_bytes_mean": float(np.mean(mem)),
         "memory_bytes_max": int(np.max(mem)),
         "python_heap_bytes_final": python_heap_bytes(se if cfg.predict == "incremental" else loop.model),
+        "python_heap_bytes_mean": float(np.mean(heap)),
+        "python_heap_bytes_max": int(np.max(heap)),
         "n_trees_mean": float(np.mean(trees)),
         "us_per_label_edge": (elapsed - train_s[0]) / m * 1e6,
         "us_per_label_training": train_s[0] / m * 1e6,
@@ -198,7 +213,7 @@ def run_river(stream: Stream, name: str) -> dict[str, Any]:
     model = river_model(name)
     keys = list(range(stream.X.shape[1]))
     rows = [dict(zip(keys, r, strict=True)) for r in stream.X.tolist()]
-    labels = (stream.y > 0).tolist()
+    labels = (stream.y > 0).tolist() if stream.n_classes == 2 else stream.y.astype(int).tolist()
     for i in range(N0):
         model.learn_one(rows[i], labels[i])
     n = len(labels)
@@ -287,6 +302,33 @@ def k1_cost(stream: Stream, prefix: int | None = None) -> dict[str, Any]:
     return r
 
 
+#: The paper's setting (the authors' reference defaults): M = 32, B = 32, depth ≤ 8, burn-in 5, steps only
+#: when a shrub arrives; at Algorithm 1's cadence (a shrub on every label) and every 10 labels. The
+#: former defaults (M = 8, D = 4, B = 256, a shrub every 100 labels, a step every 16) for the record.
+PAPER = SEConfig(
+    M=PAPER_MAX_TREES, D=PAPER_MAX_DEPTH, B=PAPER_WINDOW, trigger="k=1", step="per-class", update_every=0
+)
+PAPER_CONFIGS = (PAPER, replace(PAPER, trigger="k=10"), SEConfig())
+PAPER_PEERS = ("river HoeffdingTree", "river HoeffdingAdaptiveTree", "river ARF n_models=10")
+#: A shrub on every label costs a CART fit per label: run only on streams up to this many rows (keystroke,
+#: outdoor), unless ``--paper-k1`` asks for it everywhere.
+PAPER_K1_MAX_ROWS = 5_000
+
+
+def paper_comparison(stream: Stream, k1: bool = False) -> list[dict[str, Any]]:
+    """The ``paper`` part on one stream: the SE configurations and river's trees, in the same run."""
+    out = []
+    for cfg in PAPER_CONFIGS:
+        if cfg.trigger == "k=1" and not k1 and len(stream.y) > PAPER_K1_MAX_ROWS:
+            continue
+        r = run_se(stream, cfg)
+        r["family"] = "paper-SE"
+        out.append(r)
+    for name in PAPER_PEERS:
+        out.append(run_river(stream, name))
+    return out
+
+
 def median_call(fn: Callable[[], object], repeat: int) -> float:
     """Seconds of one call: the median of ``repeat`` single-call timings (robust to a busy machine)."""
     times = []
@@ -356,6 +398,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default="grid,triggers,peers")
     ap.add_argument("--data", default="elec2,sea")
+    ap.add_argument("--paper-data", default=",".join(PAPER_DATASETS), help="streams of the paper part")
+    ap.add_argument("--paper-k1", action="store_true", help="a shrub on every label on long streams too")
     ap.add_argument(
         "--quick",
         action="store_true",
@@ -367,8 +411,8 @@ def main() -> None:
     args = ap.parse_args()
     rows: int | None = None
     if args.quick:
-        rows, args.data = 3_000, "sea"
-        args.parts = "grid,triggers,peers,cache"
+        rows, args.data, args.paper_data = 3_000, "sea", "keystroke"
+        args.parts = "grid,triggers,peers,cache,paper"
         if args.out == OUT and args.img == IMG:  # a smoke run never replaces the documented results
             args.out = args.img = Path(tempfile.mkdtemp(prefix="edgedrift-shrubs-quick-"))
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
@@ -393,6 +437,16 @@ def main() -> None:
             stream = load_dataset(spec)
             for cfg in default_study_configs(args.quick):
                 record(data, "defaults", run_se(stream, cfg))
+    if "paper" in parts:
+        for data in [d.strip() for d in args.paper_data.split(",") if d.strip()]:
+            stream = load_dataset(data)
+            if rows is not None:
+                stream = replace(stream, X=stream.X[:600], y=stream.y[:600])
+            paper_recs = []
+            for r in paper_comparison(stream, args.paper_k1):
+                record(data, "paper", r)
+                paper_recs.append(r)
+            print(f"\n## {data}: the paper's setting against river's trees\n\n{paper_table(paper_recs)}\n")
     for data in [d.strip() for d in args.data.split(",") if d.strip()]:
         stream = load_dataset(DATASETS[data])
         if rows is not None:

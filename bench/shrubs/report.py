@@ -186,3 +186,21 @@ def summary(data: str, records: Sequence[dict[str, Any]], triggers: Sequence[str
             f"{r['us_per_label_edge']:.0f} | {r['us_per_label_training']:.0f} |"
         )
     return "\n".join(lines)
+
+
+def paper_table(records: Sequence[dict[str, Any]]) -> str:
+    """The ``paper`` part's table: accuracy, the model's memory by river's walker (mean over the stream;
+    for SE also its array bytes), and µs per sample on the edge and in the (in-process) cloud."""
+    rows = [
+        "| method | accuracy % | KiB py-heap (mean) | KiB arrays | recomputes "
+        "| µs/sample edge | µs/sample cloud |"
+    ]
+    rows.append("|---|---:|---:|---:|---:|---:|---:|")
+    for r in records:
+        arrays = f"{r['memory_bytes_mean'] / 1024:.1f}" if "memory_bytes_mean" in r else "–"
+        cloud = f"{r['us_per_label_training']:.0f}" if "us_per_label_training" in r else "–"
+        rows.append(
+            f"| {r['method']} | {100 * r['accuracy']:.2f} | {r['python_heap_bytes_mean'] / 1024:.1f} "
+            f"| {arrays} | {r['recomputes']} | {r['us_per_label_edge']:.0f} | {cloud} |"
+        )
+    return "\n".join(rows)

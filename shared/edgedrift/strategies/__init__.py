@@ -18,7 +18,7 @@ Examples
 >>> [name for name, s in STRATEGIES.items() if s.edgedrift][:3]
 ['druid', 'druid-rmsprop', 'newton']
 >>> STRATEGIES["shrub-ensemble"].train
-TrainSpec(learner='shrub', params={'max_depth': 4}, rebalance='none', return_base=False)
+TrainSpec(learner='shrub', params={'max_depth': 8}, rebalance='none', return_base=False)
 """
 
 # The catalogue of built-in and entry-point strategies (group edgedrift.strategies), by name.

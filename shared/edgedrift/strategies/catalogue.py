@@ -53,8 +53,8 @@ sgd                    0.753 0
 never                  0.753 0
 online-bls             0.860 0
 online-bls-static      0.767 0
-shrub-ensemble         0.753 1
-shrub-ensemble-adwin   0.779 1
+shrub-ensemble         0.885 30
+shrub-ensemble-adwin   0.808 1
 rebalance-base         0.763 1
 rebalance-stream       0.808 1
 rebalance-stream-plus  0.808 1
@@ -226,17 +226,27 @@ def _error_driven(detector: Detector, mode: Literal["batch", "incremental"]) -> 
 
 
 def _shrub_ensemble(trigger: Literal["periodic", "adwin"]) -> Build:
-    """Shrub Ensembles (Buschjäger et al., AAAI 2022): the cloud trains a shrub on the window every k
-    labels (or on an ADWIN drift of the ensemble's error); the edge adds it to the ensemble, whose
-    weights it keeps learning."""
+    """Shrub Ensembles (Buschjäger et al., AAAI 2022): the cloud trains a shrub on the last B labels every
+    k labels (or on an ADWIN drift of the ensemble's error); the edge adds it to the ensemble, whose
+    weights it fits on the same B labels. B is the paper's window (32), not the strategy's window: each
+    shrub is a local pattern of the last B labels (Algorithm 1, line 6)."""
 
     def build(ctx: Context, value: float | None) -> EdgeLoop:
+        from edgedrift.learners.shrub_ensemble import PAPER_WINDOW
+
         monitor: Monitor
         if trigger == "periodic":
             monitor = PeriodicMonitor(int(_value(value)))
         else:
             monitor = ErrorDrivenMonitor("adwin", _value(value), "batch")
-        return _loop(ctx, monitor, "shrubs", "incremental")
+        return EdgeLoop(
+            CountWindow(PAPER_WINDOW, ctx.n_features),
+            monitor,
+            ctx.recompute,
+            make_learner("shrubs", ctx),
+            "incremental",
+            guard=ctx.guard,
+        )
 
     return build
 
@@ -405,8 +415,8 @@ STRATEGIES: dict[str, Strategy] = {
             "Shrub Ensembles: a new cloud shrub every P labels, weights by proximal gradient on the edge",
             _shrub_ensemble("periodic"),
             "period",
-            (20, 50, 100, 200, 500, 1000, 2000, 5000),
-            200,
+            (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+            10,
             edgedrift=True,
             classification_only=True,
             train=SHRUB,

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from edgedrift.learners.shrub_ensemble import PAPER_MAX_DEPTH
 from edgedrift.wire import LINEAR_LOSS, WindowHeader
 
 __all__ = ["LINEAR", "LOSS_LEARNER", "REBALANCE_TREE", "SHRUB", "TrainSpec"]
@@ -104,7 +105,8 @@ class TrainSpec:
 
 #: The linear learner of the stream's loss, not rebalanced: what most strategies recompute.
 LINEAR = TrainSpec()
-#: The shrubs of a Shrub Ensemble: small trees, as in the paper's grid (max_depth 2 … 15).
-SHRUB = TrainSpec("shrub", {"max_depth": 4})
+#: The shrubs of a Shrub Ensemble: CART trees of depth ≤ 8 on the paper's window of B = 32 labels (the
+#: reference grows them fully; on 32 rows that is at most 63 nodes either way).
+SHRUB = TrainSpec("shrub", {"max_depth": PAPER_MAX_DEPTH})
 #: RebalanceStream's base learner: one deeper CART tree per change.
 REBALANCE_TREE = {"max_depth": 8}

@@ -63,12 +63,12 @@ def _bls_static(ctx: Context) -> OnlineLearner:
     return _bls(ctx, None)
 
 
-def _shrubs(ctx: Context, max_trees: float = 8) -> OnlineLearner:
-    """Shrub Ensemble (Buschjäger et al., AAAI 2022) over the shrubs the cloud trains; at most
-    ``max_trees`` kept, weights fitted on a window as long as the strategy's."""
+def _shrubs(ctx: Context) -> OnlineLearner:
+    """Shrub Ensemble (Buschjäger et al., AAAI 2022) over the shrubs the cloud trains, with the paper's
+    reference setting (M = 32 shrubs, weights fitted on the last B = 32 labels)."""
     from edgedrift.learners.shrub_ensemble import ShrubEnsemble
 
-    return ShrubEnsemble(max_trees=int(max_trees), window=ctx.window_labels)
+    return ShrubEnsemble()
 
 
 def for_classes(learner: OnlineLearner, ctx: Context) -> OnlineLearner:
