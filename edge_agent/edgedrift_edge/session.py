@@ -19,7 +19,8 @@ the session on a cool-down instead of asking again on every sample.
 
 The types and counters live in :mod:`~edgedrift_edge.ledger`, the recompute half of the state machine in
 :mod:`~edgedrift_edge.session_recompute`, its reports in :mod:`~edgedrift_edge.session_reports`, the
-checkpoint codec in :mod:`~edgedrift_edge.session_codec`.
+checkpoint codec in :mod:`~edgedrift_edge.session_codec`. It is over 500 lines because the running
+half (samples one by one and batch messages, which must report the same predictions) stays in one place.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ monitor, incremental learner and prediction policy:
 With a :class:`~edgedrift.guard.RangeGuard`, a sample it flags is still predicted but kept out of the
 window, the monitor and the learner (``counters.outliers``; ``last_outliers`` holds the flags of the
 last call), so one glitched reading cannot poison the state.
+
+The module is over 500 lines because the per-sample path and the two batch paths (``process_many``,
+whose predictions must stay exactly those of ``process_one``, and the opt-in vectorised one) belong
+together: splitting them would let them drift apart.
 """
 
 from __future__ import annotations
