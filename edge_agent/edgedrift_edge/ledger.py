@@ -30,7 +30,7 @@ class SessionConfig:
     warmup_samples: int = 2000
     window_labels: int = 200
     C: float | Literal["auto"] = "auto"
-    batch_mode: Literal["exact", "vectorised"] = "vectorised"
+    batch_mode: Literal["exact", "vectorised"] = "exact"
     #: Newest samples whose ids are remembered (redeliveries, late labels' joins).
     recent_samples: int = 50_000
     accuracy_window: int = 1000

@@ -19,7 +19,8 @@ the session on a cool-down instead of asking again on every sample.
 
 The types and counters live in :mod:`~edgedrift_edge.ledger`, the recompute half of the state machine in
 :mod:`~edgedrift_edge.session_recompute`, its reports in :mod:`~edgedrift_edge.session_reports`, the
-checkpoint codec in :mod:`~edgedrift_edge.session_codec`.
+checkpoint codec in :mod:`~edgedrift_edge.session_codec`. It is over 500 lines because the running
+half (samples one by one and batch messages, which must report the same predictions) stays in one place.
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
         self._events: list[Event] = []
         self._payload = b""
         self.summaries = EventSummaries(clock, REASONS_PER_EVENT)  # label misses, late-label outliers
+        #: While a batch runs through the loop: (samples the loop had processed, version) of every model a
+        #: sync recompute installed mid-batch, so each prediction reports the version it was made with.
+        self.version_marks: list[tuple[int, int | None]] | None = None
 
     # --- messages ---------------------------------------------------------------------------------------
 
@@ -331,34 +335,8 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
             s = s.subset(fits)
             s.X = np.array(s.rows).reshape(len(fits), self.n_features or 0)
             s.rows = None
-        if s.batch and self.config.batch_mode == "vectorised":
-            source, version = self._source(), self.model_version
-            recomputes = loop.counters.recomputes
-            y_hat = loop.process_many(s.X, s.y, s.ts)
-            self.drift_events += loop.counters.recomputes - recomputes
-            flags = loop.last_outliers
-            if not flags.any() and np.isfinite(y_hat).all():
-                return self._batch_predictions(s, y_hat, slots, source, version)
-            preds = []
-            outlier = flags.tolist() if flags.size else [False] * len(s.ids)
-            score, finite = self._score, math.isfinite
-            predicted = y_hat.tolist()
-            waiting: list[int] = []  # unlabeled (NaN) samples: they wait for a late label
-            for i, (sid, y, p) in enumerate(zip(s.ids, s.y.tolist(), predicted, strict=True)):
-                if outlier[i]:
-                    preds.append(self._prediction(sid, p, source, True, version))
-                    continue
-                if y != y:
-                    waiting.append(i)
-                else:
-                    score(y, p)
-                preds.append(
-                    {"id": sid, "y_hat": p if finite(p) else None, "model_version": version, "source": source}
-                )
-            self._await_labels(s, np.array(waiting, dtype=np.int64), predicted, y_hat, slots)
-            if any(outlier):
-                self._report_outliers([sid for sid, f in zip(s.ids, outlier, strict=True) if f])
-            return preds
+        if s.batch:
+            return self._run_batch(s, slots)
         preds = []
         outliers = []
         ys, tss = s.y.tolist(), s.ts.tolist()
@@ -377,6 +355,62 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
                 self._score(y, p)
             preds.append(self._prediction(sid, p, source, loop.last_outlier, version))
         self._report_outliers(outliers)
+        return preds
+
+    def _run_batch(self, s: Samples, slots: IntArray | None) -> list[Prediction]:
+        """:meth:`_run` for a batch message in one call to the loop: ``EdgeLoop.process_many`` (per-sample
+        semantics, the predictions of the samples one by one) or, with ``batch_mode=vectorised``,
+        ``process_many_vectorised`` (all predicted with the state at the batch's start). Each prediction
+        carries the source and model version it was made with (a sync recompute mid-batch changes it)."""
+        loop = self.loop
+        assert loop is not None
+        version, base = self.model_version, loop.counters.samples
+        recomputes = loop.counters.recomputes
+        if self.config.batch_mode == "vectorised":
+            source = self._source()
+            y_hat = loop.process_many_vectorised(s.X, s.y, s.ts)
+            sources: list[str] | None = None
+            marks: list[tuple[int, int | None]] = []
+        else:
+            self.version_marks = marks = []
+            try:
+                y_hat = loop.process_many(s.X, s.y, s.ts)
+            finally:
+                self.version_marks = None
+            incremental = loop.last_incremental
+            source = "incremental" if incremental.size and incremental[0] else "batch"
+            sources = (
+                None
+                if incremental.all() or not incremental.any()
+                else ["incremental" if f else "batch" for f in incremental.tolist()]
+            )
+        self.drift_events += loop.counters.recomputes - recomputes
+        flags = loop.last_outliers
+        if sources is None and not marks and not flags.any() and np.isfinite(y_hat).all():
+            return self._batch_predictions(s, y_hat, slots, source, version)
+        versions = [version] * len(s.ids)
+        for count, v in marks:  # the samples after the one whose label made the recompute
+            versions[count - base :] = [v] * (len(versions) - (count - base))
+        preds = []
+        outlier = flags.tolist() if flags.size else [False] * len(s.ids)
+        score, finite = self._score, math.isfinite
+        predicted = y_hat.tolist()
+        waiting: list[int] = []  # unlabeled (NaN) samples: they wait for a late label
+        for i, (sid, y, p) in enumerate(zip(s.ids, s.y.tolist(), predicted, strict=True)):
+            src = source if sources is None else sources[i]
+            if outlier[i]:
+                preds.append(self._prediction(sid, p, src, True, versions[i]))
+                continue
+            if y != y:
+                waiting.append(i)
+            else:
+                score(y, p)
+            preds.append(
+                {"id": sid, "y_hat": p if finite(p) else None, "model_version": versions[i], "source": src}
+            )
+        self._await_labels(s, np.array(waiting, dtype=np.int64), predicted, y_hat, slots)
+        if any(outlier):
+            self._report_outliers([sid for sid, f in zip(s.ids, outlier, strict=True) if f])
         return preds
 
     def _batch_predictions(

@@ -35,6 +35,7 @@ class RecomputesMixin:
     C: float | str | None
     loss: str
     model_version: int | None
+    version_marks: list[tuple[int, int | None]] | None
     epoch: str
     request_seq: int
     history_id: str
@@ -110,6 +111,8 @@ class RecomputesMixin:
         self._count_trained(trained)
         self.counters.history_stored += len(request.history)
         self.model_version = trained.version
+        if self.version_marks is not None:
+            self.version_marks.append((loop.counters.samples, trained.version))
         self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
         self._apply_edge(trained)
         return trained.model

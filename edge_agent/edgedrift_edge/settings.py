@@ -139,8 +139,11 @@ class AgentSettings(BaseModel):
         default="async",
     )
     batch_mode: Literal["exact", "vectorised"] = _described(
-        "a batch message sample by sample (exact, as the evaluator) or as one mini-batch (vectorised)",
-        default="vectorised",
+        "a batch message sample by sample (exact: each labeled sample is learned before the next is "
+        "predicted, as the evaluator) or, opt-in, as one mini-batch (vectorised: faster, but every sample "
+        "is predicted with the state at the batch's start; on ELEC2 it loses 10-14 points of accuracy "
+        "at batches of 100, docs/benchmarks.md)",
+        default="exact",
     )
     window_encoding: Literal["binary-float64", "binary-float32", "json"] = _described(
         "how windows are uploaded: binary float64 (exact), float32 (half the bytes) or JSON",

@@ -38,7 +38,9 @@ def evaluate(args: argparse.Namespace) -> int:
     stream = load_dataset(args.dataset, target=args.target, seed=args.seed)
     if args.shuffle is not None:
         stream = stream.shuffled(args.shuffle)
-    protocol = get_protocol(args.protocol, every=args.every, window=args.window, delay=args.delay)
+    protocol = get_protocol(
+        args.protocol, every=args.every, window=args.window, delay=args.delay, batch=args.batch_size
+    )
     if args.window is None and protocol.fitted(len(stream)) is not protocol:
         protocol = protocol.fitted(len(stream))
         print(

@@ -57,6 +57,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--window", type=int, help="window / warm-up length in samples (default: the protocol's)")
     p.add_argument("--delay", type=int, help="label delay in samples (default: the protocol's)")
     p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="feed the scored samples in batches of N through process_many (default 1; per-sample "
+        "semantics, so the predictions equal those of batch 1)",
+    )
+    p.add_argument(
         "--strategies",
         default=DEFAULT_STRATEGIES,
         help="comma-separated strategy names or the groups river, edgedrift, all (--list-strategies)",

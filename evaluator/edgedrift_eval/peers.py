@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from edgedrift.models.losses import FloatArray, Task
 
 
@@ -93,6 +95,14 @@ class RiverRunner:
 
     def learn_one(self, x: FloatArray, y: float, y_hat: float | None = None, ts: float = math.nan) -> None:
         self.model.learn_one(self._x(x), self._label(y))
+
+    def process_many(
+        self, X: FloatArray, y: FloatArray | None = None, ts: FloatArray | None = None
+    ) -> FloatArray:
+        """A batch (``y`` NaN where unlabeled), sample by sample as :meth:`process_one` (river has no
+        mini-batch learning for these models)."""
+        labels = [math.nan] * len(X) if y is None else np.asarray(y, dtype=np.float64).tolist()
+        return np.array([self.process_one(x, None if v != v else v) for x, v in zip(X, labels, strict=True)])
 
     def warm(self, X: FloatArray, y: FloatArray) -> None:
         for xi, yi in zip(X, y, strict=True):

@@ -147,7 +147,14 @@ def run_one(stream: Stream, protocol: Protocol, spec: RunSpec, curves: bool = Fa
         pending: deque[int] = deque()
         t0 = time.perf_counter()
         clock[0] = clock[1] = 0.0
-        if delay == 0:
+        if protocol.batch > 1:
+            if delay:
+                raise ValueError("batches (--batch-size > 1) are fed with labels at once (--delay 0) only")
+            y_fed = np.where(labeled, y, np.nan)
+            for j in range(W, n, protocol.batch):
+                k = min(n, j + protocol.batch)
+                preds[j - W : k - W] = runner.process_many(X[j:k], y_fed[j:k])
+        elif delay == 0:
             for i in range(W, n):
                 preds[i - W] = runner.process_one(X[i], float(y[i]) if labeled[i] else None)
         else:

@@ -794,6 +794,28 @@ static PyObject *rows_outside(PyObject *self, PyObject *const *args, Py_ssize_t 
     return PyLong_FromSsize_t((Py_ssize_t)bad);
 }
 
+/* linear_scores(w, X, b, out): out[r] = w . X[r] + b for every row of X (k, d), each summed as
+ * linear_score sums it, so a row scores bit for bit as one linear_score call (EdgeLoop.process_many's
+ * unlabeled runs). */
+static PyObject *linear_scores(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "linear_scores(w, X, b, out) takes three numpy arrays and a float");
+        return NULL;
+    }
+    npy_intp k, d;
+    double *out = rows_and_out("linear_scores", args[1], args[3], NPY_DOUBLE, "float64", &k, &d);
+    if (out == NULL)
+        return NULL;
+    const double *w = f64(args[0], d, 0, "w"), *X = f64(args[1], k * d, 0, "X");
+    double b = PyFloat_AsDouble(args[2]);
+    if (!w || !X || (b == -1.0 && PyErr_Occurred()))
+        return NULL;
+    for (npy_intp r = 0; r < k; r++)
+        out[r] = dot(w, X + r * d, d) + b;
+    Py_RETURN_NONE;
+}
+
 /* grad_track_many(X, y, loss, raw_coef, raw_intercept, mean, inv_scale, bias, g2_max, vec, sign, metric,
  *                 radius2, robust, added_sum, added_outer, R) -> rows skipped.
  * DeltaG.add_many (sign +1) or remove_many (sign -1) of the rows of X (k, d): the gradients G of
@@ -1475,6 +1497,8 @@ static PyMethodDef methods[] = {
      "Raw-space weights of a standardised learner; returns the intercept."},
     {"whitened_sq", (PyCFunction)(void (*)(void))whitened_sq, METH_FASTCALL, "||W v||^2."},
     {"linear_score", (PyCFunction)(void (*)(void))linear_score, METH_FASTCALL, "w . x + b."},
+    {"linear_scores", (PyCFunction)(void (*)(void))linear_scores, METH_FASTCALL,
+     "w . x + b for every row, each as linear_score."},
     {"in_range", (PyCFunction)(void (*)(void))in_range, METH_FASTCALL, "All of lo <= x <= hi."},
     {"rows_outside", (PyCFunction)(void (*)(void))rows_outside, METH_FASTCALL,
      "Which rows have a value outside [lo, hi]; how many."},

@@ -16,6 +16,8 @@ in the same order of operations as the numpy code it replaces:
 * ``raw_weights``: a standardised learner's weights in raw feature space, for one-dot predictions;
 * ``whitened_sq``: ‖W v‖², DRUiD's statistic before it is divided by the count;
 * ``linear_score``: w·x + b, a linear learner's prediction from its raw-space weights;
+* ``linear_scores``: ``linear_score`` of every row of a batch, each bit for bit as one call
+  (``EdgeLoop.process_many`` predicts a run of unlabeled samples with it);
 * ``in_range``: the range guard's test of one sample (:class:`~edgedrift.guard.RangeGuard`);
 * ``rows_outside``: the range guard's test of a batch;
 * ``grad_track_many``: a labeled batch into or out of Δg (``DeltaG.add_many`` / ``remove_many``), with

@@ -12,6 +12,10 @@ monitor, incremental learner and prediction policy:
 With a :class:`~edgedrift.guard.RangeGuard`, a sample it flags is still predicted but kept out of the
 window, the monitor and the learner (``counters.outliers``; ``last_outliers`` holds the flags of the
 last call), so one glitched reading cannot poison the state.
+
+The module is over 500 lines because the per-sample path and the two batch paths (``process_many``,
+whose predictions must stay exactly those of ``process_one``, and the opt-in vectorised one) belong
+together: splitting them would let them drift apart.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ class LoopCounters:
 
 
 class Runner(Protocol):
-    """What a prequential runner drives: one sample at a time, labels possibly late.
+    """What a prequential runner drives: one sample at a time, labels possibly late, or a batch whose
+    predictions are those of ``process_one`` on each of its samples in order.
 
     :class:`EdgeLoop` is one; the evaluator's river peers are others.
     """
@@ -71,6 +76,10 @@ class Runner(Protocol):
     def learn_one(
         self, x: FloatArray, y: float, y_hat: float | None = None, ts: float = math.nan
     ) -> None: ...
+
+    def process_many(
+        self, X: FloatArray, y: FloatArray | None = None, ts: FloatArray | None = None
+    ) -> FloatArray: ...
 
 
 def window_upload_bytes(n: int, d: int) -> int:
@@ -161,6 +170,8 @@ class EdgeLoop:
         #: Whether the last process_one / learn_one sample was an outlier (process_many: ``last_outliers``).
         self.last_outlier = False
         self.last_outliers: np.ndarray = np.zeros(0, dtype=bool)
+        #: process_many: whether each prediction came from the incremental learner (the agent's source).
+        self.last_incremental: np.ndarray = np.zeros(0, dtype=bool)
 
     @property
     def monitor(self) -> Monitor:
@@ -341,9 +352,96 @@ class EdgeLoop:
     def process_many(
         self, X: FloatArray, y: FloatArray | None = None, ts: FloatArray | None = None
     ) -> FloatArray:
-        """A batch (``y`` NaN where unlabeled): all samples are predicted with the state at the batch's
-        start, then its labeled samples are learned as one mini-batch and the monitor sees them step by
-        step; a recompute it calls for happens at the end of the batch."""
+        """A batch (``y`` NaN where unlabeled), with per-sample semantics: exactly the predictions and the
+        state of :meth:`process_one` on each sample in order. Each labeled sample is learned before the
+        next one is predicted (its label is in the batch), so a drift the monitor finds mid-batch is
+        recomputed there. ``last_outliers`` holds the guard's flags.
+
+        Fast where it can be: nothing but the guard and an unlabeled-sample hook changes between two
+        labeled samples, so each run of unlabeled samples is predicted in one call (a learner's
+        ``predict_rows``: one compiled call that scores each row bit for bit as ``predict_one``) and
+        screened by the guard at once; labeled samples go through :meth:`process_one` and its compiled
+        per-sample kernels (:mod:`edgedrift.kernels`). :meth:`process_many_vectorised` is the faster
+        mini-batch opt-in that gives up accuracy."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        n = len(X)
+        preds = np.empty(n, dtype=np.float64)
+        flags = np.zeros(n, dtype=bool)
+        incremental = np.zeros(n, dtype=bool)
+        if y is None:
+            at: list[int] = []
+            labels: list[float] = []
+        else:
+            yv = np.asarray(y, dtype=np.float64)
+            at = np.flatnonzero(~np.isnan(yv)).tolist()
+            labels = yv.tolist()
+        times = None if ts is None else np.asarray(ts, dtype=np.float64).tolist()
+        start = 0
+        for i in [*at, n]:
+            if i > start:
+                incremental[start:i] = self._unlabeled_run(X[start:i], preds[start:i], flags[start:i])
+            if i < n:
+                incremental[i] = self.uses_incremental()
+                preds[i] = self.process_one(X[i], labels[i], math.nan if times is None else times[i])
+                flags[i] = self.last_outlier
+            start = i + 1
+        self.last_outliers, self.last_incremental = flags, incremental
+        if n:
+            self.last_outlier = bool(flags[-1])
+        return preds
+
+    def _unlabeled_run(self, X: FloatArray, out: FloatArray, flags: np.ndarray) -> bool:
+        """:meth:`process_one` of unlabeled samples in a row, predictions into ``out`` and the guard's
+        flags into ``flags``: the state they are predicted with is the same for all of them. Returns
+        whether the incremental learner predicted them."""
+        incremental = self.uses_incremental()
+        if incremental:
+            predictor: Any = self.learner
+        else:
+            predictor = self._batch_predictor()
+        rows = getattr(predictor, "predict_rows", None)
+        if rows is not None:
+            out[:] = rows(X)
+        else:
+            predict = predictor.predict_one
+            for r in range(len(X)):
+                out[r] = predict(X[r])
+        self.counters.samples += len(X)
+        if self.guard is not None:
+            flags[:] = self.guard.check_many(X)
+            self.counters.outliers += int(np.count_nonzero(flags))
+        if self._unlabeled is not None:
+            update = self._unlabeled.update_unlabeled
+            for r in np.flatnonzero(~flags).tolist():
+                update(X[r])
+        return incremental
+
+    def learn_many(
+        self, X: FloatArray, y: FloatArray, y_hat: FloatArray | None = None, ts: FloatArray | None = None
+    ) -> None:
+        """Labeled samples (possibly late), with per-sample semantics: exactly :meth:`learn_one` on each
+        in order, a recompute the monitor calls for happening at its sample."""
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        n = len(X)
+        labels = np.asarray(y, dtype=np.float64).tolist()
+        predicted: list[float | None] = [None] * n if y_hat is None else np.asarray(y_hat).tolist()
+        times = [math.nan] * n if ts is None else np.asarray(ts, dtype=np.float64).tolist()
+        flags = np.zeros(n, dtype=bool)
+        learn = self.learn_one
+        for i in range(n):
+            learn(X[i], labels[i], predicted[i], times[i])
+            if self.last_outlier:
+                flags[i] = True
+        self.last_outliers = flags
+
+    def process_many_vectorised(
+        self, X: FloatArray, y: FloatArray | None = None, ts: FloatArray | None = None
+    ) -> FloatArray:
+        """The opt-in mini-batch path (the edge agent's ``batch_mode=vectorised``): all samples are
+        predicted with the state at the batch's start, then its labeled samples are learned as one
+        mini-batch and the monitor sees them step by step; a recompute it calls for happens at the end
+        of the batch. Faster than :meth:`process_many`, but not what a per-sample stream gets: on ELEC2
+        it loses 10-14 points of accuracy at batches of 100 (``docs/benchmarks.md``)."""
         X = np.asarray(X, dtype=np.float64)
         preds = self.predict_many(X)
         self.counters.samples += len(X)
@@ -376,10 +474,10 @@ class EdgeLoop:
         self.last_outliers = flags
         return flags
 
-    def learn_many(
+    def learn_many_vectorised(
         self, X: FloatArray, y: FloatArray, y_hat: FloatArray | None = None, ts: FloatArray | None = None
     ) -> None:
-        """Labeled samples as one mini-batch (see :meth:`process_many`)."""
+        """Labeled samples as one mini-batch (the opt-in of :meth:`process_many_vectorised`)."""
         flags = self._outliers_many(X, y)
         if flags.any():
             keep = ~flags

@@ -22,7 +22,9 @@ class Protocol:
     ``schedule="every"``: samples with index ≡ offset (mod every) are labeled; ``"random"``: each sample
     is labeled with probability ``fraction`` (seeded by ``offset``). A label arrives ``delay`` samples
     after its sample (0: right after the prediction, test-then-train). ``window`` is the sliding window
-    and warm-up length in samples; the window holds the labeled samples among them.
+    and warm-up length in samples; the window holds the labeled samples among them. ``batch``: samples
+    per message the scored part is fed in (``process_many``, per-sample semantics, so any batch size
+    gives the predictions of batch 1; with ``delay=0`` only).
     """
 
     name: str = "druid"
@@ -31,6 +33,11 @@ class Protocol:
     fraction: float = 0.1
     delay: int = 0
     window: int = 2000
+    batch: int = 1
+
+    def __post_init__(self) -> None:
+        if self.batch < 1:
+            raise ValueError(f"batch must be at least 1, got {self.batch}")
 
     def labeled_mask(self, n: int, offset: int) -> NDArray[np.bool_]:
         if self.schedule == "every":

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from support.contract import (
+    BATCH_SIZES,
     CASES,
     EXTREMES,
     N0,
@@ -16,6 +17,8 @@ from support.contract import (
     D,
     Kind,
     assert_predictions_equal,
+    batch_feed,
+    batch_state,
     build,
     contents,
     jsonable,
@@ -67,15 +70,48 @@ def test_strategy_predict_many_equals_predict_one(case: tuple[str, Kind]) -> Non
     assert_predictions_equal(loop.predict_many(X), np.array([loop.predict_one(x) for x in X]), task)
 
 
-def test_strategy_batch_path_predicts_with_the_batch_start_state(case: tuple[str, Kind]) -> None:
+@pytest.mark.parametrize("batch", BATCH_SIZES)
+def test_strategy_batches_predict_exactly_as_process_one(case: tuple[str, Kind], batch: int) -> None:
+    """Per-sample semantics: a stream fed in batches through process_many gives process_one's predictions,
+    recomputes (mid-batch ones included) and state."""
+    name, task = case
+    seq, bat = warm_loop(name, task), warm_loop(name, task)
+    X, y = batch_feed(task)
+    expected = np.array([seq.process_one(x, None if v != v else float(v)) for x, v in zip(X, y, strict=True)])
+    got = np.concatenate(
+        [bat.process_many(X[j : j + batch], y[j : j + batch]) for j in range(0, len(y), batch)]
+    )
+    np.testing.assert_array_equal(got, expected)
+    assert bat.counters == seq.counters
+    assert [e.sample for e in bat.events] == [e.sample for e in seq.events]
+    assert batch_state(bat) == batch_state(seq)
+
+
+def test_strategy_learn_many_learns_exactly_as_learn_one(case: tuple[str, Kind]) -> None:
+    name, task = case
+    seq, bat = warm_loop(name, task), warm_loop(name, task)
+    X, y = batch_feed(task)
+    labeled = ~np.isnan(y)
+    X, y = X[labeled], y[labeled]
+    for x, v in zip(X, y, strict=True):
+        seq.learn_one(x, float(v))
+    for j in range(0, len(y), 10):
+        bat.learn_many(X[j : j + 10], y[j : j + 10])
+    assert bat.counters == seq.counters
+    assert batch_state(bat) == batch_state(seq)
+    np.testing.assert_array_equal(bat.predict_many(probe(task)), seq.predict_many(probe(task)))
+
+
+def test_strategy_vectorised_batch_path_predicts_with_the_batch_start_state(case: tuple[str, Kind]) -> None:
+    """The opt-in mini-batch path: every sample of a batch is predicted with the state at its start."""
     name, task = case
     s = STREAMS[task]
     seq, bat = warm_loop(name, task), warm_loop(name, task)
     y = np.where(np.arange(400, 500) % 3 == 2, np.nan, s.y[400:500])
     first = bat.predict_many(s.X[400:420])
-    preds = bat.process_many(s.X[400:420], y[:20])
+    preds = bat.process_many_vectorised(s.X[400:420], y[:20])
     np.testing.assert_array_equal(preds, first)
-    bat.process_many(s.X[420:500], y[20:])
+    bat.process_many_vectorised(s.X[420:500], y[20:])
     for i in range(400, 500):
         seq.process_one(s.X[i], None if np.isnan(y[i - 400]) else float(y[i - 400]))
     assert (bat.counters.samples, bat.counters.labeled) == (seq.counters.samples, seq.counters.labeled)

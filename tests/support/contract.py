@@ -15,7 +15,10 @@ that runs on C classes (``Strategy.multiclass``) is checked on the multi-class o
 * ``predict_many`` equals ``predict_one`` row by row;
 * the batch path agrees with the sequential one where the library says so (Online-BLS and the Shrub
   Ensemble learn row by row; a monitor without its own ``update_many`` replays ``update``; DRUiD's
-  vectorised Δg; PredSign's disagreement count; ``process_many`` predicts with the batch-start state);
+  vectorised Δg; PredSign's disagreement count; ``process_many_vectorised`` predicts with the batch-start
+  state);
+* per-sample batch semantics: a stream fed through ``process_many`` in batches of 1, 10 and 100 (and
+  ``learn_many``) gives exactly the predictions, recomputes and state of ``process_one`` (``learn_one``);
 * every monitor's ``stats`` is JSON (non-finite floats mapped to strings);
 * samples with 1e6, ±1e308, ±inf or NaN in every feature leave the state finite and predictions on
   ordinary samples finite.
@@ -387,6 +390,28 @@ def build(name: str, kind: Kind) -> EdgeLoop:
     loop = STRATEGIES[name].build(ctx, PARAMS.get(name))
     loop.start(ctx.initial_model(), X0, y0, warm_learner=True)
     return loop
+
+
+#: Batch sizes of the per-sample batch semantics check.
+BATCH_SIZES = (1, 10, 100)
+
+
+def batch_feed(task: Kind) -> tuple[FloatArray, FloatArray]:
+    """Samples 400…699 with every third unlabeled (NaN), for the batch checks (a drift at 600)."""
+    s = STREAMS[task]
+    idx = np.arange(400, 700)
+    return s.X[idx], np.where(idx % 3 == 2, np.nan, s.y[idx])
+
+
+def batch_state(loop: EdgeLoop) -> tuple[str, dict[str, tuple[str, tuple[int, ...], bytes]]]:
+    """:func:`contents` of a loop without the outputs of its last call (``last_outlier(s)``,
+    ``last_incremental``), which a batch and a sample-by-sample run fill differently."""
+    saved = loop.last_outlier, loop.last_outliers, loop.last_incremental
+    loop.last_outlier, loop.last_outliers, loop.last_incremental = False, np.zeros(0, bool), np.zeros(0, bool)
+    try:
+        return contents(loop)
+    finally:
+        loop.last_outlier, loop.last_outliers, loop.last_incremental = saved
 
 
 @cache

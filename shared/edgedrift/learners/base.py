@@ -249,6 +249,23 @@ class IncrementalLearner(Estimator, ABC):
             return z
         return 1.0 if z >= 0.0 else -1.0
 
+    def predict_rows(self, X: FloatArray) -> FloatArray:
+        """:meth:`predict_one` of every row of X, bit for bit (``predict_many`` may round otherwise), in
+        one compiled call where the kernels are built: the unlabeled runs of ``EdgeLoop.process_many``."""
+        if self._stale:
+            self._refresh_raw()
+        k = kernels.MODULE
+        z = np.empty(len(X), dtype=np.float64)
+        try:
+            if k is None:
+                raise ValueError("no kernels")
+            k.linear_scores(self._raw_w, X, self._raw_b, z)
+        except ValueError:  # no kernels, or rows the kernel does not take: score_one row by row
+            z[:] = [self.score_one(x) for x in X]
+        if self.task == "regression":
+            return z
+        return np.where(z >= 0.0, 1.0, -1.0)
+
     def score_many(self, X: FloatArray) -> FloatArray:
         """The linear scores x̃ᵀw of a batch (the scaler is not updated)."""
         return np.asarray(self._features_many(X) @ self.w, dtype=np.float64)

@@ -243,6 +243,12 @@ class RetunedLearner:
     def predict_many(self, X: FloatArray) -> FloatArray:
         return self.inner.predict_many(X)
 
+    def predict_rows(self, X: FloatArray) -> FloatArray:
+        """The inner learner's :meth:`~edgedrift.learners.IncrementalLearner.predict_rows` (bit for bit
+        ``predict_one`` of every row), or ``predict_one`` row by row."""
+        rows = getattr(self.inner, "predict_rows", None)
+        return rows(X) if rows is not None else np.array([self.inner.predict_one(x) for x in X])
+
     def learn_one(self, x: FloatArray, y: float) -> None:
         self.inner.learn_one(x, y)
         self.channel.record(x, y)
