@@ -25,6 +25,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,6 @@ from edgedrift.data import Stream, load_dataset
 from edgedrift_eval.compare import cd_diagram, compare_dirs
 from edgedrift_eval.peers import RIVER_PEERS
 from edgedrift_eval.protocol import Protocol, get_protocol
-from edgedrift_eval.results import SweepEntry
 from edgedrift_eval.strategies import STRATEGIES
 from edgedrift_eval.sweep import aggregate, plan, run_sweep, write_outputs
 
@@ -67,8 +67,19 @@ def strategies_for(stream: Stream) -> list[str]:
     return names + list(RIVER_PEERS)
 
 
-def run_stream(name: str, n_offsets: int, out: Path, jobs: int) -> tuple[list[SweepEntry], dict[str, object]]:
-    """One stream's sweep at the default parameters; its results directory as ``edgedrift evaluate``'s."""
+Result = tuple[list[dict[str, Any]], dict[str, Any]]
+
+
+def load_result(directory: Path) -> Result:
+    """A stream's ``results.json`` entries and ``meta.json``."""
+    return json.loads((directory / "results.json").read_text()), json.loads(
+        (directory / "meta.json").read_text()
+    )
+
+
+def run_stream(name: str, n_offsets: int, out: Path, jobs: int) -> Result:
+    """One stream's sweep at the default parameters, written as ``edgedrift evaluate`` writes its results
+    directory (so ``edgedrift compare`` reads it too), and read back."""
     stream = load_dataset(name)
     protocol = get_protocol("druid").fitted(len(stream))
     names = strategies_for(stream)
@@ -96,20 +107,20 @@ def run_stream(name: str, n_offsets: int, out: Path, jobs: int) -> tuple[list[Sw
             "sd": float(np.std(rule, ddof=1)) if len(rule) > 1 else 0.0,
         }
     write_outputs(out / name, entries, rows, meta)
-    return entries, meta
+    return load_result(out / name)
 
 
-def table(results: dict[str, tuple[list[SweepEntry], dict[str, object]]]) -> tuple[str, list[str]]:
+def table(results: dict[str, Result]) -> tuple[str, list[str]]:
     """Markdown: accuracy mean ± sd over the offsets per strategy (rows) and stream (columns), and the
     acceptance failures."""
     streams = list(results)
     names: list[str] = []
     for entries, _ in results.values():
-        names += [e.strategy for e in entries if e.strategy not in names]
+        names += [e["strategy"] for e in entries if e["strategy"] not in names]
     acc: dict[tuple[str, str], tuple[float, float]] = {}
     for s, (entries, _) in results.items():
         for e in entries:
-            acc[(e.strategy, s)] = (100 * e.metric("accuracy"), 100 * e.metric_sd("accuracy"))
+            acc[(e["strategy"], s)] = (100 * float(e["accuracy"]), 100 * float(e["accuracy_sd"]))
     offsets = {s: meta["offsets"] for s, (_, meta) in results.items()}
     head = "| strategy | " + " | ".join(
         f"{s} ({len(o) if isinstance(o, list) else '?'} offsets)" for s, o in offsets.items()
@@ -147,16 +158,23 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=Path("bench-results/real-streams"))
     parser.add_argument("--quick", action="store_true", help="smoke run: usenet1 and keystroke, 2 offsets")
+    parser.add_argument("--set-offsets", default="", help="per stream, e.g. outdoor=3,keystroke=5")
+    parser.add_argument("--reuse", action="store_true", help="read a stream's results already in --out")
     args = parser.parse_args()
     streams = (
         ["usenet1", "keystroke"] if args.quick else [s.strip() for s in args.streams.split(",") if s.strip()]
     )
     n_short, n_long = (2, 2) if args.quick else (args.offsets, args.long_offsets)
+    chosen = dict(item.split("=") for item in args.set_offsets.split(",") if item)
     t0 = time.perf_counter()
     results = {}
     for name in streams:
+        if args.reuse and (args.out / name / "results.json").exists():
+            results[name] = load_result(args.out / name)
+            continue
         n = len(load_dataset(name))
-        results[name] = run_stream(name, n_long if n > LONG else n_short, args.out, args.jobs)
+        k = int(chosen[name]) if name in chosen else n_long if n > LONG else n_short
+        results[name] = run_stream(name, k, args.out, args.jobs)
     text, failures = table(results)
     if len(streams) >= 2:
         comparison = compare_dirs([args.out / s for s in streams], budget=math.inf, pick="default")
