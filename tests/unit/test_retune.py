@@ -34,6 +34,7 @@ from edgedrift.strategies.tuning import (
     held_out_gains,
     prequential_score,
     tune_learner,
+    warmup_labels,
 )
 from edgedrift.training.linear import LinearTrainer
 from edgedrift.training.retune import HistoryRetuner, LabelHistory, choose_window
@@ -321,6 +322,9 @@ def test_the_evidence_rule_judges_the_choice_on_held_out_blocks() -> None:
     losses = np.concatenate([np.zeros(20), *(np.zeros(20) if b < 6 else np.full(20, 0.5) for b in range(9))])
     assert not clearly_better(held_out_gains([losses, wins], 0))
     assert evidence_choice([losses, wins], reference=0) == 0
+    # A first window that is all warm-up (40 classes, 5 labels each) is no evidence, however large the gain.
+    assert evidence_choice([poor, good], reference=0, warmup=warmup_labels(40)) == 0
+    assert len(held_out_gains([poor, good], 0, warmup=warmup_labels(4))) == 9
     # Fewer than three blocks: the reference.
     assert evidence_choice([np.zeros(30), np.ones(30)], reference=0) == 0
     assert block_means(np.arange(5.0), 2).tolist() == [1.5, 3.5]

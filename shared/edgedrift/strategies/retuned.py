@@ -23,7 +23,7 @@ from edgedrift.models.losses import FloatArray, Task
 from edgedrift.monitors import DruidMonitor, Monitor, NeverMonitor, PeriodicMonitor
 from edgedrift.strategies.channel import TuneChannel
 from edgedrift.strategies.context import Context
-from edgedrift.strategies.tuning import TUNE_LEVEL, evidence_choice, prequential_scores
+from edgedrift.strategies.tuning import TUNE_LEVEL, evidence_choice, prequential_scores, warmup_labels
 from edgedrift.window import CountWindow, TimeWindow
 
 __all__ = [
@@ -163,7 +163,8 @@ def first_window_params(name: str, ctx: Context) -> dict[str, float]:
         scored = grid_scores(name, ctx.n_features, ctx.loss, ctx.task, ctx.X0, ctx.y0, ctx.n_classes)
         here = _position(scored, EDGE_DEFAULTS[name])
         assert here is not None, f"{name}'s defaults are a point of its grid"
-        ctx.learner_params[key] = scored[evidence_choice([s for _, s in scored], here)][0]
+        warmup = warmup_labels(ctx.n_classes)
+        ctx.learner_params[key] = scored[evidence_choice([s for _, s in scored], here, warmup=warmup)][0]
     return ctx.learner_params[key]
 
 
