@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--dataset",
         default="elec2",
-        help="elec2, elec2-6, covtype, covtype-7, outdoor, keystroke, usenet1, usenet2, sine1, "
+        help="elec2, elec2-noprice (ELEC2 without its price columns), elec2-6, covtype, covtype-7, outdoor, "
+        "keystroke, usenet1, usenet2, sine1, "
         "'sine1+:d=10,sigma=100', 'ridge:sigma=10', sea, hyperplane, rbf, csv:PATH (with --target) or "
         "arff:PATH",
     )

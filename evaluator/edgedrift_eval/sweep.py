@@ -78,7 +78,23 @@ def plan(
 
 
 def _init(stream: Stream, protocol: Protocol) -> None:
+    """A worker's set-up: the sweep's stream and protocol, and BLAS pinned to one thread (the runs' small
+    matrices gain nothing from BLAS threads, and ``jobs`` processes times the cores' threads oversubscribe
+    the machine)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
     _JOB[:] = [(stream, protocol)]
+
+
+def _cost_first(specs: Sequence[RunSpec]) -> list[RunSpec]:
+    """The specs with the re-tuning strategies' runs first (each is many times a plain run): started
+    last, one of them would leave the other workers idle at the end of the sweep."""
+
+    def slow(spec: RunSpec) -> bool:
+        return spec.strategy in STRATEGIES and STRATEGIES[spec.strategy].needs_history
+
+    return sorted(specs, key=lambda spec: not slow(spec))
 
 
 def _work(spec: RunSpec) -> RunResult:
@@ -93,21 +109,25 @@ def run_sweep(
     jobs: int | None = None,
     progress: bool = True,
 ) -> list[RunResult]:
-    """Run every spec, ``jobs`` processes at a time (default: all cores, at most 2 here)."""
+    """Run every spec, ``jobs`` processes at a time (default: all cores, at most 2 here), with a progress
+    bar and its ETA on stderr."""
     jobs = jobs or min(2, os.cpu_count() or 1)
     bar = _progress(len(specs), progress, f"{stream.name}")
     rows: list[RunResult] = []
     if jobs == 1:
-        _init(stream, protocol)
-        for spec in specs:
-            rows.append(_work(spec))
-            bar.update(1)
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1):
+            _JOB[:] = [(stream, protocol)]
+            for spec in _cost_first(specs):
+                rows.append(_work(spec))
+                bar.update(1)
     else:
         ctx = mp.get_context("fork")
         with ProcessPoolExecutor(
             jobs, mp_context=ctx, initializer=_init, initargs=(stream, protocol)
         ) as pool:
-            futures = [pool.submit(_work, s) for s in specs]
+            futures = [pool.submit(_work, s) for s in _cost_first(specs)]
             for fut in as_completed(futures):
                 rows.append(fut.result())
                 bar.update(1)

@@ -137,6 +137,21 @@ def test_elec2_matches_the_published_counts(shared_data: Path) -> None:
     assert s6.feature_names[0] == "period" and s6.n_features == 6
     np.testing.assert_array_equal(s6.X[:, 1:], s.X)
     np.testing.assert_array_equal(s6.y, s.y)
+    bare = load_dataset("elec2-noprice")
+    assert bare.feature_names == ("nswdemand", "vicdemand", "transfer") and bare.name == "elec2-noprice"
+    np.testing.assert_array_equal(bare.X, s.X[:, [1, 3, 4]])
+    np.testing.assert_array_equal(bare.y, s.y)
+
+
+@requires_data
+def test_elec2_label_is_the_price_above_its_48_sample_mean(shared_data: Path) -> None:
+    """What ELEC2's class is (docs/benchmarks.md): UP exactly when nswprice exceeds its mean over the
+    previous 48 samples, on every sample after the first 2,000 (the scored part of a DRUiD run)."""
+    s = load_elec2()
+    price = s.X[:, 0]
+    window = np.lib.stride_tricks.sliding_window_view(price[:-1], 48).mean(axis=1)
+    rule = np.where(price[48:] > window, 1.0, -1.0)
+    assert np.array_equal(rule[2000 - 48 :], s.y[2000:])
 
 
 @requires_data
@@ -374,7 +389,10 @@ def test_load_dataset_csv_and_errors(tmp_path: Path) -> None:
     assert load_dataset(f"csv:{f}", target="t").task == "classification"
     with pytest.raises(ValueError, match="needs a target column"):
         load_dataset(f"csv:{f}")
-    known = "known: elec2, elec2-6, covtype, covtype-7, outdoor, keystroke, usenet1, usenet2, csv:PATH"
+    known = (
+        "known: elec2, elec2-6, elec2-noprice, covtype, covtype-7, outdoor, keystroke, usenet1, usenet2, "
+        "csv:PATH"
+    )
     with pytest.raises(ValueError, match=f"unknown dataset 'mnist'; {known}"):
         load_dataset("mnist")
     with pytest.raises(ValueError, match=r"unknown parameter 'q'; allowed: \['d', 'sigma'"):

@@ -10,7 +10,6 @@ data, later data), not the grid's. The search itself runs in the cloud
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,7 +23,7 @@ from edgedrift.models.losses import FloatArray, Task
 from edgedrift.monitors import DruidMonitor, Monitor, NeverMonitor, PeriodicMonitor
 from edgedrift.strategies.channel import TuneChannel
 from edgedrift.strategies.context import Context
-from edgedrift.strategies.tuning import prequential_scores
+from edgedrift.strategies.tuning import TUNE_LEVEL, evidence_choice, prequential_scores, warmup_labels
 from edgedrift.window import CountWindow, TimeWindow
 
 __all__ = [
@@ -35,7 +34,6 @@ __all__ = [
     "first_window_params",
     "grid_points",
     "grid_scores",
-    "one_se_choice",
     "tune_all",
 ]
 
@@ -55,10 +53,6 @@ EDGE_DEFAULTS: dict[str, dict[str, float]] = {
     "rmsprop": {"scale_alpha": 0.01, "lr": 0.3},
     "newton": {"scale_alpha": 0.01, "forgetting": 0.9, "prior": 0.1},
 }
-
-#: Paired standard errors by which the best grid point must beat the edge's current parameters before a
-#: re-tuning recompute changes them (:func:`tune_all`).
-RETUNE_MARGIN_SE = 2.0
 
 
 def edge_learner(
@@ -127,40 +121,9 @@ def grid_scores(
     return scored
 
 
-def _standard_error(scores: FloatArray) -> float:
-    """Standard error of the mean of per-sample scores (ddof = 1; 0 for fewer than two)."""
-    return float(np.std(scores, ddof=1)) / math.sqrt(len(scores)) if len(scores) > 1 else 0.0
-
-
-def _means_and_best(scored: list[tuple[dict[str, float], FloatArray]]) -> tuple[list[float], int]:
-    """Each grid point's mean score (0 for no samples) and the position of the best (the first of ties)."""
-    means = [float(s.mean()) if len(s) else 0.0 for _, s in scored]
-    return means, int(np.argmax(means))
-
-
-def one_se_choice(name: str, scored: list[tuple[dict[str, float], FloatArray]]) -> dict[str, float]:
-    """The one-standard-error rule (Breiman et al. 1984; Hastie et al., ESL §7.10): among the grid points
-    whose mean score is within one standard error of the best's, the one that changes the fewest of the
-    learner's defaults (then the best scoring, then the first).
-
-    200 labels of a stationary first window cannot separate configurations closer than about a standard
-    error (1.5–2 points of accuracy), and a choice made on noise can adapt worse to the first drift.
-
-    Examples
-    --------
-    >>> default, other = {"scale_alpha": 0.01, "lr": 0.3}, {"scale_alpha": 0.1, "lr": 1.0}
-    >>> a = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
-    >>> b = np.array([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])
-    >>> one_se_choice("rmsprop", [(default, a), (other, b)])  # 0.75: within one SE (0.125) of 0.875
-    {'scale_alpha': 0.01, 'lr': 0.3}
-    """
-    means, top = _means_and_best(scored)
-    floor = means[top] - _standard_error(scored[top][1])
-    defaults = EDGE_DEFAULTS[name]
-    near = [i for i, m in enumerate(means) if m >= floor]
-    changed = [sum(scored[i][0].get(k, v) != v for k, v in defaults.items()) for i in near]
-    best = min(range(len(near)), key=lambda j: (changed[j], -means[near[j]], near[j]))
-    return scored[near[best]][0]
+def _position(scored: list[tuple[dict[str, float], FloatArray]], params: Mapping[str, float]) -> int | None:
+    """Where ``params`` sit in a scored grid (None: not a grid point)."""
+    return next((i for i, (p, _) in enumerate(scored) if p == dict(params)), None)
 
 
 def tune_all(
@@ -171,34 +134,37 @@ def tune_all(
     X: FloatArray,
     y: FloatArray,
     current: Mapping[str, float] | None = None,
-    margin_se: float = RETUNE_MARGIN_SE,
+    level: float = TUNE_LEVEL,
     checkpoint: Callable[[], None] | None = None,
 ) -> tuple[dict[str, float], float]:
     """The grid point with the best prequential score of a fresh learner over (X, y), and that score.
 
-    With the edge's ``current`` parameters (a grid point), the best replaces them only when it beats
-    them by more than ``margin_se`` standard errors of the per-sample score difference (a paired test):
-    a change costs the edge its learner's state (rebuilt and warmed on its window), so a tie keeps it.
-    ``checkpoint`` as for :func:`grid_scores`.
+    With the edge's ``current`` parameters (a grid point), the best replaces them only on clear evidence:
+    choosing the best on the other blocks of 20 labels beats ``current`` on the held-out block, by a
+    one-sided sign test at ``level`` (:func:`~edgedrift.strategies.tuning.evidence_choice`). A change
+    costs the edge its learner's state (rebuilt and warmed on its window), and a choice made on noise
+    can do worse than the parameters it replaces. ``checkpoint`` as for :func:`grid_scores`.
     """
     scored = grid_scores(name, n_features, loss, task, X, y, checkpoint=checkpoint)
-    means, top = _means_and_best(scored)
-    if current is not None:
-        here = next((i for i, (p, _) in enumerate(scored) if p == dict(current)), None)
-        if here is not None:
-            diff = scored[top][1] - scored[here][1]
-            if means[top] - means[here] <= margin_se * _standard_error(diff):
-                return scored[here][0], means[here]
-    return scored[top][0], means[top]
+    means = [float(s.mean()) if len(s) else 0.0 for _, s in scored]
+    here = None if current is None else _position(scored, current)
+    pick = (
+        int(np.argmax(means)) if here is None else evidence_choice([s for _, s in scored], here, level=level)
+    )
+    return scored[pick][0], means[pick]
 
 
 def first_window_params(name: str, ctx: Context) -> dict[str, float]:
-    """All hyper-parameters tuned on the first window's labels only (remembered in the context), by the
-    one-standard-error rule (:func:`one_se_choice`)."""
+    """All hyper-parameters tuned on the first window's labels only (remembered in the context): the best
+    grid point replaces the learner's defaults (:data:`EDGE_DEFAULTS`) only on clear evidence over
+    held-out blocks of the window (:func:`~edgedrift.strategies.tuning.evidence_choice`)."""
     key = f"{name}+all"
     if key not in ctx.learner_params:
         scored = grid_scores(name, ctx.n_features, ctx.loss, ctx.task, ctx.X0, ctx.y0, ctx.n_classes)
-        ctx.learner_params[key] = one_se_choice(name, scored)
+        here = _position(scored, EDGE_DEFAULTS[name])
+        assert here is not None, f"{name}'s defaults are a point of its grid"
+        warmup = warmup_labels(ctx.n_classes)
+        ctx.learner_params[key] = scored[evidence_choice([s for _, s in scored], here, warmup=warmup)][0]
     return ctx.learner_params[key]
 
 
