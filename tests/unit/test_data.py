@@ -374,7 +374,10 @@ def test_load_dataset_csv_and_errors(tmp_path: Path) -> None:
     assert load_dataset(f"csv:{f}", target="t").task == "classification"
     with pytest.raises(ValueError, match="needs a target column"):
         load_dataset(f"csv:{f}")
-    known = "known: elec2, elec2-6, covtype, covtype-7, outdoor, keystroke, usenet1, usenet2, csv:PATH"
+    known = (
+        "known: elec2, elec2-6, covtype, covtype-7, outdoor, keystroke, usenet1, usenet2, image-segment, "
+        "csv:PATH"
+    )
     with pytest.raises(ValueError, match=f"unknown dataset 'mnist'; {known}"):
         load_dataset("mnist")
     with pytest.raises(ValueError, match=r"unknown parameter 'q'; allowed: \['d', 'sigma'"):
