@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", help="where to write the results (default out/bls/paper_<data>.json)")
     args = parser.parse_args()
-    sizes: dict[str, int] = {"n1": 10, "n2": 10, "n3": 1000, "n4": 1}
+    sizes: dict[str, Any] = {"n1": 10, "n2": 10, "n3": 1000, "n4": 1}
     if args.quick:
         args.reps, sizes["n3"] = 1, 20
     forgetting = 0.99 if args.data == "hyperplane" else None
