@@ -65,15 +65,18 @@ def prequential_bls(
 
 
 def prequential_river(stream: Stream, make: Callable[[], Any]) -> tuple[float, float]:
-    """(OCA %, ms per label) of a river classifier on the same rows (labels as given, ±1 or 0..C−1)."""
+    """(OCA %, ms per label) of a river classifier on the same rows. Codes 0..C−1 are passed as they are;
+    ±1 labels as bools (y = +1 ↔ True): river's binary linear models take 0/1 targets."""
     model = make()
     names = range(stream.X.shape[1])
+    binary = stream.n_classes == 2
     hits = 0
     t = time.perf_counter()
     for x, y in zip(stream.X.tolist(), stream.y.tolist(), strict=True):
         xd = dict(zip(names, x, strict=True))
-        hits += model.predict_one(xd) == y
-        model.learn_one(xd, y)
+        target = y == 1.0 if binary else y
+        hits += model.predict_one(xd) == target
+        model.learn_one(xd, target)
     seconds = time.perf_counter() - t
     return 100.0 * hits / len(stream.y), 1e3 * seconds / len(stream.y)
 
@@ -103,6 +106,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000, help="Hyperplane samples")
     parser.add_argument("--hyperplane-noise", type=float, default=0.01, help="real label-flip probability")
     parser.add_argument("--old-default", action="store_true", help="also enh_rms=0.2 (the old default)")
+    parser.add_argument("--peers-only", action="store_true", help="only river's peers (no Online-BLS)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", help="where to write the results (default out/bls/paper_<data>.json)")
     args = parser.parse_args()
@@ -121,8 +125,10 @@ def main() -> None:
         return s
 
     scale_rows = SCALER_ROWS if args.data == "hyperplane" else None
-    variants: dict[str, dict[str, Any]] = {"Online-BLS, defaults = the paper's parameters": {}}
-    if args.old_default:
+    variants: dict[str, dict[str, Any]] = {}
+    if not args.peers_only:
+        variants["Online-BLS, defaults = the paper's parameters"] = {}
+    if args.old_default and not args.peers_only:
         variants["Online-BLS, old default enh_rms = 0.2"] = {"enh_rms": 0.2}
     results: dict[str, list[tuple[float, float]]] = {}
     for rep in range(args.reps):
