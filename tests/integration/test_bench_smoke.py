@@ -18,6 +18,7 @@ BENCH = ROOT / "bench"
 QUICK: dict[str, list[str]] = {
     "acceptance.py": ["--quick", "--out", "{tmp}"],
     "bls_accuracy.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
+    "bls_paper.py": ["--quick", "--json", "{tmp}/bls_paper.json"],
     "broker_durability.py": ["--quick", "--json", "{tmp}/durability.json"],
     "counters_latency.py": ["--quick", "--json", "{tmp}/counters.json"],
     "edge_loop.py": ["--quick", "--json", "{tmp}/edge_loop.json"],

@@ -391,6 +391,7 @@ def test_load_dataset_csv_and_errors(tmp_path: Path) -> None:
         load_dataset(f"csv:{f}")
     known = (
         "known: elec2, elec2-6, elec2-noprice, covtype, covtype-7, outdoor, keystroke, usenet1, usenet2, "
+        "image-segment, "
         "csv:PATH"
     )
     with pytest.raises(ValueError, match=f"unknown dataset 'mnist'; {known}"):

@@ -5,7 +5,13 @@ says: ±1 for two classes, 0..C−1 beyond). The
 generators based on river import it lazily, so this package imports without river installed.
 """
 
-from edgedrift.data.datasets import KNOWN_DATASETS, load_covtype, load_dataset, load_elec2
+from edgedrift.data.datasets import (
+    KNOWN_DATASETS,
+    load_covtype,
+    load_dataset,
+    load_elec2,
+    load_image_segments,
+)
 from edgedrift.data.download import ChecksumError, cache_dir, data_dir, fetch
 from edgedrift.data.drift_streams import load_drift_stream
 from edgedrift.data.files import load_arff, load_csv
@@ -27,6 +33,7 @@ __all__ = [
     "load_dataset",
     "load_drift_stream",
     "load_elec2",
+    "load_image_segments",
     "rbf_drift",
     "ridge_stream",
     "sea",

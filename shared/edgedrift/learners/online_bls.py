@@ -12,9 +12,18 @@ U(−1, 1), drawn once from ``seed``. As in BLS the enhancement nodes take the f
   training data, which an online learner does not have. Here s_e is fixed from the input model
   x̃ ~ U(0, 1)^d instead: with all weights U(−1, 1), E[z_i²] = (d + 3)/9 and
   E[u²] = (n1·n2·(d + 3)/9 + 1)/3 for u = zW_e + β_e, and s_e = ``enh_rms``/√E[u²] makes the RMS of the
-  pre-activation ``enh_rms``. The default 0.2 puts tanh in its non-saturated but clearly non-linear
-  range, about where BLS's 0.8/max rule puts it; much smaller values make the enhancement nodes nearly
-  linear (docs/benchmarks.md §7 has the effect on the drifting streams).
+  pre-activation ``enh_rms``.
+* **Default ``enh_rms``: it follows the memory.** Without forgetting (Algorithm 1) the default is
+  ``ENH_RMS_STATIC`` = 0.2: tanh in its non-saturated but clearly non-linear range, about where BLS's
+  0.8/max rule puts it; the labels soon outnumber the m = 1100 weights and the non-linear nodes pay
+  (Image Segment, Table 3). With forgetting μ the weighted ridge problem sees about 1/(1 − μ) = 100
+  labels (weights above λ = 1e-8 reach back ~1800), against m = 1100 weights and a ridge that
+  regularises nothing: with 1000 clearly non-linear directions it nearly interpolates the recent
+  labels, their noise included (Hyperplane at μ = 0.99: 71.7 % OCA instead of the paper's 92.6). The
+  default with forgetting is therefore ``ENH_RMS_FORGETTING`` = 0.01: the enhancement nodes are nearly
+  linear, their non-linear part has eigenvalues far below λ and drops out, and the model keeps about
+  d + 1 effective directions, which 100 labels can estimate (docs/benchmarks.md, "Online-BLS against
+  its paper", has the figures; docs/learning-core.md the choice).
 
 **Output layer** (Algorithm 1). One-hot targets; classes are discovered on the fly and a new class adds a
 zero column to W, which is exact because every earlier target was 0 for it. The state is the
@@ -66,6 +75,9 @@ from edgedrift.learners.base import MAX_SQNORM
 from edgedrift.models.losses import FloatArray
 
 _PREDICT_CHUNK = 4096
+#: Default ``enh_rms`` without forgetting (Algorithm 1) and with it (Algorithm 2); see the module docstring.
+ENH_RMS_STATIC = 0.2
+ENH_RMS_FORGETTING = 0.01
 _QR_BLOCK = 32
 
 
@@ -107,7 +119,8 @@ class OnlineBLS(Estimator):
         A frozen input map x̃ = (x − x_mean)/x_scale (None: offset 0, scale 1); :meth:`fit_scaler` sets
         both from unlabeled rows.
     enh_rms
-        RMS of the enhancement pre-activation under the input model (see the module docstring).
+        RMS of the enhancement pre-activation under the input model; None (default): ``ENH_RMS_STATIC``
+        (0.2) without forgetting, ``ENH_RMS_FORGETTING`` (0.01) with it (see the module docstring).
     refactor_every
         T: the decayed ridge is restored every T labels (forgetting only).
 
@@ -117,7 +130,7 @@ class OnlineBLS(Estimator):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(size=(300, 2))
     >>> y = np.where((X[:, 0] - 0.5) * (X[:, 1] - 0.5) > 0, 1.0, -1.0)  # not linearly separable
-    >>> bls = OnlineBLS(2, n3=100, forgetting=0.99, seed=0)
+    >>> bls = OnlineBLS(2, n3=100, forgetting=0.99, enh_rms=0.2, seed=0)  # non-linear enhancement nodes
     >>> hits = 0
     >>> for x, label in zip(X, y):
     ...     hits += int(bls.predict_one(x) == label)
@@ -142,7 +155,7 @@ class OnlineBLS(Estimator):
         seed: int = 0,
         x_mean: FloatArray | None = None,
         x_scale: FloatArray | None = None,
-        enh_rms: float = 0.2,
+        enh_rms: float | None = None,
         refactor_every: int = 50,
     ) -> None:
         if min(n_features, n1, n2, n3, n4) < 1:
@@ -162,6 +175,8 @@ class OnlineBLS(Estimator):
         scipy_linalg()  # fail at construction, with the remedy, when scipy is missing
         self.n_feature_nodes = n1 * n2
         self.m = n1 * n2 + n3 * n4
+        if enh_rms is None:
+            enh_rms = ENH_RMS_STATIC if forgetting is None else ENH_RMS_FORGETTING
         if not enh_rms > 0.0:
             raise ValueError("enh_rms must be > 0")
         self.enh_rms = enh_rms

@@ -51,7 +51,7 @@ predsign               0.796 1
 periodic               0.821 3
 sgd                    0.758 0
 never                  0.753 0
-online-bls             0.860 0
+online-bls             0.858 0
 online-bls-static      0.767 0
 shrub-ensemble         0.885 30
 shrub-ensemble-adwin   0.808 1
