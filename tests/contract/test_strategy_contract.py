@@ -13,6 +13,7 @@ from support.contract import (
     EXTREMES,
     N0,
     PARAMS,
+    QUIET_AFTER_SNAPSHOT,
     STREAMS,
     D,
     Kind,
@@ -59,7 +60,7 @@ def test_strategy_snapshot_round_trip(case: tuple[str, Kind]) -> None:
         assert a == b
     assert contents(restored) == contents(loop)
     assert restored.counters == loop.counters
-    if name in PARAMS:
+    if name in PARAMS and name not in QUIET_AFTER_SNAPSHOT:
         assert loop.counters.recomputes > before, "no recompute happened after the restore"
 
 
