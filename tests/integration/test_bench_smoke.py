@@ -33,14 +33,22 @@ QUICK: dict[str, list[str]] = {
     "mqtt_clients.py": ["--quick", "--json", "{tmp}/clients.json"],
     "mqtt_ingest.py": ["--quick", "--json", "{tmp}/ingest.json"],
     "online_bls.py": ["--quick", "--json", "{tmp}/speed.json"],
+    "real_streams.py": ["--quick", "--out", "{tmp}"],
     "rebalance_stream.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "retune_cost.py": ["--quick", "--json", "{tmp}/retune_cost.json"],
     "session_cost.py": ["--quick", "--json", "{tmp}/session_cost.json"],
     "shrub_ensembles.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "trainer_load.py": ["--quick"],
 }
-#: Entry points that read ELEC2 (from EDGEDRIFT_DATA_DIR; without it they would download it).
-NEEDS_ELEC2 = {"acceptance.py", "edge_loop.py", "footprint.py", "liblinear_speed.py", "session_cost.py"}
+#: Entry points that read real data sets (from EDGEDRIFT_DATA_DIR; without it they would download them).
+NEEDS_DATA = {
+    "acceptance.py",
+    "real_streams.py",
+    "edge_loop.py",
+    "footprint.py",
+    "liblinear_speed.py",
+    "session_cost.py",
+}
 TIMEOUT_S = 180
 
 
@@ -51,7 +59,7 @@ def test_every_entry_point_has_a_smoke_run() -> None:
 @pytest.mark.bench
 @pytest.mark.parametrize("script", sorted(QUICK))
 def test_quick_run(script: str, tmp_path: Path) -> None:
-    if script in NEEDS_ELEC2 and not os.environ.get("EDGEDRIFT_DATA_DIR"):
+    if script in NEEDS_DATA and not os.environ.get("EDGEDRIFT_DATA_DIR"):
         pytest.skip("EDGEDRIFT_DATA_DIR not set")
     args = [a.replace("{tmp}", str(tmp_path)) for a in QUICK[script]]
     done = subprocess.run(
