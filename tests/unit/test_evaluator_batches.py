@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.evaluate import evaluate_results
 
 from edgedrift.data import Stream, load_dataset, sine1plus
 from edgedrift_eval.protocol import Protocol
@@ -59,17 +59,8 @@ def test_cli_batch_size_scores_as_batch_1(tmp_path: Path) -> None:
     for b in (1, 50):
         out = tmp_path / f"b{b}"
         args = ["--dataset", stream, "--strategies", "druid", "--offsets", "0", "--window", "500"]
-        args += ["--batch-size", str(b), "--jobs", "1", "--no-progress", "--out", str(out)]
-        proc = subprocess.run(
-            [str(EDGEDRIFT), "evaluate", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=REPO,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr
-        results = json.loads((out / "results.json").read_text())
+        args += ["--batch-size", str(b), "--jobs", "1", "--no-progress"]
+        results = evaluate_results(args, out)
         accuracy[b] = {(e["strategy"], json.dumps(e["params"])): e["accuracy"] for e in results}
     assert accuracy[50] == accuracy[1]
 

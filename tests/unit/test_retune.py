@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.evaluate import evaluate_results
 
 from edgedrift.data import Stream, sine1plus
 from edgedrift.learners import ForgettingNewton
@@ -216,22 +217,10 @@ def test_cli_compare_draws_the_cd_diagram(tmp_path: Path) -> None:
 
 
 def test_cli_evaluate_writes_the_acceptance_fields(tmp_path: Path) -> None:
+    args = ["--dataset", "sine1+:concept_length=3000,n_concepts=3", "--strategies", "druid-tune,druid,newton"]
+    args += ["--grid", "druid-tune=0.999", "--grid", "druid=0.999", "--offsets", "0,1", "--no-progress"]
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [
-            *(str(EDGEDRIFT), "evaluate", "--dataset", "sine1+:concept_length=3000,n_concepts=3"),
-            *("--strategies", "druid-tune,druid,newton", "--grid", "druid-tune=0.999"),
-            *("--grid", "druid=0.999", "--offsets", "0,1", "--no-progress", "--jobs", "1"),
-            *("--out", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    results = json.loads((out / "results.json").read_text())
+    results = evaluate_results([*args, "--jobs", "1"], out)
     for entry in results:
         assert set(entry) >= ACCEPTANCE_FIELDS
     tune = next(e for e in results if e["strategy"] == "druid-tune")
