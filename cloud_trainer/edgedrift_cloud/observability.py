@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.fleet_metrics import FleetCollector
+from edgedrift_cloud.quality_metrics import QualityCollector, QualityConfig
 from edgedrift_cloud.registry import recompute_totals
 from edgedrift_cloud.settings import CloudSettings
 
@@ -121,10 +122,15 @@ class RegistryCollector(Collector):
 class Metrics:
     """The service's metric objects, in a registry of their own (one per app)."""
 
-    def __init__(self, sessions: sessionmaker[Session], per_device: bool = False) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], per_device: bool = False, quality: QualityConfig | None = None
+    ) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(RegistryCollector(sessions, per_device))
         self.registry.register(FleetCollector(sessions))
+        #: Model quality, from a snapshot of the fleet's rows (one per worker, shared by both registries).
+        self.quality = QualityCollector(sessions, quality or QualityConfig())
+        self.registry.register(self.quality)
         #: prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, set by ``serve
         #: --workers N``): every worker writes its values to files there and a scrape sums them.
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
@@ -133,6 +139,7 @@ class Metrics:
             MultiProcessCollector(self._scrape)  # type: ignore[no-untyped-call]
             self._scrape.register(RegistryCollector(sessions, per_device))
             self._scrape.register(FleetCollector(sessions))
+            self._scrape.register(self.quality)
         self.training_seconds = Histogram(
             "edgedrift_training_seconds",
             "Pure training time per retrain.",

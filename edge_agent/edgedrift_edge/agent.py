@@ -42,6 +42,7 @@ from typing import Any
 from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config, spread
 from edgedrift_edge.messages import count_items
+from edgedrift_edge.metrics import AgentMetrics
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.session import DeviceSession, Output
 from edgedrift_edge.settings import AgentSettings
@@ -117,6 +118,11 @@ class EdgeAgent:
         self.in_hand = 0  # messages of the worker's batch not handled yet
         self._threads: list[threading.Thread] = []
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
+        #: Prometheus metrics (``metrics_port``); None: no server, nothing observed per message.
+        self.metrics = (
+            None if settings.metrics_port is None else AgentMetrics(self, settings.metrics_device_labels)
+        )
+        self.metrics_port: int | None = None
         for device_id, secret in (configured_devices(settings) if devices is None else devices).items():
             self._add(device_id, secret)
 
@@ -144,6 +150,8 @@ class EdgeAgent:
         self._threads += [worker, watchdog]
         for thread in self._threads:
             thread.start()
+        if self.metrics is not None and self.settings.metrics_port is not None:
+            self.metrics_port = self.metrics.start(self.settings.metrics_port, self.settings.metrics_addr)
         self.transport.start(timeout)
         return self
 
@@ -160,6 +168,8 @@ class EdgeAgent:
         self.publish_all_status("error" if self.fatal else "offline")
         self.transport.stop()
         self.cloud.close()
+        if self.metrics is not None:
+            self.metrics.stop()
         self.finished.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -307,6 +317,8 @@ class EdgeAgent:
                 device.errors += 1
         self._publish_output(device, out, message)
         self.transport.done(message)
+        if self.metrics is not None:
+            self.metrics.observe(device.device_id, time.monotonic() - message.received)
         if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
             self._fail(device, f"{device.errors} consecutive messages failed; giving up")
 

@@ -124,6 +124,8 @@ class DeviceRuntime:
         self.next_heartbeat = now
         self.next_checkpoint = now + settings.checkpoint_every_s
         self._checkpoint_streak = 0
+        #: Wall-clock time of the last checkpoint written (of the start before the first): its age.
+        self.checkpointed_at = time.time()
 
     # --- publishing -------------------------------------------------------------------------------------
 
@@ -217,6 +219,7 @@ class DeviceRuntime:
         if self._checkpoint_streak:
             self.event("checkpoint_recovered", failures=self._checkpoint_streak)
         self._checkpoint_streak = 0
+        self.checkpointed_at = time.time()
         self.session.counters.checkpoints += 1
         self.next_checkpoint = time.monotonic() + self.settings.checkpoint_every_s
 

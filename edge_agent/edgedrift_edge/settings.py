@@ -222,6 +222,17 @@ class AgentSettings(BaseModel):
     accuracy_window: Annotated[int, Field(ge=1)] = _described(
         "labeled samples in the recent accuracy (or RMSE) of heartbeats and status", default=1000
     )
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = _described(
+        "serve Prometheus metrics on http://<metrics-addr>:<port>/metrics (docs/edge-agent.md, "
+        '"Metrics"; the deployments use 9464); unset = no metrics server and no per-message cost',
+        default=None,
+    )
+    metrics_addr: str = _described("address the metrics server listens on", default="0.0.0.0")
+    metrics_device_labels: Annotated[int, Field(ge=0, le=10_000)] = _described(
+        "devices with series of their own (a device label) in the metrics: the first this many served; "
+        'the others are summed under device="_other" (bounds a large gateway\'s series)',
+        default=100,
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = _described("log level", default="INFO")
     switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
         "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: short, so "

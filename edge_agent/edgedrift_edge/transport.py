@@ -58,6 +58,8 @@ class Inbound(NamedTuple):
     mid: int
     qos: int
     generation: int
+    #: When it entered the inbox (``time.monotonic``): the metrics' message latency starts here.
+    received: float = 0.0
 
 
 class _Pending:
@@ -229,6 +231,7 @@ class MqttTransport:
         generation = self._generation
         inbox = self._inbox
         full = False
+        now = time.monotonic()
         for m in messages:
             size = len(m.payload)
             over = len(inbox) >= self.inbox_size or self._inbox_bytes + size > self.max_inbox_bytes
@@ -236,7 +239,7 @@ class MqttTransport:
                 self._drop(m.topic)
                 continue
             full = full or over
-            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation))
+            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation, now))
             self._inbox_bytes += size
         if full and not self._paused:
             self._paused = True
