@@ -316,7 +316,7 @@ def _histogram(name: str, text: str, values: Sequence[float], bounds: Sequence[f
     for bound in bounds:
         while index < len(ordered) and ordered[index] <= bound:
             index += 1
-        buckets.append((floatToGoString(bound), index))
+        buckets.append((floatToGoString(bound), index))  # type: ignore[no-untyped-call]
     buckets.append(("+Inf", len(ordered)))
     family = HistogramMetricFamily(name, text)
     family.add_metric([], buckets, sum_value=math.fsum(ordered))

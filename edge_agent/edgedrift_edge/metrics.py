@@ -101,15 +101,17 @@ class AgentMetrics:
         self._thread: threading.Thread | None = None
 
     def label(self, device_id: str) -> str:
-        """The device's label: its id for the first ``device_labels`` devices, else ``_other``."""
+        """The device's label: its id for the first ``device_labels`` devices in the order the agent
+        serves them (whichever sends first), else ``_other``; a label never changes."""
         found = self._labels.get(device_id)
         if found is not None:
             return found
         with self._lock:
-            if device_id not in self._labels:
-                own = self._own < self.device_labels
-                self._own += own
-                self._labels[device_id] = device_id if own else OTHER
+            for known in [*self.agent.devices, device_id]:
+                if known not in self._labels:
+                    own = self._own < self.device_labels
+                    self._own += own
+                    self._labels[known] = known if own else OTHER
             return self._labels[device_id]
 
     def observe(self, device_id: str, seconds: float) -> None:

@@ -9,6 +9,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -40,6 +41,10 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+def rejected_all(watch: DeviceWatcher) -> bool:
+    return sum(int(e["count"]) for e in watch.events("rejected")) >= INVALID
 
 
 def value(metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
@@ -82,9 +87,7 @@ def test_a_gateway_s_metrics_are_its_ledger(
             publish(broker.url, f"edgedrift/{device}/samples", good + bad)
         for watch in watchers.values():
             watch.wait_predictions(VALID)
-            watch.wait(
-                lambda w=watch: sum(e["count"] for e in w.events("rejected")) >= INVALID, 30, "rejections"
-            )
+            watch.wait(partial(rejected_all, watch), 30, "rejections")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             metrics = scrape(url)
