@@ -1,7 +1,12 @@
 """Fleet health for Prometheus, with a bounded number of series whatever the fleet's size: whether the
 registry database answers, and how many devices are in each status of the fleet summary (``stale`` =
 silent for three heartbeats at the agent's default period). The alerting rules in deploy/prometheus/
-read these; per-device detail stays in the dashboard."""
+read these; per-device detail stays in the dashboard.
+
+With a :class:`~edgedrift_cloud.quality_metrics.QualityCollector`, the counts come from its snapshot of
+the fleet's rows (the same rows the summary counts, at most ``metrics_quality_max_age_s`` old) and the
+database is asked only ``SELECT 1`` per scrape: one fleet-wide read per period instead of one per
+scrape."""
 
 from __future__ import annotations
 
@@ -10,10 +15,12 @@ from collections.abc import Iterable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift_cloud.fleet_query import STATUSES, fleet_summary
+from edgedrift_cloud.quality_metrics import QualityCollector
 
 log = logging.getLogger("edgedrift_cloud")
 
@@ -22,16 +29,16 @@ class FleetCollector(Collector):
     """``edgedrift_database_up``, ``edgedrift_fleet_devices{status}`` and
     ``edgedrift_fleet_drifting_devices``, read at scrape time with one summary statement."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], quality: QualityCollector | None = None) -> None:
         self.sessions = sessions
+        self.quality = quality
 
     def collect(self) -> Iterable[Metric]:
         up = GaugeMetricFamily(
             "edgedrift_database_up", "1 when the registry database answered this scrape, else 0."
         )
         try:
-            with self.sessions() as session:
-                summary = fleet_summary(session, None)
+            counts = self._counts()
         except SQLAlchemyError as exc:
             log.warning("metrics: registry database unreachable", extra={"error": type(exc).__name__})
             up.add_metric([], 0)
@@ -41,9 +48,26 @@ class FleetCollector(Collector):
             "edgedrift_fleet_devices", "Registered devices by status (fleet summary).", labels=["status"]
         )
         for status in STATUSES:
-            devices.add_metric([status], getattr(summary, status))
+            devices.add_metric([status], counts[status])
         drifting = GaugeMetricFamily(
             "edgedrift_fleet_drifting_devices", "Devices whose latest heartbeat reports drift."
         )
-        drifting.add_metric([], summary.drifting)
+        drifting.add_metric([], counts["drifting"])
         return [up, devices, drifting]
+
+    def _counts(self) -> dict[str, int]:
+        """Devices by status and drifting ones: from the quality snapshot when there is one (after a
+        ``SELECT 1``), else from the fleet summary's statement."""
+        with self.sessions() as session:
+            if self.quality is None:
+                summary = fleet_summary(session, None)
+                return {**{s: getattr(summary, s) for s in STATUSES}, "drifting": summary.drifting}
+            session.execute(text("SELECT 1"))
+        snapshot = self.quality.snapshot()
+        if snapshot is None:
+            raise SQLAlchemyError("the fleet's rows could not be read")
+        counts = dict.fromkeys((*STATUSES, "drifting"), 0)
+        for device in snapshot.devices:
+            counts[device.status] += 1
+            counts["drifting"] += device.drifting
+        return counts

@@ -126,10 +126,11 @@ class Metrics:
         self, sessions: sessionmaker[Session], per_device: bool = False, quality: QualityConfig | None = None
     ) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(RegistryCollector(sessions, per_device))
-        self.registry.register(FleetCollector(sessions))
-        #: Model quality, from a snapshot of the fleet's rows (one per worker, shared by both registries).
+        #: Model quality, from a snapshot of the fleet's rows (one per worker, shared by both registries);
+        #: the fleet's counts by status come from the same snapshot.
         self.quality = QualityCollector(sessions, quality or QualityConfig())
+        self.registry.register(RegistryCollector(sessions, per_device))
+        self.registry.register(FleetCollector(sessions, self.quality))
         self.registry.register(self.quality)
         #: prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, set by ``serve
         #: --workers N``): every worker writes its values to files there and a scrape sums them.
@@ -138,7 +139,7 @@ class Metrics:
         if self.multiprocess:
             MultiProcessCollector(self._scrape)  # type: ignore[no-untyped-call]
             self._scrape.register(RegistryCollector(sessions, per_device))
-            self._scrape.register(FleetCollector(sessions))
+            self._scrape.register(FleetCollector(sessions, self.quality))
             self._scrape.register(self.quality)
         self.training_seconds = Histogram(
             "edgedrift_training_seconds",
