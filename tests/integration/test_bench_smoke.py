@@ -22,6 +22,7 @@ QUICK: dict[str, list[str]] = {
     "broker_durability.py": ["--quick", "--json", "{tmp}/durability.json"],
     "counters_latency.py": ["--quick", "--json", "{tmp}/counters.json"],
     "edge_loop.py": ["--quick", "--json", "{tmp}/edge_loop.json"],
+    "edge_metrics.py": ["--quick", "--json", "{tmp}/edge_metrics.json"],
     "faults.py": ["--quick", "--json", "{tmp}/faults.json"],
     "fleet_views.py": ["--quick", "--json", "{tmp}/fleet_views.json"],
     "fleet_sim.py": ["--quick", "--json", "{tmp}/fleet_sim.json"],
