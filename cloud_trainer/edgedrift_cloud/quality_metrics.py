@@ -23,6 +23,7 @@ period, whatever the number of scrapers. From it:
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import threading
@@ -30,18 +31,22 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
+from typing import NamedTuple
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
-from sqlalchemy import select
+from sqlalchemy import null, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift.wire_stats import stat_number
 from edgedrift_cloud.db.tables import as_utc
-from edgedrift_cloud.fleet_query import device_rows
+from edgedrift_cloud.fleet_metrics import status_families
+from edgedrift_cloud.fleet_query import STATUSES, device_rows
 from edgedrift_cloud.settings import CloudSettings
+from edgedrift_cloud.view_cache import STALE_FACTOR
 
 log = logging.getLogger("edgedrift_cloud")
 
@@ -75,9 +80,9 @@ class QualityConfig:
         )
 
 
-@dataclass(frozen=True)
-class DeviceQuality:
-    """One device's quality as its latest heartbeat and the registry tell it."""
+class DeviceQuality(NamedTuple):
+    """One device's quality as its latest heartbeat and the registry tell it (a tuple: 10,000 of them
+    are built per snapshot)."""
 
     device_id: str
     status: str
@@ -100,28 +105,33 @@ class DeviceQuality:
         return self.rmse if self.task == "regression" else self.accuracy
 
 
-def read_quality(session: Session) -> list[DeviceQuality]:
-    """Every device's quality row, by id: one statement."""
+def read_quality(session: Session, last_seen: bool = True) -> list[DeviceQuality]:
+    """Every device's quality row (in no particular order): one statement. Without ``last_seen`` (only
+    the per-device series show it) that column is not read: parsing 10,000 timestamps is a third of the
+    read on SQLite."""
     rows = device_rows(session).subquery("fleet")
     c = rows.c
+    seen = c.last_seen if last_seen else null()
     statement = select(
         c.device_id, c.status, c.drifting, c.task, c.accuracy, c.rmse, c.running_version, c.recomputes,
-        c.last_recompute_at, c.last_seen,
-    ).order_by(c.device_id)  # fmt: skip
+        c.last_recompute_at, seen,
+    )  # fmt: skip
     return [
         DeviceQuality(
-            device_id=r.device_id,
-            status=r.status,
-            drifting=bool(r.drifting),
-            task=r.task,
-            accuracy=stat_number(r.accuracy),
-            rmse=stat_number(r.rmse),
-            running_version=r.running_version,
-            latest_version=int(r.recomputes or 0) or None,
-            last_recompute_at=as_utc(r.last_recompute_at),
-            last_seen=as_utc(r.last_seen),
+            device,
+            status,
+            bool(drifting),
+            task,
+            stat_number(accuracy),
+            stat_number(rmse),
+            running,
+            int(latest or 0) or None,
+            as_utc(recomputed),
+            as_utc(seen),
         )
-        for r in session.execute(statement)
+        for device, status, drifting, task, accuracy, rmse, running, latest, recomputed, seen in (
+            session.execute(statement)
+        )
     ]
 
 
@@ -181,8 +191,10 @@ class Baselines:
 
 
 class QualityCollector(Collector):
-    """The quality series, from a snapshot at most ``max_age_s`` old (read once however many scrapes
-    arrive meanwhile)."""
+    """The quality series, from a snapshot at most ``max_age_s`` old, read once however many scrapes
+    arrive meanwhile. As the fleet views' cache does (:mod:`view_cache`), a scrape that finds it stale
+    is answered with it while one background thread reads the next; only a missing snapshot, or one
+    older than ``STALE_FACTOR`` periods, is read while the scrape waits (0: read on every scrape)."""
 
     def __init__(self, sessions: sessionmaker[Session], config: QualityConfig) -> None:
         self.sessions = sessions
@@ -190,12 +202,31 @@ class QualityCollector(Collector):
         self.baselines = Baselines(config)
         self._snapshot: Snapshot | None = None
         self._lock = threading.Lock()
+        self._refreshing = threading.Lock()
 
     def snapshot(self) -> Snapshot | None:
-        """The current snapshot, read again when older than ``max_age_s`` (None: never readable)."""
+        """The current snapshot (None: never readable)."""
         held = self._snapshot
-        if held is not None and time.time() - held.read_at < self.config.max_age_s:
+        period = self.config.max_age_s
+        age = math.inf if held is None else time.time() - held.read_at
+        if held is not None and age < period:
             return held
+        if held is not None and age < period * STALE_FACTOR:
+            if self._refreshing.acquire(blocking=False):
+                threading.Thread(
+                    target=self._refresh_then_release, name="edgedrift-quality", daemon=True
+                ).start()
+            return held
+        return self._read()
+
+    def _refresh_then_release(self) -> None:
+        try:
+            self._read()
+        finally:
+            self._refreshing.release()
+
+    def _read(self) -> Snapshot | None:
+        """Read the fleet's rows unless another thread just did (a reader in progress is waited for)."""
         with self._lock:
             held = self._snapshot
             if held is not None and time.time() - held.read_at < self.config.max_age_s:
@@ -203,10 +234,13 @@ class QualityCollector(Collector):
             started = time.perf_counter()
             try:
                 with self.sessions() as session:
-                    devices = read_quality(session)
-            except SQLAlchemyError as exc:  # edgedrift_database_up reports the outage; serve the last one
+                    devices = read_quality(session, last_seen=self.config.per_device > 0)
+            except SQLAlchemyError as exc:  # edgedrift_database_up reports the outage
                 log.warning("metrics: quality not read", extra={"error": type(exc).__name__})
-                return held
+                recent = (
+                    held is not None and time.time() - held.read_at < self.config.max_age_s * STALE_FACTOR
+                )
+                return held if recent else None
             now = time.time()
             before, falling = self.baselines.update(devices, now)
             self._snapshot = Snapshot(devices, before, falling, now, time.perf_counter() - started)
@@ -269,13 +303,17 @@ class QualityCollector(Collector):
         ]
         bounds = (ACCURACY_BUCKETS, RMSE_BUCKETS, MODEL_AGE_BUCKETS)
         made = [_histogram(n, t, v, b) for (n, t, v), b in zip(histograms, bounds, strict=True)]
-        return [*made, low, falling, drift, outdated, read_age, took]
+        counts = dict.fromkeys((*STATUSES, "drifting"), 0)
+        for d in snap.devices:
+            counts[d.status] += 1
+            counts["drifting"] += d.drifting
+        return [*status_families(counts), *made, low, falling, drift, outdated, read_age, took]
 
     def _per_device(self, snap: Snapshot) -> list[Metric]:
         cap = self.config.per_device
         if cap <= 0:
             return []
-        shown = snap.devices[:cap]
+        shown = heapq.nsmallest(cap, snap.devices, key=attrgetter("device_id"))
         families = {
             name: GaugeMetricFamily(f"edgedrift_device_{name}", text, labels=["device"])
             for name, text in (

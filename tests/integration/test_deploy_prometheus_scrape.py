@@ -161,6 +161,10 @@ def test_database_outage_turns_the_alert_on(tmp_path: Path) -> None:
         database.stop()
 
 
+def cloud_client(cloud: CloudServer, device: str) -> httpx.Client:
+    return cloud.client(DEVICES[device])
+
+
 def pending_or_firing(prom: PrometheusProcess, alert: str) -> dict[str, str]:
     found = prom.wait_for(f'ALERTS{{alertname="{alert}"}}', timeout=60)
     assert found[0]["metric"]["alertstate"] in ("pending", "firing")
@@ -183,10 +187,6 @@ def test_a_device_whose_accuracy_falls_turns_the_quality_alerts_on(
             labels = pending_or_firing(prom, "EdgeDriftQualityFalling")
             assert labels["task"] == "classification"
             pending_or_firing(prom, "EdgeDriftLowAccuracyDevices")
-
-
-def cloud_client(cloud: CloudServer, device: str) -> httpx.Client:
-    return cloud.client(DEVICES[device])
 
 
 def test_a_stopped_gateway_turns_the_gateway_alert_on(tmp_path: Path) -> None:

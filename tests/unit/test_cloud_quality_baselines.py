@@ -3,6 +3,7 @@ the fleet histograms' cumulative buckets, and a snapshot read once per period ho
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -99,3 +100,17 @@ def test_the_snapshot_is_read_once_per_period(tmp_path: Path) -> None:
     assert len(statements) == read, "a scrape within the period read the database"
     assert first is not None and [d.device_id for d in first.devices] == ["dev-1"]
     assert HeartbeatRecord.__tablename__ in " ".join(statements)
+
+
+def test_a_stale_snapshot_is_served_while_one_thread_reads_the_next(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    upgrade(engine)
+    collector = QualityCollector(make_sessionmaker(engine), QualityConfig(max_age_s=0.2))
+    first = collector.snapshot()
+    time.sleep(0.3)
+    assert collector.snapshot() is first, "a stale snapshot is answered at once"
+    deadline = time.monotonic() + 10
+    while collector.snapshot() is first and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = collector.snapshot()
+    assert second is not first and second is not None and second.read_at > first.read_at  # type: ignore[union-attr]
