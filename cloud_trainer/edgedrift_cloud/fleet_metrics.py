@@ -52,7 +52,8 @@ class FleetCollector(Collector):
             up.add_metric([], 0)
             return [up]
         up.add_metric([], 1)
-        counts = {**{s: getattr(summary, s) for s in STATUSES}, "drifting": summary.drifting}
+        counts: dict[str, int] = {s: getattr(summary, s) for s in STATUSES}
+        counts["drifting"] = summary.drifting
         return [up, *status_families(counts)]
 
 
