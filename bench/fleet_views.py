@@ -6,8 +6,9 @@ registry (:func:`edgedrift_harness.fleet_seed.seed_fleet`: 9 device kinds, the f
 devices with ``--beats`` heartbeats and 3 model versions each), then times each request of the
 operations dashboard over HTTP, ``--repeat`` times (p50 and max, ms): the fleet summary, the first page,
 a deep page, a status filter, a sort by accuracy, a search, a device page, a page of ``/v1/devices``, and
-Prometheus' ``/metrics`` with the quality snapshot read on every scrape (and its number of series;
-``--metrics-devices`` adds that many devices' own quality series).
+Prometheus' ``/metrics`` with the quality snapshot read on every scrape (``--metrics-max-age 15`` for the
+service's default) and its number of series (``--metrics-devices`` adds that many devices' own quality
+series).
 
 Peer, in the same run: the per-device way the fleet list was built before (``registry.counters`` for
 every device, four statements each), timed in-process on the same database on ``--peer-devices``
@@ -85,7 +86,7 @@ def per_device_peer(database_url: str, devices: int) -> float:
 
 def run(backend: str, database_url: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     quality = {
-        "EDGEDRIFT_CLOUD_METRICS_QUALITY_MAX_AGE_S": "0",
+        "EDGEDRIFT_CLOUD_METRICS_QUALITY_MAX_AGE_S": str(args.metrics_max_age),
         "EDGEDRIFT_CLOUD_METRICS_QUALITY_DEVICES": str(args.metrics_devices),
     }
     cloud = CloudProcess(database_url, workdir, operator_token=OPERATOR, env=quality).start()
@@ -138,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument(
         "--metrics-devices", type=int, default=0, help="per-device quality series in /metrics (the cap)"
+    )
+    parser.add_argument(
+        "--metrics-max-age",
+        type=float,
+        default=0.0,
+        help="seconds the quality snapshot is reused (0, the default here: read on every scrape)",
     )
     parser.add_argument("--quick", action="store_true", help="500 devices, 50 with 100 heartbeats")
     parser.add_argument("--json", type=Path, help="write the results here")
