@@ -90,6 +90,14 @@ def error_from_response(response: httpx.Response) -> CloudError:
     return CloudError(text, retryable, retry_after=retry_after, status=code)
 
 
+def _check_class_names(document: dict[str, Any], sent: tuple[str, ...] | None) -> None:
+    """A model document that names its classes must name the device's, in the same code order: a model
+    trained for other classes would decode its predictions to the wrong names."""
+    names = document.get("class_names")
+    if sent is not None and names is not None and [str(n) for n in names] != list(sent):
+        raise ValueError(f"the model's class_names {names!r} are not the device's classes {list(sent)!r}")
+
+
 class CloudClient:
     """HTTP client of the cloud trainer for one or more devices (each call names its device)."""
 
@@ -255,6 +263,7 @@ class CloudClient:
         try:
             data = response.json()
             doc = data["model"]
+            _check_class_names(doc, request.class_names)
             return TrainedModel(
                 request_id=request.request_id,
                 version=int(data["version"]),
@@ -280,6 +289,7 @@ class CloudClient:
             request_id=request.request_id,
             reset_rows=request.reset_rows,
             n_classes=request.n_classes,
+            class_names=request.class_names,
         )
         return header if request.retune is None else header.model_copy(update={"retune": request.retune})
 

@@ -48,6 +48,8 @@ class RecomputeRequest:
     history: tuple[LabelBatch, ...] = ()
     #: C ≥ 3 classes: the labels are the codes 0..C−1 and the cloud trains one-vs-rest (None: ±1).
     n_classes: int | None = None
+    #: The classes' names in code order (a device with ``classes``), written into the model document.
+    class_names: tuple[str, ...] | None = None
 
     @property
     def learner(self) -> str:
