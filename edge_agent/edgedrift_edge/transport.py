@@ -105,7 +105,7 @@ class MqttTransport:
         *,
         qos: int = 1,
         inbox_size: int = 20_000,
-        publish_queue: int = 100_000,
+        publish_queue: int = MAX_UNCONFIRMED,
         max_inbox_bytes: int = 256 * 1024 * 1024,
         tls_ca_file: str | None = None,
         keepalive: int = 30,
@@ -115,12 +115,17 @@ class MqttTransport:
     ) -> None:
         if qos not in (0, 1):
             raise ValueError(f"QoS {qos}: the agent subscribes and publishes with QoS 0 or 1")
+        if not 1 <= publish_queue <= MAX_UNCONFIRMED:
+            raise ValueError(
+                f"publish_queue {publish_queue}: from 1 to {MAX_UNCONFIRMED} unconfirmed publishes "
+                "(MQTT packet ids are 16 bits)"
+            )
         self.broker_url = broker_url
         self.status_topic = status_topic
         self.qos = qos
         self.inbox_size = inbox_size
         self.max_inbox_bytes = max_inbox_bytes
-        self.publish_queue = min(publish_queue, MAX_UNCONFIRMED)
+        self.publish_queue = publish_queue
         self.counters = TransportCounters()
         self.connection = MqttConnection(
             broker_url,
