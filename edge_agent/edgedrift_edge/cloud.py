@@ -244,7 +244,7 @@ class CloudClient:
     async def train(self, device_id: str, secret: str | None, request: RecomputeRequest) -> TrainedModel:
         """One attempt within the overall deadline (raises :class:`CloudError`); a re-tuning request
         posts its label batches first (each stored once, whatever the retries)."""
-        header = self._header(request)
+        header = request.header()
         url = f"/v1/devices/{device_id}/models"
         headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
         history_bytes = 0
@@ -277,21 +277,6 @@ class CloudClient:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
-
-    @staticmethod
-    def _header(request: RecomputeRequest) -> WindowHeader:
-        header = request.spec.header(
-            request.task,
-            request.loss,
-            request.reason,
-            C=request.C,
-            stats=request.stats,
-            request_id=request.request_id,
-            reset_rows=request.reset_rows,
-            n_classes=request.n_classes,
-            class_names=request.class_names,
-        )
-        return header if request.retune is None else header.model_copy(update={"retune": request.retune})
 
     # --- the device's labeled history (re-tuning strategies) --------------------------------------------
 
