@@ -27,7 +27,6 @@ from pydantic_core import PydanticUndefined
 
 from edgedrift.cli import Formatter, Parser, add_version, run_command
 from edgedrift.secrets import secrets_from_files
-from edgedrift_edge.malloc_arenas import cap_arenas
 from edgedrift_edge.settings import ENV_PREFIX, SECRET_FIELDS, AgentSettings, SettingsError
 
 #: The thread-count variables of the BLAS and OpenMP runtimes numpy may load.
@@ -104,7 +103,6 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "history_outbox",
         "watchdog_s",
         "switch_interval_s",
-        "malloc_arenas",
     ),
 }
 
@@ -162,8 +160,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.setswitchinterval(settings.switch_interval_s)
-    if settings.malloc_arenas is not None and not cap_arenas(settings.malloc_arenas):
-        logging.getLogger("edgedrift_edge").info("malloc_arenas ignored: the C library is not glibc")
     try:
         agent = EdgeAgent(settings)
     except SettingsError as exc:

@@ -235,12 +235,6 @@ class AgentSettings(BaseModel):
         "the ingest rate: docs/benchmarks.md)",
         default=0.0005,
     )
-    malloc_arenas: Annotated[int, Field(ge=1)] | None = _described(
-        "glibc malloc arenas of the agent command at most (M_ARENA_MAX): each thread's own arena holds "
-        "freed memory apart; 2 keeps a 1,000-device gateway about 7 MB smaller (docs/benchmarks.md); "
-        "unset = glibc's default (8 per core)",
-        default=2,
-    )
 
     @field_validator("broker_url")
     @classmethod
