@@ -3,7 +3,8 @@
 By default glibc gives each thread that allocates its own arena, up to eight per core; memory freed in
 one arena is not reused by another thread's allocations. The agent's threads (the worker, the MQTT I/O
 thread, the cloud client's loop) each grow one, and a 1,000-device gateway held about 7 MB more after
-1M samples than with two arenas, for no measured change in throughput (docs/benchmarks.md).
+1M samples than with two arenas, for no measured change in throughput (docs/benchmarks-history.md,
+"One window of recent samples, capped malloc arenas").
 ``mallopt`` must run before those threads start; it is a no-op where the C library is not glibc.
 """
 

@@ -226,12 +226,12 @@ class AgentSettings(BaseModel):
     switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
         "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: short, so "
         "the MQTT I/O thread gets the GIL back from a busy worker soon (Python's 5 ms cost a third of "
-        "the ingest rate: docs/benchmarks.md)",
+        "the ingest rate: docs/benchmarks-history.md)",
         default=0.0005,
     )
     malloc_arenas: Annotated[int, Field(ge=1)] | None = _described(
         "glibc malloc arenas of the agent command at most (M_ARENA_MAX): each thread's own arena holds "
-        "freed memory apart; 2 keeps a 1,000-device gateway about 7 MB smaller (docs/benchmarks.md); "
+        "freed memory apart; 2 keeps a 1,000-device gateway about 7 MB smaller (docs/benchmarks-history.md); "
         "unset = glibc's default (8 per core)",
         default=2,
     )
