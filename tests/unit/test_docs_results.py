@@ -129,10 +129,20 @@ def test_links_into_the_benchmark_pages_find_their_headings(source: str) -> None
         assert link["anchor"] in pages[page], f"{source}: {link['page']}#{link['anchor']}"
 
 
+def contents(markdown: str) -> list[str]:
+    """The Contents list a page should have: every level-2 and level-3 heading, linked."""
+    lines = markdown.split("\n")
+    return [
+        f"{'  ' * (level - 2)}- [{lines[i].lstrip('#').strip().replace('`', '')}](#{anchor})"
+        for i, level, anchor in headings(markdown)
+        if level in (2, 3) and anchor != "contents"
+    ]
+
+
 def test_the_contents_of_both_pages_list_every_section_and_subsection() -> None:
+    """A heading added or renamed without its Contents line fails here; the message is the list to paste."""
     for page in (BENCHMARKS, HISTORY):
         text = page.read_text()
-        contents = text.split("\n## Contents\n", 1)[1].split("\n## ", 1)[0]
-        listed = re.findall(r"\]\(#([^)]+)\)", contents)
-        expected = [anchor for _, level, anchor in headings(text) if level in (2, 3) and anchor != "contents"]
-        assert listed == expected, page.name
+        listed = text.split("\n## Contents\n\n", 1)[1].split("\n\n", 1)[0].split("\n")
+        expected = contents(text)
+        assert listed == expected, f"{page.name}: its Contents should read\n" + "\n".join(expected)
