@@ -232,7 +232,7 @@ class AgentSettings(BaseModel):
     switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
         "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: short, so "
         "the MQTT I/O thread gets the GIL back from a busy worker soon (Python's 5 ms cost a third of "
-        "the ingest rate: docs/benchmarks.md)",
+        "the ingest rate: docs/benchmarks-history.md)",
         default=0.0005,
     )
 

@@ -5,7 +5,7 @@ in a thread of its own (the *I/O thread*) and hands every read's messages over a
 them in batches (:meth:`MqttTransport.get_batch`), and what it publishes is coalesced into one write per
 batch. Per message the I/O thread runs a few microseconds of Python, so the worker and it seldom fight for
 the GIL (paho's network thread, with three ``recv`` calls and a callback per packet, held the GIL half the
-time: docs/benchmarks.md).
+time: docs/benchmarks-history.md, §6).
 
 At-least-once, end to end. A QoS-1 message is acknowledged (PUBACK) only once the worker processed it and
 the broker has confirmed every one of its publishes (their PUBACKs). An agent killed at any moment
