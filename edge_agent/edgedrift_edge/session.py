@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 import uuid
 from collections import Counter as Tally
 from collections.abc import Callable
@@ -107,6 +108,21 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
         #: While a batch runs through the loop: (samples the loop had processed, version) of every model a
         #: sync recompute installed mid-batch, so each prediction reports the version it was made with.
         self.version_marks: list[tuple[int, int | None]] | None = None
+
+    @classmethod
+    def in_process(
+        cls, device_id: str = "device", clock: Callable[[], float] = time.monotonic, **config: Any
+    ) -> DeviceSession:
+        """A session whose recomputes the cloud's training answers in this process, at once, for an
+        application that embeds a device (docs/embedding.md). ``config``: fields of :class:`SessionConfig`
+        (``strategy``, ``warmup_samples``, ``classes``, ...); needs the core's ``training`` extra."""
+        from edgedrift_edge.in_process import check_in_process, in_process_trainer
+
+        if config.get("classes") is not None:
+            config["classes"] = tuple(config["classes"])
+        session_config = SessionConfig(device_id, **config)
+        check_in_process(session_config.strategy)
+        return cls(session_config, in_process_trainer(), clock)
 
     # --- messages ---------------------------------------------------------------------------------------
 

@@ -37,6 +37,9 @@ SECRET_FIELDS = ("device_secret", "broker_password", "gateway_secret")
 #: Former settings, now one: ``recent_samples``.
 MERGED_INTO_RECENT_SAMPLES = ("join_buffer", "dedup_window")
 MERGED_MESSAGE = "the join buffer and the duplicate window are one window now: set recent_samples instead"
+#: Most unconfirmed QoS-1 publishes one connection can hold: packet ids 1-65,000 (the connection's
+#: SUBSCRIBE and UNSUBSCRIBE use 65,001-65,535).
+MAX_PUBLISH_QUEUE = 65_000
 
 
 class SettingsError(ValueError):
@@ -157,8 +160,11 @@ class AgentSettings(BaseModel):
         "payload megabytes the inbox holds (then back-pressure; QoS 0 messages are dropped and counted)",
         default=256.0,
     )
-    publish_queue: Annotated[int, Field(ge=1)] = _described(
-        "outgoing messages paho may hold; a publish beyond it is counted and retried", default=100_000
+    publish_queue: Annotated[int, Field(ge=1, le=MAX_PUBLISH_QUEUE)] = _described(
+        "QoS-1 publishes the broker has not confirmed yet that the agent holds (at most 65000: MQTT "
+        "packet ids are 16 bits and the connection keeps the rest for its subscriptions); a publish "
+        "beyond it is counted and retried",
+        default=MAX_PUBLISH_QUEUE,
     )
     max_items_per_message: Annotated[int, Field(ge=1)] = _described(
         "samples (or labels) one message may carry; a bigger batch is rejected whole, with its count",
@@ -237,14 +243,8 @@ class AgentSettings(BaseModel):
     switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
         "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: short, so "
         "the MQTT I/O thread gets the GIL back from a busy worker soon (Python's 5 ms cost a third of "
-        "the ingest rate: docs/benchmarks.md)",
+        "the ingest rate: docs/benchmarks-history.md)",
         default=0.0005,
-    )
-    malloc_arenas: Annotated[int, Field(ge=1)] | None = _described(
-        "glibc malloc arenas of the agent command at most (M_ARENA_MAX): each thread's own arena holds "
-        "freed memory apart; 2 keeps a 1,000-device gateway about 7 MB smaller (docs/benchmarks.md); "
-        "unset = glibc's default (8 per core)",
-        default=2,
     )
 
     @field_validator("broker_url")

@@ -17,6 +17,7 @@ BENCH = ROOT / "bench"
 #: Entry point -> its smoke-run arguments ({tmp} is the test's temporary directory).
 QUICK: dict[str, list[str]] = {
     "acceptance.py": ["--quick", "--out", "{tmp}"],
+    "batch_semantics.py": ["--quick"],
     "bls_accuracy.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "bls_paper.py": ["--quick", "--json", "{tmp}/bls_paper.json"],
     "broker_durability.py": ["--quick", "--json", "{tmp}/durability.json"],
@@ -44,6 +45,7 @@ QUICK: dict[str, list[str]] = {
 #: Entry points that read real data sets (from EDGEDRIFT_DATA_DIR; without it they would download them).
 NEEDS_DATA = {
     "acceptance.py",
+    "batch_semantics.py",
     "real_streams.py",
     "edge_loop.py",
     "footprint.py",
