@@ -140,8 +140,9 @@ class Snapshot:
     """The fleet's quality rows and what this worker derived from them when they were read."""
 
     devices: list[DeviceQuality]
-    #: Device id -> its baseline before this reading and whether its quality fell against it.
+    #: Device id -> its baseline before this reading (devices heard from recently with a figure).
     baselines: dict[str, float]
+    #: The devices whose quality fell against that baseline.
     falling: set[str]
     read_at: float  # time.time()
     took_s: float
