@@ -39,12 +39,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from edgedrift.ids import device_id_problem, shown_id
 from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config, spread
 from edgedrift_edge.messages import count_items
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.session import DeviceSession, Output
-from edgedrift_edge.settings import AgentSettings
+from edgedrift_edge.settings import AgentSettings, SettingsError
 from edgedrift_edge.transport import Inbound, MqttTransport
 from edgedrift_edge.watchdog import watch
 
@@ -106,6 +107,9 @@ class EdgeAgent:
             on_fatal=self.die,
         )
         self.devices: dict[str, DeviceRuntime] = {}
+        #: Ids refused by :func:`~edgedrift.ids.device_id_problem` (as shown) with the reason; the
+        #: gateway's status lists them.
+        self.refused: dict[str, str] = {}
         self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
         self.control: queue.SimpleQueue[_Control] = queue.SimpleQueue()
         self.stopping = threading.Event()
@@ -119,6 +123,8 @@ class EdgeAgent:
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
         for device_id, secret in (configured_devices(settings) if devices is None else devices).items():
             self._add(device_id, secret)
+        if not self.devices and self.refused and settings.gateway_secret is None:
+            raise SettingsError("no device to serve: every device id was refused (see the log)")
 
     @property
     def waiting(self) -> int:
@@ -186,7 +192,24 @@ class EdgeAgent:
 
     # --- devices ------------------------------------------------------------------------------------------
 
-    def _add(self, device_id: str, secret: str | None) -> DeviceRuntime:
+    def _admit(self, device_id: str) -> bool:
+        """Whether ``device_id`` may be served: the one check of every source (``devices``,
+        ``devices_file``, the cloud's list). A refused id is logged once and listed in the gateway's
+        status; the other devices are served as usual."""
+        problem = device_id_problem(device_id)
+        if problem is None:
+            return True
+        shown = shown_id(device_id)
+        if shown not in self.refused:
+            self.refused[shown] = problem
+            log.error("gateway %s: device id %s refused: %s", self.gateway_id, shown, problem)
+            if self.transport.connected.is_set():
+                self.publish_all_status(None)
+        return False
+
+    def _add(self, device_id: str, secret: str | None) -> DeviceRuntime | None:
+        if not self._admit(device_id):
+            return None
         device = DeviceRuntime(self.settings, device_id, secret, self.transport, self._trainer_for)
         device.resume()
         if self.gateway_id is not None:  # spread the fleet's heartbeats (a gateway's batches) over time
@@ -220,7 +243,7 @@ class EdgeAgent:
             if device is None:
                 log.info("gateway %s: serving device %s", self.gateway_id, device_id)
                 device = self._add(device_id, secret)
-                if self.transport.connected.is_set():
+                if device is not None and self.transport.connected.is_set():
                     self._publish_startup(device)
             elif secret is not None:
                 device.secret = secret
@@ -293,7 +316,9 @@ class EdgeAgent:
             self.transport.done(message)
             return
         device, kind = route
-        if device.failed is not None:
+        if message.retain:
+            out = device.retained(kind, message.payload)
+        elif device.failed is not None:
             out = self._rejected_whole(device, kind, message, f"device out of service: {device.failed}")
         else:
             try:
@@ -332,6 +357,7 @@ class EdgeAgent:
         if out.predictions:
             payload = {"predictions": out.predictions} if out.batch else out.predictions[0]
             self.transport.publish(device.topics["predictions"], payload, owner=owner)
+        device.checkpoint_soon(out.events)
         for event in out.events:
             device.event(event.pop("type"), owner=owner, **event)
         device.forward_history(self.cloud, out.history)
@@ -449,6 +475,7 @@ class EdgeAgent:
                 "gateway": self.gateway_id,
                 "devices": len(self.devices),
                 "failed": sorted(d for d, rt in self.devices.items() if rt.failed),
+                "refused": [{"id": d, "reason": r} for d, r in self.refused.items()],
                 "reason": self.fatal or self.degraded,
                 "ts": time.time(),
             }
@@ -459,11 +486,12 @@ class EdgeAgent:
         """One request per device, or, for a gateway with its own credential, one batch for them all."""
         secret = self.settings.gateway_secret
         for device in devices:
+            device.save_counters()  # before they are reported: a restart goes on from here
             if secret is None:
                 future = self.cloud.heartbeat(device.device_id, device.secret, device.session.heartbeat())
                 future.add_done_callback(partial(self._hand_over, "heartbeat", device))
             if self.transport.connected.is_set():
-                device.publish_status(self.status(None, device))
+                device.publish_status(self.status(None, device), save=False)
         if secret is not None and self.gateway_id is not None:
             beats = [(d.device_id, d.session.heartbeat()) for d in devices]
             batch = self.cloud.gateway_heartbeats(self.gateway_id, secret.get_secret_value(), beats)

@@ -5,17 +5,25 @@ versioned by its format string. Writing goes to a temporary file that is fsynced
 old one, and the directory is fsynced, so a crash leaves either the old or the new checkpoint. A file
 that cannot be read back (truncated, crafted, another device's, another format) is moved aside to
 ``{device}.ckpt.corrupt-{UTC time}`` and reported; the agent then starts fresh instead of trusting it.
+
+Beside it, ``{device}.counters.json`` holds the device's counters as last reported (written before every
+status and heartbeat, and with every checkpoint), so that a process killed between two checkpoints does
+not come back reporting smaller counters than it already did: counters only go forward, as the cloud's
+and Prometheus' do. It is replaced atomically (a rename) but not fsynced: it survives a killed process,
+and after a power loss the fsynced checkpoint's counters are the floor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from edgedrift import state
+from edgedrift.ids import device_id_problem
 
 FORMAT = "edgedrift.agent-checkpoint/2"
 
@@ -34,12 +42,17 @@ class CorruptCheckpointError(ValueError):
 
 
 class CheckpointStore:
-    """One device's checkpoint file in ``directory``."""
+    """One device's checkpoint file in ``directory``, named by its device id: only a valid id (one path
+    segment, :func:`edgedrift.ids.device_id_problem`) names a file, so none lands outside ``directory``."""
 
     def __init__(self, directory: str | Path, device_id: str) -> None:
+        problem = device_id_problem(device_id)
+        if problem is not None:
+            raise ValueError(f"no checkpoint file for this id: {problem}")
         self.directory = Path(directory)
         self.device_id = device_id
         self.path = self.directory / f"{device_id}.ckpt"
+        self.counters_path = self.directory / f"{device_id}.counters.json"
 
     def save(self, tree: Any) -> int:
         """Write ``tree`` atomically; returns the file's size. Raises :class:`CheckpointError`."""
@@ -97,3 +110,24 @@ class CheckpointStore:
         except OSError:
             return None
         return target
+
+    def save_counters(self, counters: dict[str, int]) -> None:
+        """Replace the counters file (atomically; OSError when it cannot be written)."""
+        body = json.dumps({"device_id": self.device_id, "counters": counters}, separators=(",", ":"))
+        tmp = self.counters_path.with_name(self.counters_path.name + ".tmp")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(body)
+        os.replace(tmp, self.counters_path)
+
+    def load_counters(self) -> dict[str, int]:
+        """The counters last saved ({} when there are none or they are not this device's integers)."""
+        try:
+            tree = json.loads(self.counters_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(tree, dict) or tree.get("device_id") != self.device_id:
+            return {}
+        counters = tree.get("counters")
+        if not isinstance(counters, dict):
+            return {}
+        return {k: v for k, v in counters.items() if isinstance(k, str) and type(v) is int and v >= 0}

@@ -51,13 +51,15 @@ MAX_UNCONFIRMED = CONTROL_IDS - 1
 
 
 class Inbound(NamedTuple):
-    """One received message; ``generation`` is the connection it came on (acks are per connection)."""
+    """One received message; ``generation`` is the connection it came on (acks are per connection);
+    ``retain``: the broker sent it from its retained store (at a subscribe), not as it was published."""
 
     topic: str
     payload: bytes
     mid: int
     qos: int
     generation: int
+    retain: bool = False
 
 
 class _Pending:
@@ -241,7 +243,7 @@ class MqttTransport:
                 self._drop(m.topic)
                 continue
             full = full or over
-            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation))
+            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation, m.retain))
             self._inbox_bytes += size
         if full and not self._paused:
             self._paused = True
