@@ -173,6 +173,9 @@ def test_a_sigkilled_gateway_never_counts_backwards_nor_warms_up_again(
     def reports(watch: DeviceWatcher, n: int) -> Callable[[], bool]:
         return lambda: n in reported(watch)
 
+    def checkpointed(watch: DeviceWatcher, n: int) -> Callable[[], bool]:
+        return lambda: any(s.get("counters", {}).get("checkpoints", 0) >= n for s in watch.statuses())
+
     gateway.start()
     try:
         for device in devices:
@@ -181,8 +184,7 @@ def test_a_sigkilled_gateway_never_counts_backwards_nor_warms_up_again(
             watch.wait_predictions(300)
             watch.wait_event("model_installed", 60)
             watch.wait(reports(watch, 300), 20, f"{device}: a status with 300 samples")
-            ckpt = tmp_path / "state" / f"{device}.ckpt"
-            watch.wait(ckpt.exists, 10, f"{device}: the checkpoint after the first model")
+            watch.wait(checkpointed(watch, 2), 10, f"{device}: checkpoints after warm-up and first model")
         gateway.kill()
         gateway.start()
         for watch in watches.values():
@@ -216,9 +218,13 @@ def test_retained_input_messages_are_ignored_and_counted_once(
     tag = secrets.token_hex(3)
     before, live = f"rb-{tag}", f"rl-{tag}"
     publish(broker.url, f"edgedrift/{before}/samples", [json.dumps({"x": [0.5, 0.5]})], retain=True)
-    cfg = gateway_settings(broker, sqlite_cloud, tmp_path, devices=f"{before},{live}")
-    agent = EdgeAgent(cfg).start(timeout=15)
     watches = {d: DeviceWatcher(broker.url, d, persistent=True) for d in (before, live)}
+    table = {d: secrets.token_urlsafe(24) for d in watches}
+    for device, secret in table.items():
+        sqlite_cloud.register(device, secret)
+    (tmp_path / "devices.json").write_text(json.dumps(table))
+    cfg = gateway_settings(broker, sqlite_cloud, tmp_path, devices_file=str(tmp_path / "devices.json"))
+    agent = EdgeAgent(cfg).start(timeout=15)
     try:
         publish(broker.url, f"edgedrift/{live}/samples", [json.dumps({"x": [0.5, 0.5]})], retain=True)
         for device in watches:
@@ -294,6 +300,11 @@ def test_a_device_stuck_in_warm_up_says_why_and_classes_fix_the_encoding(
         watches[named].wait_event("model_installed", 60)
         for watch in watches.values():
             watch.wait(handled(watch, 300), 30, "300 handled")
+        after = [json.dumps({"id": 1000 + i, "x": [i / 10 - 1, 0.1]}) for i in range(20)]
+        for device in (plain, named):
+            publish(broker.url, f"edgedrift/{device}/samples", after)
+        for watch in watches.values():
+            watch.wait(handled(watch, 320), 30, "320 handled")
         watches[plain].wait(
             lambda: any(
                 (s.get("warmup") or {}).get("rejected_labels") == n_zero for s in watches[plain].statuses()
@@ -315,8 +326,8 @@ def test_a_device_stuck_in_warm_up_says_why_and_classes_fix_the_encoding(
     )
     reasons = [r["reason"] for e in watches[plain].events("rejected") for r in e["reasons"]]
     assert all("set classes" in r for r in reasons), reasons[:3]
-    assert ledger(watches[plain], 300) == {"predicted": 300 - n_zero, "rejected": n_zero}
-    assert ledger(watches[named], 300) == {"predicted": 300, "rejected": 0}
+    assert ledger(watches[plain], 320) == {"predicted": 320 - n_zero, "rejected": n_zero}
+    assert ledger(watches[named], 320) == {"predicted": 320, "rejected": 0}
     assert not watches[named].events("warmup_stalled")
     named_preds = [p["y_hat"] for p in watches[named].predictions() if p["y_hat"] is not None]
     assert named_preds and set(named_preds) <= {"0", "1"}
