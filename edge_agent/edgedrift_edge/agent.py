@@ -39,13 +39,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from edgedrift.ids import device_id_problem, shown_id
 from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config, spread
+from edgedrift_edge.device_ids import DeviceIds
 from edgedrift_edge.messages import count_items
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.session import DeviceSession, Output
-from edgedrift_edge.settings import AgentSettings, SettingsError
+from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport import Inbound, MqttTransport
 from edgedrift_edge.watchdog import watch
 
@@ -107,9 +107,7 @@ class EdgeAgent:
             on_fatal=self.die,
         )
         self.devices: dict[str, DeviceRuntime] = {}
-        #: Ids refused by :func:`~edgedrift.ids.device_id_problem` (as shown) with the reason; the
-        #: gateway's status lists them.
-        self.refused: dict[str, str] = {}
+        self.ids = DeviceIds(settings.gateway_id)
         self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
         self.control: queue.SimpleQueue[_Control] = queue.SimpleQueue()
         self.stopping = threading.Event()
@@ -121,10 +119,10 @@ class EdgeAgent:
         self.in_hand = 0  # messages of the worker's batch not handled yet
         self._threads: list[threading.Thread] = []
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
-        for device_id, secret in (configured_devices(settings) if devices is None else devices).items():
+        listed = configured_devices(settings) if devices is None else devices
+        admitted = self.ids.admitted(listed, need_one=settings.gateway_secret is None)
+        for device_id, secret in admitted.items():  # a bad id is refused alone (device_ids)
             self._add(device_id, secret)
-        if not self.devices and self.refused and settings.gateway_secret is None:
-            raise SettingsError("no device to serve: every device id was refused (see the log)")
 
     @property
     def waiting(self) -> int:
@@ -192,24 +190,7 @@ class EdgeAgent:
 
     # --- devices ------------------------------------------------------------------------------------------
 
-    def _admit(self, device_id: str) -> bool:
-        """Whether ``device_id`` may be served: the one check of every source (``devices``,
-        ``devices_file``, the cloud's list). A refused id is logged once and listed in the gateway's
-        status; the other devices are served as usual."""
-        problem = device_id_problem(device_id)
-        if problem is None:
-            return True
-        shown = shown_id(device_id)
-        if shown not in self.refused:
-            self.refused[shown] = problem
-            log.error("gateway %s: device id %s refused: %s", self.gateway_id, shown, problem)
-            if self.transport.connected.is_set():
-                self.publish_all_status(None)
-        return False
-
-    def _add(self, device_id: str, secret: str | None) -> DeviceRuntime | None:
-        if not self._admit(device_id):
-            return None
+    def _add(self, device_id: str, secret: str | None) -> DeviceRuntime:
         device = DeviceRuntime(self.settings, device_id, secret, self.transport, self._trainer_for)
         device.resume()
         if self.gateway_id is not None:  # spread the fleet's heartbeats (a gateway's batches) over time
@@ -238,12 +219,15 @@ class EdgeAgent:
 
     def _apply_devices(self, listed: Mapping[str, str | None]) -> None:
         """The cloud's list: start new devices, stop removed ones, take new secrets."""
+        listed = self.ids.admitted(listed)
+        if self.ids.news() and self.transport.connected.is_set():
+            self.publish_all_status(None)
         for device_id, secret in listed.items():
             device = self.devices.get(device_id)
             if device is None:
                 log.info("gateway %s: serving device %s", self.gateway_id, device_id)
                 device = self._add(device_id, secret)
-                if device is not None and self.transport.connected.is_set():
+                if self.transport.connected.is_set():
                     self._publish_startup(device)
             elif secret is not None:
                 device.secret = secret
@@ -475,7 +459,7 @@ class EdgeAgent:
                 "gateway": self.gateway_id,
                 "devices": len(self.devices),
                 "failed": sorted(d for d, rt in self.devices.items() if rt.failed),
-                "refused": [{"id": d, "reason": r} for d, r in self.refused.items()],
+                "refused": self.ids.listing(),
                 "reason": self.fatal or self.degraded,
                 "ts": time.time(),
             }

@@ -130,7 +130,7 @@ def test_bad_device_ids_are_refused_alone_from_every_source(
         agent.stop()
     assert len(refused) == len(BAD_IDS) + 4, refused
     assert all(r["reason"] for r in refused)
-    assert len(agent.refused) == len(BAD_IDS) + 4
+    assert len(agent.ids.refused) == len(BAD_IDS) + 4
     assert sorted(p.name for p in state.iterdir() if p.suffix == ".ckpt") == sorted(
         f"{d}.ckpt" for d in (from_file, from_flag, from_cloud)
     )
