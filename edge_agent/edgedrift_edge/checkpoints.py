@@ -9,8 +9,9 @@ that cannot be read back (truncated, crafted, another device's, another format) 
 Beside it, ``{device}.counters.json`` holds the device's counters as last reported (written before every
 status and heartbeat, and with every checkpoint), so that a process killed between two checkpoints does
 not come back reporting smaller counters than it already did: counters only go forward, as the cloud's
-and Prometheus' do. It is replaced atomically (a rename) but not fsynced: it survives a killed process,
-and after a power loss the fsynced checkpoint's counters are the floor.
+and Prometheus' do. It is one page overwritten by one write, not fsynced: it survives a killed process;
+after a power loss a torn or stale page is ignored or smaller, and the fsynced checkpoint's counters are
+the floor.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from edgedrift import state
 from edgedrift.ids import device_id_problem
 
 FORMAT = "edgedrift.agent-checkpoint/2"
+#: The counters file's fixed size: one page, written by one ``pwrite`` (whole or not at all when the
+#: process is killed), the JSON padded with spaces.
+COUNTERS_BYTES = 4096
 
 
 class CheckpointError(RuntimeError):
@@ -112,12 +116,21 @@ class CheckpointStore:
         return target
 
     def save_counters(self, counters: dict[str, int]) -> None:
-        """Replace the counters file (atomically; OSError when it cannot be written)."""
+        """Overwrite the counters file in one write of :data:`COUNTERS_BYTES` at offset 0 (no truncation,
+        no rename: on ext4 either forces the data out, 1–4 ms a write against 5 µs); OSError when it cannot
+        be written."""
         body = json.dumps({"device_id": self.device_id, "counters": counters}, separators=(",", ":"))
-        tmp = self.counters_path.with_name(self.counters_path.name + ".tmp")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(body)
-        os.replace(tmp, self.counters_path)
+        if len(body) > COUNTERS_BYTES:
+            raise OSError(f"counters of {len(body)} bytes exceed the file's {COUNTERS_BYTES}")
+        try:
+            fd = os.open(self.counters_path, os.O_WRONLY | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.counters_path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, body.encode().ljust(COUNTERS_BYTES), 0)
+        finally:
+            os.close(fd)
 
     def load_counters(self) -> dict[str, int]:
         """The counters last saved ({} when there are none or they are not this device's integers)."""

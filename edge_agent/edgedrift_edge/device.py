@@ -136,10 +136,11 @@ class DeviceRuntime:
         #: The digest of the retained message last seen on each input topic (the broker keeps one per
         #: topic), so that its copies at later subscribes are not counted as new messages.
         self.retained_seen: dict[str, str] = {}
+        self._counters_failing = False
 
     def retained(self, kind: str, payload: bytes) -> Output:
         """A retained message on the ``kind`` topic: rejected whole, with an event, the first time; its
-        copies at later subscribes (every reconnect) are only counted (``retained_repeats``)."""
+        copies at later subscribes (a broker that lost the session) count in ``retained_repeats``."""
         digest = hashlib.blake2b(payload, digest_size=8).hexdigest()
         c = self.session.counters
         if self.retained_seen.get(kind) == digest:
@@ -165,7 +166,11 @@ class DeviceRuntime:
         try:
             self.store.save_counters(asdict(self.session.counters))
         except OSError as exc:
-            log.warning("%s: counters not saved: %s", self.device_id, exc.strerror or exc)
+            if not self._counters_failing:  # once: checkpoints report a failing disk as events
+                log.warning("%s: counters not saved: %s", self.device_id, exc.strerror or exc)
+            self._counters_failing = True
+        else:
+            self._counters_failing = False
 
     def publish_status(self, status: dict[str, Any], save: bool = True) -> None:
         """The retained status, its counters saved first unless the caller just did (``save``)."""
