@@ -41,6 +41,7 @@ from typing import Any
 
 from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config, spread
+from edgedrift_edge.device_ids import DeviceIds
 from edgedrift_edge.messages import count_items
 from edgedrift_edge.metrics import AgentMetrics
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
@@ -107,6 +108,7 @@ class EdgeAgent:
             on_fatal=self.die,
         )
         self.devices: dict[str, DeviceRuntime] = {}
+        self.ids = DeviceIds(settings.gateway_id)
         self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
         self.control: queue.SimpleQueue[_Control] = queue.SimpleQueue()
         self.stopping = threading.Event()
@@ -123,7 +125,9 @@ class EdgeAgent:
             None if settings.metrics_port is None else AgentMetrics(self, settings.metrics_device_labels)
         )
         self.metrics_port: int | None = None
-        for device_id, secret in (configured_devices(settings) if devices is None else devices).items():
+        listed = configured_devices(settings) if devices is None else devices
+        admitted = self.ids.admitted(listed, need_one=settings.gateway_secret is None)
+        for device_id, secret in admitted.items():  # a bad id is refused alone (device_ids)
             self._add(device_id, secret)
 
     @property
@@ -225,6 +229,9 @@ class EdgeAgent:
 
     def _apply_devices(self, listed: Mapping[str, str | None]) -> None:
         """The cloud's list: start new devices, stop removed ones, take new secrets."""
+        listed = self.ids.admitted(listed)
+        if self.ids.news() and self.transport.connected.is_set():
+            self.publish_all_status(None)
         for device_id, secret in listed.items():
             device = self.devices.get(device_id)
             if device is None:
@@ -303,7 +310,9 @@ class EdgeAgent:
             self.transport.done(message)
             return
         device, kind = route
-        if device.failed is not None:
+        if message.retain:
+            out = device.retained(kind, message.payload)
+        elif device.failed is not None:
             out = self._rejected_whole(device, kind, message, f"device out of service: {device.failed}")
         else:
             try:
@@ -344,6 +353,7 @@ class EdgeAgent:
         if out.predictions:
             payload = {"predictions": out.predictions} if out.batch else out.predictions[0]
             self.transport.publish(device.topics["predictions"], payload, owner=owner)
+        device.checkpoint_soon(out.events)
         for event in out.events:
             device.event(event.pop("type"), owner=owner, **event)
         device.forward_history(self.cloud, out.history)
@@ -461,6 +471,7 @@ class EdgeAgent:
                 "gateway": self.gateway_id,
                 "devices": len(self.devices),
                 "failed": sorted(d for d, rt in self.devices.items() if rt.failed),
+                "refused": self.ids.listing(),
                 "reason": self.fatal or self.degraded,
                 "ts": time.time(),
             }
@@ -471,11 +482,12 @@ class EdgeAgent:
         """One request per device, or, for a gateway with its own credential, one batch for them all."""
         secret = self.settings.gateway_secret
         for device in devices:
+            device.save_counters()  # before they are reported: a restart goes on from here
             if secret is None:
                 future = self.cloud.heartbeat(device.device_id, device.secret, device.session.heartbeat())
                 future.add_done_callback(partial(self._hand_over, "heartbeat", device))
             if self.transport.connected.is_set():
-                device.publish_status(self.status(None, device))
+                device.publish_status(self.status(None, device), save=False)
         if secret is not None and self.gateway_id is not None:
             beats = [(d.device_id, d.session.heartbeat()) for d in devices]
             batch = self.cloud.gateway_heartbeats(self.gateway_id, secret.get_secret_value(), beats)

@@ -50,6 +50,8 @@ class ReportsMixin:
 
         def _emit(self, kind: str, **values: Any) -> None: ...
 
+        def warmup_state(self) -> dict[str, Any] | None: ...
+
     def _report_outliers(self, ids: Sequence[SampleId | None]) -> None:
         if ids:
             self.counters.outliers += len(ids)
@@ -104,6 +106,7 @@ class ReportsMixin:
             "device_id": self.config.device_id,
             "version": __version__,
             "phase": self.phase,
+            "warmup": self.warmup_state(),
             "strategy": self.config.strategy,
             "n_features": self.n_features,
             "model_version": self.model_version,

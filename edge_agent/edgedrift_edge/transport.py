@@ -51,7 +51,8 @@ MAX_UNCONFIRMED = CONTROL_IDS - 1
 
 
 class Inbound(NamedTuple):
-    """One received message; ``generation`` is the connection it came on (acks are per connection)."""
+    """One received message; ``generation`` is the connection it came on (acks are per connection);
+    ``retain``: the broker sent it from its retained store (at a subscribe), not as it was published."""
 
     topic: str
     payload: bytes
@@ -60,6 +61,7 @@ class Inbound(NamedTuple):
     generation: int
     #: When it entered the inbox (``time.monotonic``): the metrics' message latency starts here.
     received: float = 0.0
+    retain: bool = False
 
 
 class _Pending:
@@ -244,7 +246,7 @@ class MqttTransport:
                 self._drop(m.topic)
                 continue
             full = full or over
-            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation, now))
+            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation, now, m.retain))
             self._inbox_bytes += size
         if full and not self._paused:
             self._paused = True
