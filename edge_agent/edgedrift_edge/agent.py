@@ -22,6 +22,10 @@ is counted as rejected on its own device; :data:`MAX_CONSECUTIVE_ERRORS` in a ro
 service (status ``error``), never another. Supervision: when no device can work any more, or the worker
 dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
 a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
+
+The module is a little over 500 lines: it is the one composition root of the edge process, and what it
+holds beyond the wiring (the worker's dispatch, the control queue, the status and heartbeat rounds) is
+the glue between the pieces above, which would only move into a module that reaches back into this one.
 """
 
 from __future__ import annotations
