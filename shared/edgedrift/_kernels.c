@@ -9,6 +9,9 @@
  *   newton_learn_many  size filter + EWStandardizer.update_many + x~ + ForgettingNewton._update_many
  *                   for a batch (IncrementalLearner.learn_many; learners/base.py, second_order.py)
  *   adaptive_learn  EWStandardizer.update + x~ + AdaptiveSGD._update        (learners/adaptive.py)
+ *   newton_replay, adaptive_replay
+ *                   a prequential replay (predict_one's score, then learn_one, row after row) with the
+ *                   arithmetic of linear_score and newton_learn / adaptive_learn (strategies/tuning.py)
  *   grad_track      DeltaG.add / DeltaG.remove of one sample                (monitors/gradient.py)
  *   raw_weights     the learner's weights in raw feature space              (learners/base.py)
  *   whitened_sq     ||W v||^2, DruidMonitor's statistic before the count    (monitors/druid.py)
@@ -139,6 +142,56 @@ static int prepare(const double *x, npy_intp d, double y, double max_sq, double 
     return LEARNED;
 }
 
+/* ForgettingNewton._update after prepare(): P <- P/lambda, the cyclic prior term on coordinate j, then the
+ * Sherman-Morrison step (newton_learn and newton_replay); LEARNED or SKIPPED_STEP. */
+static int newton_step(npy_intp n, double y, int loss, double *w, double *P, const double *m, const double *xa,
+                       double *Px, double inv_f, double rho, npy_intp j, double h_min, double step_max,
+                       int symmetrize)
+{
+    for (npy_intp i = 0; i < n * n; i++)
+        P[i] *= inv_f;
+    if (rho > 0.0) {
+        double *Pj = Px; /* P[:, j], kept in Px until Px is computed */
+        for (npy_intp i = 0; i < n; i++)
+            Pj[i] = P[i * n + j];
+        double s = 1.0 + rho * Pj[j];
+        double r = rho / s, shift = rho * (w[j] - m[j]) / s;
+        for (npy_intp i = 0; i < n; i++)
+            for (npy_intp k = 0; k < n; k++)
+                P[i * n + k] -= Pj[i] * (Pj[k] * r);
+        for (npy_intp i = 0; i < n; i++)
+            w[i] -= Pj[i] * shift;
+    }
+    double z = dot(xa, w, n);
+    double c = loss_dz(loss, y, z);
+    double h = loss_d2z(loss, y, z);
+    if (h_min > h) /* Python's max(h, h_min) */
+        h = h_min;
+    for (npy_intp i = 0; i < n; i++)
+        Px[i] = dot(P + i * n, xa, n);
+    double denom = 1.0 / h + dot(xa, Px, n);
+    if (!(0.0 < denom && denom < INFINITY))
+        return SKIPPED_STEP;
+    double step = c / (h * denom);
+    if (!(fabs(step) <= step_max))
+        return SKIPPED_STEP;
+    double inv_denom = 1.0 / denom;
+    for (npy_intp i = 0; i < n; i++)
+        for (npy_intp k = 0; k < n; k++)
+            P[i * n + k] -= Px[i] * (Px[k] * inv_denom);
+    for (npy_intp i = 0; i < n; i++)
+        w[i] -= Px[i] * step;
+    if (symmetrize) {
+        for (npy_intp i = 0; i < n; i++)
+            for (npy_intp k = i + 1; k < n; k++) {
+                double v = (P[i * n + k] + P[k * n + i]) * 0.5;
+                P[i * n + k] = v;
+                P[k * n + i] = v;
+            }
+    }
+    return LEARNED;
+}
+
 /* newton_learn(x, y, loss, w, P, m, xa, Px, mean, var, inv_std, delta, a, eps, inv_forgetting, rho, j,
  *              h_min, step_max, max_sq, symmetrize) -> 0 learned, 1 skipped (size), 2 step not taken.
  * ForgettingNewton._update (P <- P/lambda, the cyclic prior term on coordinate j, then the
@@ -181,48 +234,7 @@ static PyObject *newton_learn(PyObject *self, PyObject *const *args, Py_ssize_t 
 
     if (prepare(x, d, y, max_sq, mean, var, inv_std, delta, a, eps, xa) == SKIPPED_SIZE)
         return PyLong_FromLong(SKIPPED_SIZE);
-    for (npy_intp i = 0; i < n * n; i++)
-        P[i] *= inv_f;
-    if (rho > 0.0) {
-        double *Pj = Px; /* P[:, j], kept in Px until Px is computed */
-        for (npy_intp i = 0; i < n; i++)
-            Pj[i] = P[i * n + j];
-        double s = 1.0 + rho * Pj[j];
-        double r = rho / s, shift = rho * (w[j] - m[j]) / s;
-        for (npy_intp i = 0; i < n; i++)
-            for (npy_intp k = 0; k < n; k++)
-                P[i * n + k] -= Pj[i] * (Pj[k] * r);
-        for (npy_intp i = 0; i < n; i++)
-            w[i] -= Pj[i] * shift;
-    }
-    double z = dot(xa, w, n);
-    double c = loss_dz((int)loss, y, z);
-    double h = loss_d2z((int)loss, y, z);
-    if (h_min > h) /* Python's max(h, h_min) */
-        h = h_min;
-    for (npy_intp i = 0; i < n; i++)
-        Px[i] = dot(P + i * n, xa, n);
-    double denom = 1.0 / h + dot(xa, Px, n);
-    if (!(0.0 < denom && denom < INFINITY))
-        return PyLong_FromLong(SKIPPED_STEP);
-    double step = c / (h * denom);
-    if (!(fabs(step) <= step_max))
-        return PyLong_FromLong(SKIPPED_STEP);
-    double inv_denom = 1.0 / denom;
-    for (npy_intp i = 0; i < n; i++)
-        for (npy_intp k = 0; k < n; k++)
-            P[i * n + k] -= Px[i] * (Px[k] * inv_denom);
-    for (npy_intp i = 0; i < n; i++)
-        w[i] -= Px[i] * step;
-    if (symmetrize) {
-        for (npy_intp i = 0; i < n; i++)
-            for (npy_intp k = i + 1; k < n; k++) {
-                double v = (P[i * n + k] + P[k * n + i]) * 0.5;
-                P[i * n + k] = v;
-                P[k * n + i] = v;
-            }
-    }
-    return PyLong_FromLong(LEARNED);
+    return PyLong_FromLong(newton_step(n, y, (int)loss, w, P, m, xa, Px, inv_f, rho, j, h_min, step_max, symmetrize));
 }
 
 /* dl/dz and d2l/dz2 as the vectorised Loss.dz and Loss.d2z compute them (the mini-batch steps): np.maximum
@@ -529,6 +541,29 @@ done:
     return Py_BuildValue("(ni)", (Py_ssize_t)kept, status);
 }
 
+/* AdaptiveSGD._update after prepare() (adaptive_learn and adaptive_replay); LEARNED or SKIPPED_STEP. */
+static int adaptive_step(npy_intp n, double y, int loss, double *w, const double *xa, double *g, double *v,
+                         double lr, double rho, double v_eps, double step_max, int rmsprop)
+{
+    double c = loss_dz(loss, y, dot(xa, w, n));
+    if (!(fabs(c) <= step_max))
+        return SKIPPED_STEP;
+    for (npy_intp i = 0; i < n; i++)
+        g[i] = xa[i] * c;
+    if (rmsprop) {
+        for (npy_intp i = 0; i < n; i++) {
+            v[i] *= rho;
+            v[i] += (1.0 - rho) * g[i] * g[i];
+        }
+    } else {
+        for (npy_intp i = 0; i < n; i++)
+            v[i] += g[i] * g[i];
+    }
+    for (npy_intp i = 0; i < n; i++)
+        w[i] -= lr * g[i] / (sqrt(v[i]) + v_eps);
+    return LEARNED;
+}
+
 /* adaptive_learn(x, y, loss, w, xa, g, v, mean, var, inv_std, delta, a, eps, lr, rho, v_eps, step_max,
  *                max_sq, rmsprop) -> 0 learned, 1 skipped (size), 2 step not taken.
  * AdaptiveSGD._update (RMSProp: v <- rho v + (1 - rho) g^2; AdaGrad: v <- v + g^2;
@@ -565,23 +600,152 @@ static PyObject *adaptive_learn(PyObject *self, PyObject *const *args, Py_ssize_
 
     if (prepare(x, d, y, max_sq, mean, var, inv_std, delta, a, eps, xa) == SKIPPED_SIZE)
         return PyLong_FromLong(SKIPPED_SIZE);
-    double c = loss_dz((int)loss, y, dot(xa, w, n));
-    if (!(fabs(c) <= step_max))
-        return PyLong_FromLong(SKIPPED_STEP);
-    for (npy_intp i = 0; i < n; i++)
-        g[i] = xa[i] * c;
-    if (rmsprop) {
-        for (npy_intp i = 0; i < n; i++) {
-            v[i] *= rho;
-            v[i] += (1.0 - rho) * g[i] * g[i];
-        }
-    } else {
-        for (npy_intp i = 0; i < n; i++)
-            v[i] += g[i] * g[i];
+    return PyLong_FromLong(adaptive_step(n, y, (int)loss, w, xa, g, v, lr, rho, v_eps, step_max, rmsprop));
+}
+
+/* A prequential replay's rows, standardiser and prediction (newton_replay, adaptive_replay): the arguments
+ * X (k, d), y (k), z (k, out), raw_w (d), mean, var, inv_std, delta (d or None), alpha, scaler_n, eps,
+ * n_learned, max_sq, in that order, then the learner's own. */
+typedef struct {
+    const double *X, *y;
+    double *z, *raw, *mean, *var, *inv_std, *delta;
+    npy_intp k, d;
+    double alpha, eps, max_sq;
+    Py_ssize_t scaler_n, n_learned, skipped;
+} Replay;
+
+enum { REPLAY_ARGS = 13 };
+
+static int replay_args(PyObject *const *args, Replay *r)
+{
+    if (!PyArray_Check(args[0]) || PyArray_NDIM((PyArrayObject *)args[0]) != 2) {
+        PyErr_SetString(PyExc_ValueError, "X must be a two-dimensional numpy array");
+        return -1;
     }
-    for (npy_intp i = 0; i < n; i++)
-        w[i] -= lr * g[i] / (sqrt(v[i]) + v_eps);
-    return PyLong_FromLong(LEARNED);
+    r->k = PyArray_DIM((PyArrayObject *)args[0], 0);
+    r->d = PyArray_DIM((PyArrayObject *)args[0], 1);
+    int bad = 0;
+    r->X = f64(args[0], r->k * r->d, 0, "X");
+    r->y = f64(args[1], r->k, 0, "y");
+    r->z = f64(args[2], r->k, 1, "z");
+    r->raw = f64(args[3], r->d, 1, "raw_w");
+    r->mean = f64_or_null(args[4], r->d, 1, "mean", &bad);
+    r->var = f64_or_null(args[5], r->d, 1, "var", &bad);
+    r->inv_std = f64_or_null(args[6], r->d, 1, "inv_std", &bad);
+    r->delta = f64_or_null(args[7], r->d, 1, "delta", &bad);
+    if (!r->X || !r->y || !r->z || !r->raw || bad || (r->mean && !(r->var && r->inv_std && r->delta))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "scaler arrays");
+        return -1;
+    }
+    r->alpha = PyFloat_AsDouble(args[8]);
+    r->scaler_n = PyLong_AsSsize_t(args[9]);
+    r->eps = PyFloat_AsDouble(args[10]);
+    r->n_learned = PyLong_AsSsize_t(args[11]);
+    r->max_sq = PyFloat_AsDouble(args[12]);
+    r->skipped = 0;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* Row i as predict_one then learn_one see it: z[i] = the raw-space score (IncrementalLearner._refresh_raw
+ * and score_one's linear_score), then prepare() with the standardiser's weight max(alpha, 1/(n+1)) of
+ * _scaler_arrays; returns prepare's status. */
+static int replay_row(Replay *r, npy_intp i, const double *w, double *xa)
+{
+    npy_intp d = r->d;
+    const double *x = r->X + i * d;
+    double b, a = 0.0;
+    if (r->mean == NULL) {
+        for (npy_intp c = 0; c < d; c++)
+            r->raw[c] = w[c];
+        b = w[d];
+    } else {
+        for (npy_intp c = 0; c < d; c++)
+            r->raw[c] = w[c] * r->inv_std[c];
+        b = w[d] - dot(r->raw, r->mean, d);
+        double first = 1.0 / (double)(r->scaler_n + 1);
+        a = first > r->alpha ? first : r->alpha; /* Python's max(alpha, 1 / (n + 1)) */
+    }
+    r->z[i] = dot(r->raw, x, d) + b;
+    return prepare(x, d, r->y[i], r->max_sq, r->mean, r->var, r->inv_std, r->delta, a, r->eps, xa);
+}
+
+/* learn_one's counters after row's status. */
+static void replay_count(Replay *r, int status)
+{
+    if (status != SKIPPED_SIZE && r->mean != NULL)
+        r->scaler_n++;
+    r->n_learned++;
+    if (status != LEARNED)
+        r->skipped++;
+}
+
+/* newton_replay(<replay arguments>, loss, w, P, m, xa, Px, inv_forgetting, rho, h_min, step_max)
+ *   -> (n_learned, skipped, scaler_n).
+ * predict_one's score of each row into z, then learn_one of it, row after row: a ForgettingNewton's
+ * prequential replay in one call, with newton_learn's arithmetic (the same prepare and newton_step). */
+static PyObject *newton_replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != REPLAY_ARGS + 10) {
+        PyErr_SetString(PyExc_TypeError, "newton_replay takes 23 arguments");
+        return NULL;
+    }
+    Replay r;
+    if (replay_args(args, &r) < 0)
+        return NULL;
+    PyObject *const *a = args + REPLAY_ARGS;
+    npy_intp n = r.d + 1;
+    long loss = PyLong_AsLong(a[0]);
+    double *w = f64(a[1], n, 1, "w"), *P = f64(a[2], n * n, 1, "P"), *m = f64(a[3], n, 0, "m");
+    double *xa = f64(a[4], n, 1, "xa"), *Px = f64(a[5], n, 1, "Px");
+    if (!w || !P || !m || !xa || !Px)
+        return NULL;
+    double inv_f = PyFloat_AsDouble(a[6]), rho = PyFloat_AsDouble(a[7]);
+    double h_min = PyFloat_AsDouble(a[8]), step_max = PyFloat_AsDouble(a[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    for (npy_intp i = 0; i < r.k; i++) {
+        int status = replay_row(&r, i, w, xa);
+        if (status != SKIPPED_SIZE) {
+            npy_intp j = (npy_intp)(r.n_learned % n);
+            status = newton_step(n, r.y[i], (int)loss, w, P, m, xa, Px, inv_f, rho, j, h_min, step_max,
+                                 r.n_learned % 16 == 0);
+        }
+        replay_count(&r, status);
+    }
+    return Py_BuildValue("(nnn)", r.n_learned, r.skipped, r.scaler_n);
+}
+
+/* adaptive_replay(<replay arguments>, loss, w, xa, g, v, lr, rho, v_eps, step_max, rmsprop)
+ *   -> (n_learned, skipped, scaler_n): newton_replay for AdaptiveSGD (adaptive_learn's arithmetic). */
+static PyObject *adaptive_replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != REPLAY_ARGS + 10) {
+        PyErr_SetString(PyExc_TypeError, "adaptive_replay takes 23 arguments");
+        return NULL;
+    }
+    Replay r;
+    if (replay_args(args, &r) < 0)
+        return NULL;
+    PyObject *const *a = args + REPLAY_ARGS;
+    npy_intp n = r.d + 1;
+    long loss = PyLong_AsLong(a[0]);
+    double *w = f64(a[1], n, 1, "w"), *xa = f64(a[2], n, 1, "xa"), *g = f64(a[3], n, 1, "g");
+    double *v = f64(a[4], n, 1, "v");
+    if (!w || !xa || !g || !v)
+        return NULL;
+    double lr = PyFloat_AsDouble(a[5]), rho = PyFloat_AsDouble(a[6]);
+    double v_eps = PyFloat_AsDouble(a[7]), step_max = PyFloat_AsDouble(a[8]);
+    int rmsprop = PyObject_IsTrue(a[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    for (npy_intp i = 0; i < r.k; i++) {
+        int status = replay_row(&r, i, w, xa);
+        if (status != SKIPPED_SIZE)
+            status = adaptive_step(n, r.y[i], (int)loss, w, xa, g, v, lr, rho, v_eps, step_max, rmsprop);
+        replay_count(&r, status);
+    }
+    return Py_BuildValue("(nnn)", r.n_learned, r.skipped, r.scaler_n);
 }
 
 /* grad_track(x, y, loss, raw_coef, raw_intercept, mean, inv_scale, bias, xa, g, g2_max, vec, sign,
@@ -1491,6 +1655,10 @@ static PyMethodDef methods[] = {
      "Size filter, standardiser update, x~ and one forgetting-Newton step of a batch (edgedrift.kernels)."},
     {"adaptive_learn", (PyCFunction)(void (*)(void))adaptive_learn, METH_FASTCALL,
      "Standardiser update, x~ and one RMSProp/AdaGrad step (see edgedrift.kernels)."},
+    {"newton_replay", (PyCFunction)(void (*)(void))newton_replay, METH_FASTCALL,
+     "Prequential replay of a forgetting-Newton learner: each row's score, then its step."},
+    {"adaptive_replay", (PyCFunction)(void (*)(void))adaptive_replay, METH_FASTCALL,
+     "Prequential replay of an RMSProp/AdaGrad learner: each row's score, then its step."},
     {"grad_track", (PyCFunction)(void (*)(void))grad_track, METH_FASTCALL,
      "Add or remove one sample's gradient in Delta g (see edgedrift.kernels)."},
     {"raw_weights", (PyCFunction)(void (*)(void))raw_weights, METH_FASTCALL,
