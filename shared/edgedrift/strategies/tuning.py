@@ -309,6 +309,5 @@ def make_learner(name: str, ctx: Context) -> OnlineLearner:
     ('ForgettingNewton', {'newton': {'forgetting': 0.9}})
     """
     factory, _ = LEARNERS[name]
-    if name not in ctx.learner_params:
-        ctx.learner_params[name] = tune_learner(name, ctx)
-    return for_classes(factory(ctx, **ctx.learner_params[name]), ctx)
+    params = ctx.first_window(name, lambda: tune_learner(name, ctx))
+    return for_classes(factory(ctx, **params), ctx)
