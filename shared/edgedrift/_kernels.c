@@ -19,6 +19,7 @@
  *   in_range        the range guard's test of one sample                     (guard.py)
  *   rows_outside    the range guard's test of a batch                        (guard.py)
  *   grad_track_many DeltaG.add_many / DeltaG.remove_many                     (monitors/gradient.py)
+ *   forest_proba_one PackedForest.proba of one row: every tree's descent and leaf (learners/packed_forest.py)
  *   druid_steps     DruidMonitor.update_many's test at every step of a batch (monitors/druid.py)
  *   sample_columns  the columns of a decoded batch of samples            (edgedrift_edge/messages.py)
  *   content_keys    Python's hash of every sample's (*x, y, ts)          (edgedrift_edge/messages.py)
@@ -980,6 +981,70 @@ static PyObject *linear_scores(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* A C-contiguous array of exactly n elements of the numpy type `type` (writable if asked), or NULL with an
+ * error set. */
+static void *typed(PyObject *o, npy_intp n, int type, int writable, const char *name)
+{
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (!PyArray_Check(o) || PyArray_TYPE(a) != type || !PyArray_IS_C_CONTIGUOUS(a) || PyArray_SIZE(a) != n
+        || (writable && !PyArray_ISWRITEABLE(a))) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous array of %zd elements of its type", name,
+                     (Py_ssize_t)n);
+        return NULL;
+    }
+    return PyArray_DATA(a);
+}
+
+/* forest_proba_one(x32, feat, thr, child, base, val, m, depth, out): out (m, C) = the leaf probabilities
+ * of one row under the trees in slots 0 .. m-1 of a packed forest (PackedForest.proba of one row): each
+ * tree descends `depth` steps, node <- child[node] + (x[feat[node]] > thr[node]), with the nodes' absolute
+ * indices (slot * cap + node); x is float32 and compared as float64, as numpy compares them. */
+static PyObject *forest_proba_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9 || !PyArray_Check(args[0]) || !PyArray_Check(args[1]) || !PyArray_Check(args[4])
+        || !PyArray_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "forest_proba_one takes 9 arguments (numpy arrays, m, depth, out)");
+        return NULL;
+    }
+    npy_intp d = PyArray_SIZE((PyArrayObject *)args[0]), nodes = PyArray_SIZE((PyArrayObject *)args[1]);
+    npy_intp slots = PyArray_SIZE((PyArrayObject *)args[4]);
+    Py_ssize_t m = PyLong_AsSsize_t(args[6]), depth = PyLong_AsSsize_t(args[7]);
+    if (PyErr_Occurred())
+        return NULL;
+    npy_intp out_n = PyArray_SIZE((PyArrayObject *)args[8]);
+    if (m < 1 || m > slots || out_n % m != 0 || depth < 0) {
+        PyErr_SetString(PyExc_ValueError, "forest_proba_one: m, depth or out do not fit the forest");
+        return NULL;
+    }
+    npy_intp C = out_n / m;
+    const float *x = typed(args[0], d, NPY_FLOAT32, 0, "x32");
+    const npy_intp *feat = typed(args[1], nodes, NPY_INTP, 0, "feat");
+    const double *thr = typed(args[2], nodes, NPY_DOUBLE, 0, "thr");
+    const npy_intp *child = typed(args[3], nodes, NPY_INTP, 0, "child");
+    const npy_intp *base = typed(args[4], slots, NPY_INTP, 0, "base");
+    const double *val = typed(args[5], nodes * C, NPY_DOUBLE, 0, "val");
+    double *out = typed(args[8], out_n, NPY_DOUBLE, 1, "out");
+    if (!x || !feat || !thr || !child || !base || !val || !out)
+        return NULL;
+    for (npy_intp t = 0; t < m; t++) {
+        npy_intp node = base[t];
+        for (Py_ssize_t s = 0; s < depth; s++) {
+            if (node < 0 || node >= nodes || feat[node] < 0 || feat[node] >= d) {
+                PyErr_SetString(PyExc_ValueError, "forest_proba_one: a node or feature out of range");
+                return NULL;
+            }
+            node = child[node] + ((double)x[feat[node]] > thr[node]);
+        }
+        if (node < 0 || node >= nodes) {
+            PyErr_SetString(PyExc_ValueError, "forest_proba_one: a leaf out of range");
+            return NULL;
+        }
+        for (npy_intp c = 0; c < C; c++)
+            out[t * C + c] = val[node * C + c];
+    }
+    Py_RETURN_NONE;
+}
+
 /* grad_track_many(X, y, loss, raw_coef, raw_intercept, mean, inv_scale, bias, g2_max, vec, sign, metric,
  *                 radius2, robust, added_sum, added_outer, R) -> rows skipped.
  * DeltaG.add_many (sign +1) or remove_many (sign -1) of the rows of X (k, d): the gradients G of
@@ -1667,6 +1732,8 @@ static PyMethodDef methods[] = {
     {"linear_score", (PyCFunction)(void (*)(void))linear_score, METH_FASTCALL, "w . x + b."},
     {"linear_scores", (PyCFunction)(void (*)(void))linear_scores, METH_FASTCALL,
      "w . x + b for every row, each as linear_score."},
+    {"forest_proba_one", (PyCFunction)(void (*)(void))forest_proba_one, METH_FASTCALL,
+     "Leaf probabilities of one row under the first m trees of a packed forest."},
     {"in_range", (PyCFunction)(void (*)(void))in_range, METH_FASTCALL, "All of lo <= x <= hi."},
     {"rows_outside", (PyCFunction)(void (*)(void))rows_outside, METH_FASTCALL,
      "Which rows have a value outside [lo, hi]; how many."},

@@ -1,7 +1,8 @@
-"""The compiled prequential replay (``replay_predictions``: ``newton_replay`` / ``adaptive_replay``) against
-the loop it replaces (``predict_one`` then ``learn_one``, row after row): the same predictions and the same
-final state bit for bit, for every grid point of the tunable learners, binary and one-vs-rest, so the
-grid searches choose exactly what they chose before."""
+"""The compiled replays of the evaluator's hot loops against the Python they replace: the prequential
+replay (``replay_predictions``: ``newton_replay`` / ``adaptive_replay``) against the loop (``predict_one``
+then ``learn_one``, row after row), with the same predictions and the same final state bit for bit for
+every grid point of the tunable learners, binary and one-vs-rest, so the grid searches choose exactly what
+they chose before; a shrub ensemble's compiled descent (``forest_proba_one``) against numpy's."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.kernels import labeled_stream, learner_state, needs_kernels
+from support.kernels import both_paths, labeled_stream, learner_state, needs_kernels
 
+from edgedrift.data import sine1plus
 from edgedrift.learners import AdaptiveSGD, ForgettingNewton, OneVsRest
 from edgedrift.learners.base import IncrementalLearner, OnlineLearner
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies.retuned import EDGE_DEFAULTS, edge_learner, grid_points, grid_scores, tune_all
 from edgedrift.strategies.tuning import evidence_choice, prequential_loop, prequential_scores
+from edgedrift_eval.protocol import Protocol
+from edgedrift_eval.runner import RunSpec, run_one
 
 pytestmark = [needs_kernels, pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")]
 
@@ -117,3 +121,16 @@ def test_the_grid_search_chooses_as_before(classes: int) -> None:
         means = [float(s.mean()) for _, s in slow]
         params, score = tune_all("newton", 4, "logistic", "classification", X, y)
         assert score == max(means) and params == slow[int(np.argmax(means))][0]
+
+
+def test_a_shrub_ensemble_predicts_as_the_numpy_descent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # forest_proba_one (the per-sample descent of every shrub) against PackedForest.proba's numpy code,
+    # through a whole run: a new shrub every 5 labels, predictions compared sample for sample.
+    stream = sine1plus(concept_length=1000, n_concepts=3, seed=4)
+    spec = RunSpec("shrub-ensemble", 5, 2)
+    compiled, reference = both_paths(
+        lambda: run_one(stream, Protocol(window=500), spec, curves=True), monkeypatch
+    )
+    assert compiled.recomputes == reference.recomputes == 50
+    np.testing.assert_array_equal(compiled.predictions, reference.predictions)
+    assert compiled.metrics["accuracy"] > 0.7
