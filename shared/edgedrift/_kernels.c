@@ -19,6 +19,7 @@
  *   in_range        the range guard's test of one sample                     (guard.py)
  *   rows_outside    the range guard's test of a batch                        (guard.py)
  *   grad_track_many DeltaG.add_many / DeltaG.remove_many                     (monitors/gradient.py)
+ *   givens_update   OnlineBLS._rank_one_update's Givens rotations (scipy's BLAS drot) (learners/online_bls.py)
  *   forest_proba_one PackedForest.proba of one row: every tree's descent and leaf (learners/packed_forest.py)
  *   druid_steps     DruidMonitor.update_many's test at every step of a batch (monitors/druid.py)
  *   sample_columns  the columns of a decoded batch of samples            (edgedrift_edge/messages.py)
@@ -30,6 +31,7 @@
 #define PY_SSIZE_T_CLEAN
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>
+#include <limits.h>
 #include <math.h>
 #include <numpy/arrayobject.h>
 
@@ -1045,6 +1047,65 @@ static PyObject *forest_proba_one(PyObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* givens_update(Rf, v, c_out, dg, drot, hypot) -> None: OnlineBLS._rank_one_update's loop of Givens
+ * rotations in one call, with the same operations: BLAS drot (the capsule of
+ * scipy.linalg.cython_blas.drot, the routine scipy.linalg.blas.drot calls) on row k of R^ (contiguous at
+ * offset k (m + 1) of the flat view Rf) and v[k + 1:], and Python's math.hypot (passed in, called as the
+ * Python loop calls it) for r; dg (m values) is the diagonal in and out; v is destroyed. */
+typedef void (*drot_fn)(int *, double *, int *, double *, int *, double *, double *);
+
+static PyObject *givens_update(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyArray_Check(args[1]) || !PyCapsule_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "givens_update(Rf, v, c_out, dg, drot capsule, hypot)");
+        return NULL;
+    }
+    npy_intp m = PyArray_SIZE((PyArrayObject *)args[1]);
+    double *R = f64(args[0], m * m, 1, "Rf"), *v = f64(args[1], m, 1, "v");
+    double *c_out = f64(args[2], m, 1, "c_out"), *dg = f64(args[3], m, 1, "dg");
+    if (!R || !v || !c_out || !dg)
+        return NULL;
+    drot_fn drot = (drot_fn)PyCapsule_GetPointer(args[4], PyCapsule_GetName(args[4]));
+    if (drot == NULL || m < 1 || m > INT_MAX)
+        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "givens_update: m"), NULL);
+    PyObject *hypot = args[5];
+    double w0 = 1.0;
+    npy_intp off = 1;
+    int one = 1;
+    for (npy_intp k = 0; k < m; k++) {
+        double vk = v[k];
+        if (k < m - 1 && vk == 0.0) {
+            c_out[k] = 0.0;
+            off += m + 1;
+            continue;
+        }
+        PyObject *a = PyFloat_FromDouble(dg[k]), *b = PyFloat_FromDouble(vk);
+        PyObject *res = (a && b) ? PyObject_CallFunctionObjArgs(hypot, a, b, NULL) : NULL;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (res == NULL)
+            return NULL;
+        double r = PyFloat_AsDouble(res);
+        Py_DECREF(res);
+        if (r == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (k == m - 1) {
+            c_out[k] = vk / r * w0;
+            dg[k] = r;
+            break;
+        }
+        double rkk = dg[k];
+        dg[k] = r;
+        double c = rkk / r, s = vk / r;
+        c_out[k] = s * w0;
+        w0 *= c;
+        int n = (int)(m - k - 1);
+        drot(&n, R + off, &one, v + k + 1, &one, &c, &s);
+        off += m + 1;
+    }
+    Py_RETURN_NONE;
+}
+
 /* grad_track_many(X, y, loss, raw_coef, raw_intercept, mean, inv_scale, bias, g2_max, vec, sign, metric,
  *                 radius2, robust, added_sum, added_outer, R) -> rows skipped.
  * DeltaG.add_many (sign +1) or remove_many (sign -1) of the rows of X (k, d): the gradients G of
@@ -1734,6 +1795,8 @@ static PyMethodDef methods[] = {
      "w . x + b for every row, each as linear_score."},
     {"forest_proba_one", (PyCFunction)(void (*)(void))forest_proba_one, METH_FASTCALL,
      "Leaf probabilities of one row under the first m trees of a packed forest."},
+    {"givens_update", (PyCFunction)(void (*)(void))givens_update, METH_FASTCALL,
+     "Online-BLS's rank-one Cholesky update by Givens rotations (BLAS drot)."},
     {"in_range", (PyCFunction)(void (*)(void))in_range, METH_FASTCALL, "All of lo <= x <= hi."},
     {"rows_outside", (PyCFunction)(void (*)(void))rows_outside, METH_FASTCALL,
      "Which rows have a value outside [lo, hi]; how many."},

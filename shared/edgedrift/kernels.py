@@ -22,6 +22,8 @@ in the same order of operations as the numpy code it replaces:
 * ``linear_score``: w·x + b, a linear learner's prediction from its raw-space weights;
 * ``linear_scores``: ``linear_score`` of every row of a batch, each bit for bit as one call
   (``EdgeLoop.process_many`` predicts a run of unlabeled samples with it);
+* ``givens_update``: Online-BLS's rank-one Cholesky update, its loop of Givens rotations with the BLAS
+  ``drot`` scipy's wrapper calls (taken from ``scipy.linalg.cython_blas``) and Python's ``math.hypot``;
 * ``forest_proba_one``: the leaf probabilities of one row under every tree of a packed forest (a shrub
   ensemble's per-sample prediction, :class:`~edgedrift.learners.packed_forest.PackedForest`);
 * ``in_range``: the range guard's test of one sample (:class:`~edgedrift.guard.RangeGuard`);

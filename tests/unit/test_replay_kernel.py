@@ -16,6 +16,7 @@ from support.kernels import both_paths, labeled_stream, learner_state, needs_ker
 from edgedrift.data import sine1plus
 from edgedrift.learners import AdaptiveSGD, ForgettingNewton, OneVsRest
 from edgedrift.learners.base import IncrementalLearner, OnlineLearner
+from edgedrift.learners.online_bls import OnlineBLS
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies.retuned import EDGE_DEFAULTS, edge_learner, grid_points, grid_scores, tune_all
 from edgedrift.strategies.tuning import evidence_choice, prequential_loop, prequential_scores
@@ -134,3 +135,29 @@ def test_a_shrub_ensemble_predicts_as_the_numpy_descent(monkeypatch: pytest.Monk
     assert compiled.recomputes == reference.recomputes == 50
     np.testing.assert_array_equal(compiled.predictions, reference.predictions)
     assert compiled.metrics["accuracy"] > 0.7
+
+
+@pytest.mark.parametrize("forgetting", [None, 0.99])
+def test_online_bls_rotations_match_the_python_loop(
+    forgetting: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # givens_update (the Givens loop with scipy's BLAS drot and math.hypot) against the Python loop it
+    # replaces: the same factor, weights and predictions, bit for bit, through the ridge restorations.
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(160, 3))
+    y = np.where(X[:, 0] + X[:, 1] > 0, 1.0, -1.0)
+    y[::7] = 2.0  # a third class on the way
+
+    def run() -> tuple[list[float], FloatArray, FloatArray]:
+        bls = OnlineBLS(3, n3=60, forgetting=forgetting, seed=1, refactor_every=25)
+        preds = []
+        for xi, yi in zip(X, y, strict=True):
+            preds.append(bls.predict_one(xi))
+            bls.learn_one(xi, float(yi))
+        return preds, bls.R, bls.W
+
+    compiled, reference = both_paths(run, monkeypatch)
+    assert compiled[0] == reference[0]
+    np.testing.assert_array_equal(compiled[1], reference[1])
+    np.testing.assert_array_equal(compiled[2], reference[2])
+    assert np.mean(np.array(compiled[0][80:]) == y[80:]) > 0.6
