@@ -9,6 +9,9 @@
  *   newton_learn_many  size filter + EWStandardizer.update_many + x~ + ForgettingNewton._update_many
  *                   for a batch (IncrementalLearner.learn_many; learners/base.py, second_order.py)
  *   adaptive_learn  EWStandardizer.update + x~ + AdaptiveSGD._update        (learners/adaptive.py)
+ *   newton_replay, adaptive_replay
+ *                   a prequential replay (predict_one's score, then learn_one, row after row) with the
+ *                   arithmetic of linear_score and newton_learn / adaptive_learn (strategies/tuning.py)
  *   grad_track      DeltaG.add / DeltaG.remove of one sample                (monitors/gradient.py)
  *   raw_weights     the learner's weights in raw feature space              (learners/base.py)
  *   whitened_sq     ||W v||^2, DruidMonitor's statistic before the count    (monitors/druid.py)
@@ -16,6 +19,8 @@
  *   in_range        the range guard's test of one sample                     (guard.py)
  *   rows_outside    the range guard's test of a batch                        (guard.py)
  *   grad_track_many DeltaG.add_many / DeltaG.remove_many                     (monitors/gradient.py)
+ *   givens_update   OnlineBLS._rank_one_update's Givens rotations (scipy's BLAS drot) (learners/online_bls.py)
+ *   forest_proba_one PackedForest.proba of one row: every tree's descent and leaf (learners/packed_forest.py)
  *   druid_steps     DruidMonitor.update_many's test at every step of a batch (monitors/druid.py)
  *   sample_columns  the columns of a decoded batch of samples            (edgedrift_edge/messages.py)
  *   content_keys    Python's hash of every sample's (*x, y, ts)          (edgedrift_edge/messages.py)
@@ -26,6 +31,7 @@
 #define PY_SSIZE_T_CLEAN
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>
+#include <limits.h>
 #include <math.h>
 #include <numpy/arrayobject.h>
 
@@ -139,6 +145,56 @@ static int prepare(const double *x, npy_intp d, double y, double max_sq, double 
     return LEARNED;
 }
 
+/* ForgettingNewton._update after prepare(): P <- P/lambda, the cyclic prior term on coordinate j, then the
+ * Sherman-Morrison step (newton_learn and newton_replay); LEARNED or SKIPPED_STEP. */
+static int newton_step(npy_intp n, double y, int loss, double *w, double *P, const double *m, const double *xa,
+                       double *Px, double inv_f, double rho, npy_intp j, double h_min, double step_max,
+                       int symmetrize)
+{
+    for (npy_intp i = 0; i < n * n; i++)
+        P[i] *= inv_f;
+    if (rho > 0.0) {
+        double *Pj = Px; /* P[:, j], kept in Px until Px is computed */
+        for (npy_intp i = 0; i < n; i++)
+            Pj[i] = P[i * n + j];
+        double s = 1.0 + rho * Pj[j];
+        double r = rho / s, shift = rho * (w[j] - m[j]) / s;
+        for (npy_intp i = 0; i < n; i++)
+            for (npy_intp k = 0; k < n; k++)
+                P[i * n + k] -= Pj[i] * (Pj[k] * r);
+        for (npy_intp i = 0; i < n; i++)
+            w[i] -= Pj[i] * shift;
+    }
+    double z = dot(xa, w, n);
+    double c = loss_dz(loss, y, z);
+    double h = loss_d2z(loss, y, z);
+    if (h_min > h) /* Python's max(h, h_min) */
+        h = h_min;
+    for (npy_intp i = 0; i < n; i++)
+        Px[i] = dot(P + i * n, xa, n);
+    double denom = 1.0 / h + dot(xa, Px, n);
+    if (!(0.0 < denom && denom < INFINITY))
+        return SKIPPED_STEP;
+    double step = c / (h * denom);
+    if (!(fabs(step) <= step_max))
+        return SKIPPED_STEP;
+    double inv_denom = 1.0 / denom;
+    for (npy_intp i = 0; i < n; i++)
+        for (npy_intp k = 0; k < n; k++)
+            P[i * n + k] -= Px[i] * (Px[k] * inv_denom);
+    for (npy_intp i = 0; i < n; i++)
+        w[i] -= Px[i] * step;
+    if (symmetrize) {
+        for (npy_intp i = 0; i < n; i++)
+            for (npy_intp k = i + 1; k < n; k++) {
+                double v = (P[i * n + k] + P[k * n + i]) * 0.5;
+                P[i * n + k] = v;
+                P[k * n + i] = v;
+            }
+    }
+    return LEARNED;
+}
+
 /* newton_learn(x, y, loss, w, P, m, xa, Px, mean, var, inv_std, delta, a, eps, inv_forgetting, rho, j,
  *              h_min, step_max, max_sq, symmetrize) -> 0 learned, 1 skipped (size), 2 step not taken.
  * ForgettingNewton._update (P <- P/lambda, the cyclic prior term on coordinate j, then the
@@ -181,48 +237,7 @@ static PyObject *newton_learn(PyObject *self, PyObject *const *args, Py_ssize_t 
 
     if (prepare(x, d, y, max_sq, mean, var, inv_std, delta, a, eps, xa) == SKIPPED_SIZE)
         return PyLong_FromLong(SKIPPED_SIZE);
-    for (npy_intp i = 0; i < n * n; i++)
-        P[i] *= inv_f;
-    if (rho > 0.0) {
-        double *Pj = Px; /* P[:, j], kept in Px until Px is computed */
-        for (npy_intp i = 0; i < n; i++)
-            Pj[i] = P[i * n + j];
-        double s = 1.0 + rho * Pj[j];
-        double r = rho / s, shift = rho * (w[j] - m[j]) / s;
-        for (npy_intp i = 0; i < n; i++)
-            for (npy_intp k = 0; k < n; k++)
-                P[i * n + k] -= Pj[i] * (Pj[k] * r);
-        for (npy_intp i = 0; i < n; i++)
-            w[i] -= Pj[i] * shift;
-    }
-    double z = dot(xa, w, n);
-    double c = loss_dz((int)loss, y, z);
-    double h = loss_d2z((int)loss, y, z);
-    if (h_min > h) /* Python's max(h, h_min) */
-        h = h_min;
-    for (npy_intp i = 0; i < n; i++)
-        Px[i] = dot(P + i * n, xa, n);
-    double denom = 1.0 / h + dot(xa, Px, n);
-    if (!(0.0 < denom && denom < INFINITY))
-        return PyLong_FromLong(SKIPPED_STEP);
-    double step = c / (h * denom);
-    if (!(fabs(step) <= step_max))
-        return PyLong_FromLong(SKIPPED_STEP);
-    double inv_denom = 1.0 / denom;
-    for (npy_intp i = 0; i < n; i++)
-        for (npy_intp k = 0; k < n; k++)
-            P[i * n + k] -= Px[i] * (Px[k] * inv_denom);
-    for (npy_intp i = 0; i < n; i++)
-        w[i] -= Px[i] * step;
-    if (symmetrize) {
-        for (npy_intp i = 0; i < n; i++)
-            for (npy_intp k = i + 1; k < n; k++) {
-                double v = (P[i * n + k] + P[k * n + i]) * 0.5;
-                P[i * n + k] = v;
-                P[k * n + i] = v;
-            }
-    }
-    return PyLong_FromLong(LEARNED);
+    return PyLong_FromLong(newton_step(n, y, (int)loss, w, P, m, xa, Px, inv_f, rho, j, h_min, step_max, symmetrize));
 }
 
 /* dl/dz and d2l/dz2 as the vectorised Loss.dz and Loss.d2z compute them (the mini-batch steps): np.maximum
@@ -529,6 +544,29 @@ done:
     return Py_BuildValue("(ni)", (Py_ssize_t)kept, status);
 }
 
+/* AdaptiveSGD._update after prepare() (adaptive_learn and adaptive_replay); LEARNED or SKIPPED_STEP. */
+static int adaptive_step(npy_intp n, double y, int loss, double *w, const double *xa, double *g, double *v,
+                         double lr, double rho, double v_eps, double step_max, int rmsprop)
+{
+    double c = loss_dz(loss, y, dot(xa, w, n));
+    if (!(fabs(c) <= step_max))
+        return SKIPPED_STEP;
+    for (npy_intp i = 0; i < n; i++)
+        g[i] = xa[i] * c;
+    if (rmsprop) {
+        for (npy_intp i = 0; i < n; i++) {
+            v[i] *= rho;
+            v[i] += (1.0 - rho) * g[i] * g[i];
+        }
+    } else {
+        for (npy_intp i = 0; i < n; i++)
+            v[i] += g[i] * g[i];
+    }
+    for (npy_intp i = 0; i < n; i++)
+        w[i] -= lr * g[i] / (sqrt(v[i]) + v_eps);
+    return LEARNED;
+}
+
 /* adaptive_learn(x, y, loss, w, xa, g, v, mean, var, inv_std, delta, a, eps, lr, rho, v_eps, step_max,
  *                max_sq, rmsprop) -> 0 learned, 1 skipped (size), 2 step not taken.
  * AdaptiveSGD._update (RMSProp: v <- rho v + (1 - rho) g^2; AdaGrad: v <- v + g^2;
@@ -565,23 +603,152 @@ static PyObject *adaptive_learn(PyObject *self, PyObject *const *args, Py_ssize_
 
     if (prepare(x, d, y, max_sq, mean, var, inv_std, delta, a, eps, xa) == SKIPPED_SIZE)
         return PyLong_FromLong(SKIPPED_SIZE);
-    double c = loss_dz((int)loss, y, dot(xa, w, n));
-    if (!(fabs(c) <= step_max))
-        return PyLong_FromLong(SKIPPED_STEP);
-    for (npy_intp i = 0; i < n; i++)
-        g[i] = xa[i] * c;
-    if (rmsprop) {
-        for (npy_intp i = 0; i < n; i++) {
-            v[i] *= rho;
-            v[i] += (1.0 - rho) * g[i] * g[i];
-        }
-    } else {
-        for (npy_intp i = 0; i < n; i++)
-            v[i] += g[i] * g[i];
+    return PyLong_FromLong(adaptive_step(n, y, (int)loss, w, xa, g, v, lr, rho, v_eps, step_max, rmsprop));
+}
+
+/* A prequential replay's rows, standardiser and prediction (newton_replay, adaptive_replay): the arguments
+ * X (k, d), y (k), z (k, out), raw_w (d), mean, var, inv_std, delta (d or None), alpha, scaler_n, eps,
+ * n_learned, max_sq, in that order, then the learner's own. */
+typedef struct {
+    const double *X, *y;
+    double *z, *raw, *mean, *var, *inv_std, *delta;
+    npy_intp k, d;
+    double alpha, eps, max_sq;
+    Py_ssize_t scaler_n, n_learned, skipped;
+} Replay;
+
+enum { REPLAY_ARGS = 13 };
+
+static int replay_args(PyObject *const *args, Replay *r)
+{
+    if (!PyArray_Check(args[0]) || PyArray_NDIM((PyArrayObject *)args[0]) != 2) {
+        PyErr_SetString(PyExc_ValueError, "X must be a two-dimensional numpy array");
+        return -1;
     }
-    for (npy_intp i = 0; i < n; i++)
-        w[i] -= lr * g[i] / (sqrt(v[i]) + v_eps);
-    return PyLong_FromLong(LEARNED);
+    r->k = PyArray_DIM((PyArrayObject *)args[0], 0);
+    r->d = PyArray_DIM((PyArrayObject *)args[0], 1);
+    int bad = 0;
+    r->X = f64(args[0], r->k * r->d, 0, "X");
+    r->y = f64(args[1], r->k, 0, "y");
+    r->z = f64(args[2], r->k, 1, "z");
+    r->raw = f64(args[3], r->d, 1, "raw_w");
+    r->mean = f64_or_null(args[4], r->d, 1, "mean", &bad);
+    r->var = f64_or_null(args[5], r->d, 1, "var", &bad);
+    r->inv_std = f64_or_null(args[6], r->d, 1, "inv_std", &bad);
+    r->delta = f64_or_null(args[7], r->d, 1, "delta", &bad);
+    if (!r->X || !r->y || !r->z || !r->raw || bad || (r->mean && !(r->var && r->inv_std && r->delta))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "scaler arrays");
+        return -1;
+    }
+    r->alpha = PyFloat_AsDouble(args[8]);
+    r->scaler_n = PyLong_AsSsize_t(args[9]);
+    r->eps = PyFloat_AsDouble(args[10]);
+    r->n_learned = PyLong_AsSsize_t(args[11]);
+    r->max_sq = PyFloat_AsDouble(args[12]);
+    r->skipped = 0;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* Row i as predict_one then learn_one see it: z[i] = the raw-space score (IncrementalLearner._refresh_raw
+ * and score_one's linear_score), then prepare() with the standardiser's weight max(alpha, 1/(n+1)) of
+ * _scaler_arrays; returns prepare's status. */
+static int replay_row(Replay *r, npy_intp i, const double *w, double *xa)
+{
+    npy_intp d = r->d;
+    const double *x = r->X + i * d;
+    double b, a = 0.0;
+    if (r->mean == NULL) {
+        for (npy_intp c = 0; c < d; c++)
+            r->raw[c] = w[c];
+        b = w[d];
+    } else {
+        for (npy_intp c = 0; c < d; c++)
+            r->raw[c] = w[c] * r->inv_std[c];
+        b = w[d] - dot(r->raw, r->mean, d);
+        double first = 1.0 / (double)(r->scaler_n + 1);
+        a = first > r->alpha ? first : r->alpha; /* Python's max(alpha, 1 / (n + 1)) */
+    }
+    r->z[i] = dot(r->raw, x, d) + b;
+    return prepare(x, d, r->y[i], r->max_sq, r->mean, r->var, r->inv_std, r->delta, a, r->eps, xa);
+}
+
+/* learn_one's counters after row's status. */
+static void replay_count(Replay *r, int status)
+{
+    if (status != SKIPPED_SIZE && r->mean != NULL)
+        r->scaler_n++;
+    r->n_learned++;
+    if (status != LEARNED)
+        r->skipped++;
+}
+
+/* newton_replay(<replay arguments>, loss, w, P, m, xa, Px, inv_forgetting, rho, h_min, step_max)
+ *   -> (n_learned, skipped, scaler_n).
+ * predict_one's score of each row into z, then learn_one of it, row after row: a ForgettingNewton's
+ * prequential replay in one call, with newton_learn's arithmetic (the same prepare and newton_step). */
+static PyObject *newton_replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != REPLAY_ARGS + 10) {
+        PyErr_SetString(PyExc_TypeError, "newton_replay takes 23 arguments");
+        return NULL;
+    }
+    Replay r;
+    if (replay_args(args, &r) < 0)
+        return NULL;
+    PyObject *const *a = args + REPLAY_ARGS;
+    npy_intp n = r.d + 1;
+    long loss = PyLong_AsLong(a[0]);
+    double *w = f64(a[1], n, 1, "w"), *P = f64(a[2], n * n, 1, "P"), *m = f64(a[3], n, 0, "m");
+    double *xa = f64(a[4], n, 1, "xa"), *Px = f64(a[5], n, 1, "Px");
+    if (!w || !P || !m || !xa || !Px)
+        return NULL;
+    double inv_f = PyFloat_AsDouble(a[6]), rho = PyFloat_AsDouble(a[7]);
+    double h_min = PyFloat_AsDouble(a[8]), step_max = PyFloat_AsDouble(a[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    for (npy_intp i = 0; i < r.k; i++) {
+        int status = replay_row(&r, i, w, xa);
+        if (status != SKIPPED_SIZE) {
+            npy_intp j = (npy_intp)(r.n_learned % n);
+            status = newton_step(n, r.y[i], (int)loss, w, P, m, xa, Px, inv_f, rho, j, h_min, step_max,
+                                 r.n_learned % 16 == 0);
+        }
+        replay_count(&r, status);
+    }
+    return Py_BuildValue("(nnn)", r.n_learned, r.skipped, r.scaler_n);
+}
+
+/* adaptive_replay(<replay arguments>, loss, w, xa, g, v, lr, rho, v_eps, step_max, rmsprop)
+ *   -> (n_learned, skipped, scaler_n): newton_replay for AdaptiveSGD (adaptive_learn's arithmetic). */
+static PyObject *adaptive_replay(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != REPLAY_ARGS + 10) {
+        PyErr_SetString(PyExc_TypeError, "adaptive_replay takes 23 arguments");
+        return NULL;
+    }
+    Replay r;
+    if (replay_args(args, &r) < 0)
+        return NULL;
+    PyObject *const *a = args + REPLAY_ARGS;
+    npy_intp n = r.d + 1;
+    long loss = PyLong_AsLong(a[0]);
+    double *w = f64(a[1], n, 1, "w"), *xa = f64(a[2], n, 1, "xa"), *g = f64(a[3], n, 1, "g");
+    double *v = f64(a[4], n, 1, "v");
+    if (!w || !xa || !g || !v)
+        return NULL;
+    double lr = PyFloat_AsDouble(a[5]), rho = PyFloat_AsDouble(a[6]);
+    double v_eps = PyFloat_AsDouble(a[7]), step_max = PyFloat_AsDouble(a[8]);
+    int rmsprop = PyObject_IsTrue(a[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    for (npy_intp i = 0; i < r.k; i++) {
+        int status = replay_row(&r, i, w, xa);
+        if (status != SKIPPED_SIZE)
+            status = adaptive_step(n, r.y[i], (int)loss, w, xa, g, v, lr, rho, v_eps, step_max, rmsprop);
+        replay_count(&r, status);
+    }
+    return Py_BuildValue("(nnn)", r.n_learned, r.skipped, r.scaler_n);
 }
 
 /* grad_track(x, y, loss, raw_coef, raw_intercept, mean, inv_scale, bias, xa, g, g2_max, vec, sign,
@@ -813,6 +980,129 @@ static PyObject *linear_scores(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     for (npy_intp r = 0; r < k; r++)
         out[r] = dot(w, X + r * d, d) + b;
+    Py_RETURN_NONE;
+}
+
+/* A C-contiguous array of exactly n elements of the numpy type `type` (writable if asked), or NULL with an
+ * error set. */
+static void *typed(PyObject *o, npy_intp n, int type, int writable, const char *name)
+{
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (!PyArray_Check(o) || PyArray_TYPE(a) != type || !PyArray_IS_C_CONTIGUOUS(a) || PyArray_SIZE(a) != n
+        || (writable && !PyArray_ISWRITEABLE(a))) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous array of %zd elements of its type", name,
+                     (Py_ssize_t)n);
+        return NULL;
+    }
+    return PyArray_DATA(a);
+}
+
+/* forest_proba_one(x32, feat, thr, child, base, val, m, depth, out): out (m, C) = the leaf probabilities
+ * of one row under the trees in slots 0 .. m-1 of a packed forest (PackedForest.proba of one row): each
+ * tree descends `depth` steps, node <- child[node] + (x[feat[node]] > thr[node]), with the nodes' absolute
+ * indices (slot * cap + node); x is float32 and compared as float64, as numpy compares them. */
+static PyObject *forest_proba_one(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9 || !PyArray_Check(args[0]) || !PyArray_Check(args[1]) || !PyArray_Check(args[4])
+        || !PyArray_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "forest_proba_one takes 9 arguments (numpy arrays, m, depth, out)");
+        return NULL;
+    }
+    npy_intp d = PyArray_SIZE((PyArrayObject *)args[0]), nodes = PyArray_SIZE((PyArrayObject *)args[1]);
+    npy_intp slots = PyArray_SIZE((PyArrayObject *)args[4]);
+    Py_ssize_t m = PyLong_AsSsize_t(args[6]), depth = PyLong_AsSsize_t(args[7]);
+    if (PyErr_Occurred())
+        return NULL;
+    npy_intp out_n = PyArray_SIZE((PyArrayObject *)args[8]);
+    if (m < 1 || m > slots || out_n % m != 0 || depth < 0) {
+        PyErr_SetString(PyExc_ValueError, "forest_proba_one: m, depth or out do not fit the forest");
+        return NULL;
+    }
+    npy_intp C = out_n / m;
+    const float *x = typed(args[0], d, NPY_FLOAT32, 0, "x32");
+    const npy_intp *feat = typed(args[1], nodes, NPY_INTP, 0, "feat");
+    const double *thr = typed(args[2], nodes, NPY_DOUBLE, 0, "thr");
+    const npy_intp *child = typed(args[3], nodes, NPY_INTP, 0, "child");
+    const npy_intp *base = typed(args[4], slots, NPY_INTP, 0, "base");
+    const double *val = typed(args[5], nodes * C, NPY_DOUBLE, 0, "val");
+    double *out = typed(args[8], out_n, NPY_DOUBLE, 1, "out");
+    if (!x || !feat || !thr || !child || !base || !val || !out)
+        return NULL;
+    for (npy_intp t = 0; t < m; t++) {
+        npy_intp node = base[t];
+        for (Py_ssize_t s = 0; s < depth; s++) {
+            if (node < 0 || node >= nodes || feat[node] < 0 || feat[node] >= d) {
+                PyErr_SetString(PyExc_ValueError, "forest_proba_one: a node or feature out of range");
+                return NULL;
+            }
+            node = child[node] + ((double)x[feat[node]] > thr[node]);
+        }
+        if (node < 0 || node >= nodes) {
+            PyErr_SetString(PyExc_ValueError, "forest_proba_one: a leaf out of range");
+            return NULL;
+        }
+        for (npy_intp c = 0; c < C; c++)
+            out[t * C + c] = val[node * C + c];
+    }
+    Py_RETURN_NONE;
+}
+
+/* givens_update(Rf, v, c_out, dg, drot, hypot) -> None: OnlineBLS._rank_one_update's loop of Givens
+ * rotations in one call, with the same operations: BLAS drot (the capsule of
+ * scipy.linalg.cython_blas.drot, the routine scipy.linalg.blas.drot calls) on row k of R^ (contiguous at
+ * offset k (m + 1) of the flat view Rf) and v[k + 1:], and Python's math.hypot (passed in, called as the
+ * Python loop calls it) for r; dg (m values) is the diagonal in and out; v is destroyed. */
+typedef void (*drot_fn)(int *, double *, int *, double *, int *, double *, double *);
+
+static PyObject *givens_update(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyArray_Check(args[1]) || !PyCapsule_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "givens_update(Rf, v, c_out, dg, drot capsule, hypot)");
+        return NULL;
+    }
+    npy_intp m = PyArray_SIZE((PyArrayObject *)args[1]);
+    double *R = f64(args[0], m * m, 1, "Rf"), *v = f64(args[1], m, 1, "v");
+    double *c_out = f64(args[2], m, 1, "c_out"), *dg = f64(args[3], m, 1, "dg");
+    if (!R || !v || !c_out || !dg)
+        return NULL;
+    drot_fn drot = (drot_fn)PyCapsule_GetPointer(args[4], PyCapsule_GetName(args[4]));
+    if (drot == NULL || m < 1 || m > INT_MAX)
+        return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "givens_update: m"), NULL);
+    PyObject *hypot = args[5];
+    double w0 = 1.0;
+    npy_intp off = 1;
+    int one = 1;
+    for (npy_intp k = 0; k < m; k++) {
+        double vk = v[k];
+        if (k < m - 1 && vk == 0.0) {
+            c_out[k] = 0.0;
+            off += m + 1;
+            continue;
+        }
+        PyObject *a = PyFloat_FromDouble(dg[k]), *b = PyFloat_FromDouble(vk);
+        PyObject *res = (a && b) ? PyObject_CallFunctionObjArgs(hypot, a, b, NULL) : NULL;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (res == NULL)
+            return NULL;
+        double r = PyFloat_AsDouble(res);
+        Py_DECREF(res);
+        if (r == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (k == m - 1) {
+            c_out[k] = vk / r * w0;
+            dg[k] = r;
+            break;
+        }
+        double rkk = dg[k];
+        dg[k] = r;
+        double c = rkk / r, s = vk / r;
+        c_out[k] = s * w0;
+        w0 *= c;
+        int n = (int)(m - k - 1);
+        drot(&n, R + off, &one, v + k + 1, &one, &c, &s);
+        off += m + 1;
+    }
     Py_RETURN_NONE;
 }
 
@@ -1491,6 +1781,10 @@ static PyMethodDef methods[] = {
      "Size filter, standardiser update, x~ and one forgetting-Newton step of a batch (edgedrift.kernels)."},
     {"adaptive_learn", (PyCFunction)(void (*)(void))adaptive_learn, METH_FASTCALL,
      "Standardiser update, x~ and one RMSProp/AdaGrad step (see edgedrift.kernels)."},
+    {"newton_replay", (PyCFunction)(void (*)(void))newton_replay, METH_FASTCALL,
+     "Prequential replay of a forgetting-Newton learner: each row's score, then its step."},
+    {"adaptive_replay", (PyCFunction)(void (*)(void))adaptive_replay, METH_FASTCALL,
+     "Prequential replay of an RMSProp/AdaGrad learner: each row's score, then its step."},
     {"grad_track", (PyCFunction)(void (*)(void))grad_track, METH_FASTCALL,
      "Add or remove one sample's gradient in Delta g (see edgedrift.kernels)."},
     {"raw_weights", (PyCFunction)(void (*)(void))raw_weights, METH_FASTCALL,
@@ -1499,6 +1793,10 @@ static PyMethodDef methods[] = {
     {"linear_score", (PyCFunction)(void (*)(void))linear_score, METH_FASTCALL, "w . x + b."},
     {"linear_scores", (PyCFunction)(void (*)(void))linear_scores, METH_FASTCALL,
      "w . x + b for every row, each as linear_score."},
+    {"forest_proba_one", (PyCFunction)(void (*)(void))forest_proba_one, METH_FASTCALL,
+     "Leaf probabilities of one row under the first m trees of a packed forest."},
+    {"givens_update", (PyCFunction)(void (*)(void))givens_update, METH_FASTCALL,
+     "Online-BLS's rank-one Cholesky update by Givens rotations (BLAS drot)."},
     {"in_range", (PyCFunction)(void (*)(void))in_range, METH_FASTCALL, "All of lo <= x <= hi."},
     {"rows_outside", (PyCFunction)(void (*)(void))rows_outside, METH_FASTCALL,
      "Which rows have a value outside [lo, hi]; how many."},

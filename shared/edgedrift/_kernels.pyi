@@ -1,6 +1,6 @@
 """Types of the compiled kernels (``_kernels.c``; see :mod:`edgedrift.kernels`)."""
 
-from numpy import bool_, float64, int16, int32, int64, uint64
+from numpy import bool_, float32, float64, int16, int32, int64, intp, uint64
 from numpy.typing import NDArray
 
 _F = NDArray[float64]
@@ -74,6 +74,58 @@ def adaptive_learn(
     rmsprop: bool,
     /,
 ) -> int: ...
+def newton_replay(
+    X: _F,
+    y: _F,
+    z: _F,
+    raw_w: _F,
+    mean: _F | None,
+    var: _F | None,
+    inv_std: _F | None,
+    delta: _F | None,
+    alpha: float,
+    scaler_n: int,
+    eps: float,
+    n_learned: int,
+    max_sq: float,
+    loss: int,
+    w: _F,
+    P: _F,
+    m: _F,
+    xa: _F,
+    Px: _F,
+    inv_forgetting: float,
+    rho: float,
+    h_min: float,
+    step_max: float,
+    /,
+) -> tuple[int, int, int]: ...
+def adaptive_replay(
+    X: _F,
+    y: _F,
+    z: _F,
+    raw_w: _F,
+    mean: _F | None,
+    var: _F | None,
+    inv_std: _F | None,
+    delta: _F | None,
+    alpha: float,
+    scaler_n: int,
+    eps: float,
+    n_learned: int,
+    max_sq: float,
+    loss: int,
+    w: _F,
+    xa: _F,
+    g: _F,
+    v: _F,
+    lr: float,
+    rho: float,
+    v_eps: float,
+    step_max: float,
+    rmsprop: bool,
+    /,
+) -> tuple[int, int, int]: ...
 def grad_track(
     x: _F,
     y: float,
@@ -100,6 +152,19 @@ def raw_weights(w: _F, inv_std: _F, mean: _F, raw_w: _F, /) -> float: ...
 def whitened_sq(W: _F, v: _F, /) -> float: ...
 def linear_score(w: _F, x: _F, b: float, /) -> float: ...
 def linear_scores(w: _F, X: _F, b: float, out: _F, /) -> None: ...
+def forest_proba_one(
+    x32: NDArray[float32],
+    feat: NDArray[intp],
+    thr: _F,
+    child: NDArray[intp],
+    base: NDArray[intp],
+    val: _F,
+    m: int,
+    depth: int,
+    out: _F,
+    /,
+) -> None: ...
+def givens_update(Rf: _F, v: _F, c_out: _F, dg: _F, drot: object, hypot: object, /) -> None: ...
 def in_range(x: _F, lo: _F, hi: _F, /) -> bool: ...
 def rows_outside(X: _F, lo: _F, hi: _F, out: NDArray[bool_], /) -> int: ...
 def grad_track_many(

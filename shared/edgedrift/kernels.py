@@ -11,6 +11,10 @@ in the same order of operations as the numpy code it replaces:
   ``learn_many``): the size filter, the standardiser's batch update with its per-sample warm-up, the x̃ and
   the mini-batch Newton step (Woodbury or information form; its linear solves by LU with partial pivoting
   where numpy calls LAPACK, so these agree to rounding, as the dot products do);
+* ``newton_replay``, ``adaptive_replay``: a prequential replay (each row's ``predict_one`` score, then its
+  ``learn_one``, row after row) with the arithmetic of ``linear_score`` and ``newton_learn`` /
+  ``adaptive_learn``: the grid searches of the first-window tuning and of the cloud's re-tuning
+  (:func:`~edgedrift.strategies.tuning.prequential_scores`);
 * ``grad_track``: one sample into or out of Δg (:class:`~edgedrift.monitors.gradient.DeltaG`), with the
   robust clip and the moments DRUiD calibrates on;
 * ``raw_weights``: a standardised learner's weights in raw feature space, for one-dot predictions;
@@ -18,6 +22,10 @@ in the same order of operations as the numpy code it replaces:
 * ``linear_score``: w·x + b, a linear learner's prediction from its raw-space weights;
 * ``linear_scores``: ``linear_score`` of every row of a batch, each bit for bit as one call
   (``EdgeLoop.process_many`` predicts a run of unlabeled samples with it);
+* ``givens_update``: Online-BLS's rank-one Cholesky update, its loop of Givens rotations with the BLAS
+  ``drot`` scipy's wrapper calls (taken from ``scipy.linalg.cython_blas``) and Python's ``math.hypot``;
+* ``forest_proba_one``: the leaf probabilities of one row under every tree of a packed forest (a shrub
+  ensemble's per-sample prediction, :class:`~edgedrift.learners.packed_forest.PackedForest`);
 * ``in_range``: the range guard's test of one sample (:class:`~edgedrift.guard.RangeGuard`);
 * ``rows_outside``: the range guard's test of a batch;
 * ``grad_track_many``: a labeled batch into or out of Δg (``DeltaG.add_many`` / ``remove_many``), with

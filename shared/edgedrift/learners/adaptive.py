@@ -90,6 +90,17 @@ class AdaptiveSGD(IncrementalLearner):
             return None
         return status
 
+    def _replay_compiled(self, X: FloatArray, y: FloatArray, z: FloatArray) -> tuple[int, int, int] | None:
+        found = kernels.for_loss(self._loss)
+        if found is None:
+            return None
+        k, code = found
+        counts: tuple[int, int, int] = k.adaptive_replay(
+            *self._replay_head(X, y, z), code, self.w, self._xa, self._g, self._v, self.lr, self.rho,
+            self.eps, STEP_MAX, self.method == "rmsprop",
+        )  # fmt: skip
+        return counts
+
     def _update(self, xa: FloatArray, y: float) -> bool:
         c = self._loss.dz_one(y, float(xa @ self.w))
         if not abs(c) <= STEP_MAX:

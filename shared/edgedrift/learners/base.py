@@ -314,6 +314,69 @@ class IncrementalLearner(Estimator, ABC):
             return None, None, None, None, 0.0, 0.0
         return s.mean, s.var, s.inv_std, s._d, max(s.alpha, 1.0 / (s.n + 1)), s.eps
 
+    def replay_predictions(self, X: FloatArray, y: FloatArray) -> FloatArray | None:
+        """A prequential replay in one compiled call: :meth:`predict_one` of each row of X, each made just
+        before :meth:`learn_one` learns the row with its label, bit for bit as that loop (the same
+        kernels' arithmetic); the learner ends in the state the loop leaves. None, with nothing learned,
+        where there is no compiled replay for this learner, its loss or these arrays (the first-window
+        tuning's and the cloud's grid replays then run the loop)."""
+        z = self.replay_scores(X, y)
+        if z is None or self.task == "regression":
+            return z
+        out: FloatArray = np.where(z >= 0.0, 1.0, -1.0)
+        return out
+
+    def replay_scores(self, X: FloatArray, y: FloatArray) -> FloatArray | None:
+        """:meth:`replay_predictions` with the raw scores (:meth:`score_one` of each row before it is
+        learned) instead of the predictions."""
+        if not self.replayable(X, y):
+            return None
+        y = np.asarray(y, dtype=np.float64)
+        z = np.empty(len(y), dtype=np.float64)
+        try:
+            counts = self._replay_compiled(np.asarray(X), y, z)
+        except (TypeError, ValueError):  # an array the kernel does not take
+            return None
+        if counts is None:
+            return None
+        self.n_learned, skipped, scaler_n = counts
+        self.n_skipped += skipped
+        if self._scaler is not None:
+            self._scaler.n = scaler_n
+        self._stale = True
+        return z
+
+    def replayable(self, X: FloatArray, y: FloatArray) -> bool:
+        """Whether :meth:`replay_predictions` runs compiled on (X, y): a kernel for this learner and its
+        loss, and X a C-contiguous float64 matrix of float64 labels ``y`` (its rows are then the
+        contiguous rows ``learn_one``'s kernel takes)."""
+        return (
+            type(self)._replay_compiled is not IncrementalLearner._replay_compiled
+            and kernels.for_loss(self._loss) is not None
+            and isinstance(X, np.ndarray)
+            and X.dtype == np.float64
+            and X.ndim == 2
+            and X.shape == (len(y), self.n_features)
+            and X.flags.c_contiguous
+            and np.asarray(y).dtype == np.float64
+        )
+
+    def _replay_compiled(self, X: FloatArray, y: FloatArray, z: FloatArray) -> tuple[int, int, int] | None:
+        """The learner's replay kernel over (X, y) writing each row's raw score into z: (n_learned, rows
+        skipped, the standardiser's count) after it; None without a kernel for this learner."""
+        return None
+
+    def _replay_head(self, X: FloatArray, y: FloatArray, z: FloatArray) -> tuple[Any, ...]:
+        """The arguments every replay kernel starts with: the rows, the raw-space weights of the
+        predictions, the standardiser (Nones without one), the count of learned samples, the size limit."""
+        s = self._scaler
+        if s is None:
+            return X, y, z, self._raw_w, None, None, None, None, 1.0, 0, 0.0, self.n_learned, MAX_SQNORM
+        return (
+            X, y, z, self._raw_w, s.mean, s.var, s.inv_std, s._d, s.alpha, s.n, s.eps, self.n_learned,
+            MAX_SQNORM,
+        )  # fmt: skip
+
     @abstractmethod
     def _update(self, xa: FloatArray, y: float) -> bool:
         """Move w given the augmented features xa of a labeled sample; False if the step was skipped."""

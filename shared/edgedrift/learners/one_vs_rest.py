@@ -115,6 +115,31 @@ class OneVsRest(Estimator):
             learner.learn_many(X, np.ascontiguousarray(targets[:, c]))
         self.n_learned += len(y)
 
+    def replay_predictions(self, X: FloatArray, y: FloatArray) -> FloatArray | None:
+        """:meth:`predict_one` of each row, each made just before :meth:`learn_one` learns the row, bit for
+        bit as that loop: the classes' learners learn independently, so each class's scores come from its
+        learner's compiled replay on its ±1 labels and the prediction is the first code of the highest
+        score of each row. None, with nothing learned, where a class's learner has no compiled replay
+        or a label is no code."""
+        y = np.asarray(y, dtype=np.float64)
+        try:
+            self._check(y)
+        except ValueError:  # the loop raises at the sample; let it
+            return None
+        targets = one_vs_rest_targets(y, self.n_classes)
+        columns = [np.ascontiguousarray(targets[:, c]) for c in range(self.n_classes)]
+        if not all(lr.replayable(X, t) for lr, t in zip(self.learners, columns, strict=True)):
+            return None
+        scores = np.empty((len(y), self.n_classes))
+        for c, (learner, t) in enumerate(zip(self.learners, columns, strict=True)):
+            z = learner.replay_scores(X, t)
+            if z is None:
+                raise RuntimeError("a replayable learner's replay failed mid-way")
+            scores[:, c] = z
+        self.n_learned += len(y)
+        codes: FloatArray = np.argmax(scores, axis=1).astype(np.float64)
+        return codes
+
     def anchor(self, model: Any) -> None:
         """Learner c continues from column c of a one-vs-rest batch model of the same C classes."""
         if not isinstance(model, LinearModel):

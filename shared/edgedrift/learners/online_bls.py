@@ -70,6 +70,7 @@ from typing import Literal
 
 import numpy as np
 
+from edgedrift import kernels
 from edgedrift.base import Estimator
 from edgedrift.learners.base import MAX_SQNORM
 from edgedrift.models.losses import FloatArray
@@ -91,6 +92,14 @@ def scipy_linalg() -> tuple[ModuleType, ModuleType]:
             "OnlineBLS (strategy 'online-bls') needs scipy: pip install 'edgedrift-core[bls]'"
         ) from exc
     return blas, lapack
+
+
+def _drot_capsule() -> object:
+    """The capsule of scipy's Cython BLAS ``drot``: the routine ``scipy.linalg.blas.drot`` calls, for the
+    compiled Givens loop (:func:`edgedrift.kernels` ``givens_update``)."""
+    from scipy.linalg import cython_blas
+
+    return cython_blas.__pyx_capi__["drot"]
 
 
 class OnlineBLS(Estimator):
@@ -402,6 +411,15 @@ class OnlineBLS(Estimator):
         m = self.m
         Rf = self._L.reshape(-1, order="F")  # the C-order flat view of R̂ = Lᵀ
         diag = Rf[:: m + 1]
+        compiled = kernels.MODULE
+        if compiled is not None:  # the loop below in one call: the same drot and math.hypot
+            try:
+                dgc = np.ascontiguousarray(diag)
+                compiled.givens_update(Rf, v, self._c, dgc, _drot_capsule(), math.hypot)
+                diag[:] = dgc
+                return
+            except (TypeError, ValueError, AttributeError, KeyError):  # arrays or a scipy it cannot use
+                pass
         dg = diag.tolist()
         c_out = self._c
         item, hypot, rot = v.item, math.hypot, scipy_linalg()[0].drot

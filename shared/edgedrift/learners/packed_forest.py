@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from edgedrift import kernels
 from edgedrift.models.losses import FloatArray
 
 __all__ = ["PackedForest", "bfs_layout"]
@@ -164,6 +165,20 @@ class PackedForest:
         slots = np.arange(first, first + m, dtype=np.intp)
         out: FloatArray = self.val.reshape(-1, self.n_classes)[self.descend(X32, slots)]
         return out
+
+    def proba_one_into(self, x32: NDArray[np.float32], m: int, out: FloatArray) -> None:
+        """``out[:] = proba(x32[None, :], m)[:, 0, :]`` for one row, in one compiled call where the kernels
+        are built (the same descent and leaves; the per-sample predictions of a shrub ensemble)."""
+        k = kernels.MODULE
+        if k is not None:
+            try:
+                k.forest_proba_one(
+                    x32, self.feat, self.thr, self.child, self.base, self.val, m, self.depth, out
+                )
+                return
+            except ValueError:  # arrays the kernel does not take: the numpy code
+                pass
+        out[:] = self.proba(x32[None, :], m)[:, 0, :]
 
     def compact(self, keep: IntArray) -> None:
         """Keep the trees in slots ``keep`` (ascending), moved to slots 0 … len(keep)−1."""

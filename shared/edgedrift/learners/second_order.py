@@ -125,6 +125,17 @@ class ForgettingNewton(IncrementalLearner):
             return None
         return status
 
+    def _replay_compiled(self, X: FloatArray, y: FloatArray, z: FloatArray) -> tuple[int, int, int] | None:
+        found = kernels.for_loss(self._loss)
+        if found is None:
+            return None
+        k, code = found
+        counts: tuple[int, int, int] = k.newton_replay(
+            *self._replay_head(X, y, z), code, self.w, self.P, self.m, self._xa, self._Px,
+            1.0 / self.forgetting, self._rho, self.h_min, STEP_MAX,
+        )  # fmt: skip
+        return counts
+
     def _learn_many_compiled(self, X: FloatArray, y: FloatArray) -> tuple[int, int] | None:
         found = kernels.for_loss(self._loss)
         if found is None:

@@ -277,7 +277,7 @@ class ShrubEnsemble(Estimator):
         m = self._m
         if self._last_version == self._version and np.array_equal(x32, self._last_x):
             return self._last_p[:m]
-        self._last_p[:m] = self._forest.proba(x32[None, :], m)[:, 0, :]
+        self._forest.proba_one_into(x32, m, self._last_p[:m])
         self._last_x[:] = x32
         self._last_version = self._version
         return self._last_p[:m]

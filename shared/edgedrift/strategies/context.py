@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 
 from edgedrift.guard import RangeGuard
@@ -52,6 +52,10 @@ class Context:
     n_classes
         The classes of a classification stream: 2 (labels ±1) or C ≥ 3 (labels the codes 0..C−1; the
         linear learners run one-vs-rest and the batch trainer must train C columns). Ignored for regression.
+    tuned
+        First-window tunings shared by the contexts of the same first window (None: not shared): the
+        evaluator builds one context per run, and every strategy and grid point of a label offset would
+        otherwise repeat the same searches on the same labels (:meth:`first_window`).
 
     Examples
     --------
@@ -77,6 +81,22 @@ class Context:
     guard: RangeGuard | None = None
     retune: RetuneFactory | None = None
     n_classes: int = 2
+    tuned: MutableMapping[str, dict[str, float]] | None = None
+
+    def first_window(self, key: str, tune: Callable[[], dict[str, float]]) -> dict[str, float]:
+        """``learner_params[key]``, tuned on the first window by ``tune()`` once: taken from (and left in)
+        :attr:`tuned` when the contexts of this first window share their tunings. The search depends on
+        the first window's labels and the stream's shape only, so a shared result is the one ``tune()``
+        would give."""
+        if key not in self.learner_params:
+            shared = self.tuned
+            if shared is not None and key in shared:
+                self.learner_params[key] = dict(shared[key])
+            else:
+                self.learner_params[key] = tune()
+                if shared is not None:
+                    shared[key] = dict(self.learner_params[key])
+        return self.learner_params[key]
 
     def initial_model(self) -> BatchModel:
         """The first batch model, trained on the first window (not counted as a recompute)."""

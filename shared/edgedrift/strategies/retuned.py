@@ -158,14 +158,15 @@ def first_window_params(name: str, ctx: Context) -> dict[str, float]:
     """All hyper-parameters tuned on the first window's labels only (remembered in the context): the best
     grid point replaces the learner's defaults (:data:`EDGE_DEFAULTS`) only on clear evidence over
     held-out blocks of the window (:func:`~edgedrift.strategies.tuning.evidence_choice`)."""
-    key = f"{name}+all"
-    if key not in ctx.learner_params:
+
+    def tune() -> dict[str, float]:
         scored = grid_scores(name, ctx.n_features, ctx.loss, ctx.task, ctx.X0, ctx.y0, ctx.n_classes)
         here = _position(scored, EDGE_DEFAULTS[name])
         assert here is not None, f"{name}'s defaults are a point of its grid"
         warmup = warmup_labels(ctx.n_classes)
-        ctx.learner_params[key] = scored[evidence_choice([s for _, s in scored], here, warmup=warmup)][0]
-    return ctx.learner_params[key]
+        return scored[evidence_choice([s for _, s in scored], here, warmup=warmup)][0]
+
+    return ctx.first_window(f"{name}+all", tune)
 
 
 class RetunedLearner:

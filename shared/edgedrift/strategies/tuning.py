@@ -33,6 +33,7 @@ __all__ = [
     "for_classes",
     "held_out_gains",
     "make_learner",
+    "prequential_loop",
     "prequential_score",
     "prequential_scores",
     "tune_learner",
@@ -107,6 +108,11 @@ LEARNERS: dict[str, tuple[LearnerFactory, dict[str, tuple[float, ...]]]] = {
 def prequential_scores(learner: OnlineLearner, X: FloatArray, y: FloatArray) -> FloatArray:
     """Test-then-train score of each sample: 1/0 for a right/wrong class, or −(ŷ − y)² for regression.
 
+    One compiled call where the learner has a replay kernel (``replay_predictions``: the linear learners
+    and their one-vs-rest), else :func:`prequential_loop`. The grid searches replay dozens of
+    configurations over thousands of labels (the cloud's re-tuning, the first-window tuning), so the
+    per-sample calls were most of a re-tuning recompute's time.
+
     Examples
     --------
     >>> import numpy as np
@@ -115,6 +121,18 @@ def prequential_scores(learner: OnlineLearner, X: FloatArray, y: FloatArray) -> 
     >>> prequential_scores(Perceptron(2, scale=False), X, np.array([1.0, -1.0, 1.0, -1.0])).tolist()
     [1.0, 0.0, 1.0, 1.0]
     """
+    classification = learner.task == "classification"
+    replay = getattr(learner, "replay_predictions", None)
+    preds = replay(X, y) if replay is not None else None
+    if preds is not None:  # the compiled replay: the loop below, bit for bit
+        scores: FloatArray = (preds == y).astype(np.float64) if classification else -((preds - y) ** 2)
+        return scores
+    return prequential_loop(learner, X, y)
+
+
+def prequential_loop(learner: OnlineLearner, X: FloatArray, y: FloatArray) -> FloatArray:
+    """:func:`prequential_scores` one sample at a time (``predict_one``, then ``learn_one``): the reference
+    of the compiled replay, and the path of a learner that has none."""
     out = np.empty(len(y))
     classification = learner.task == "classification"
     for i, (xi, yi) in enumerate(zip(X, y, strict=True)):
@@ -291,6 +309,5 @@ def make_learner(name: str, ctx: Context) -> OnlineLearner:
     ('ForgettingNewton', {'newton': {'forgetting': 0.9}})
     """
     factory, _ = LEARNERS[name]
-    if name not in ctx.learner_params:
-        ctx.learner_params[name] = tune_learner(name, ctx)
-    return for_classes(factory(ctx, **ctx.learner_params[name]), ctx)
+    params = ctx.first_window(name, lambda: tune_learner(name, ctx))
+    return for_classes(factory(ctx, **params), ctx)
