@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgedrift import __version__
+from edgedrift import __version__, kernels
 from edgedrift.labels import ClassLabels
 from edgedrift.loop import EdgeLoop
 from edgedrift.metrics.multiclass import MulticlassConfusion
@@ -103,6 +103,7 @@ class ReportsMixin:
         return {
             "device_id": self.config.device_id,
             "version": __version__,
+            "kernels": kernels.path(),
             "phase": self.phase,
             "strategy": self.config.strategy,
             "n_features": self.n_features,
