@@ -36,8 +36,8 @@ class OptionalBuildExt(build_ext):
             raise exc
         reason = " ".join(str(exc).split()) or type(exc).__name__
         print(
-            f"edgedrift-core: compiled kernels not built ({reason}); installing the numpy path "
-            "(same results to rounding, slower per sample; a C compiler and a reinstall give the compiled path)",
+            f"edgedrift-core: compiled kernels not built ({reason}); installing the numpy path (same "
+            "results to rounding, slower per sample; a C compiler and a reinstall give the compiled path)",
             file=sys.stderr,
         )
 

@@ -67,7 +67,7 @@ class DedupMixin:
             old = seen[sid] if sid in seen else recent.lookup(*words)
             if old is None:
                 keep.append(i)
-            elif old == key or old == UNKNOWN_CONTENT:  # unknown: from a checkpoint of another digest
+            elif old in (key, UNKNOWN_CONTENT):  # unknown: from a checkpoint of another digest
                 repeats.append(i)
                 continue
             else:

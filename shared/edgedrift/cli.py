@@ -42,7 +42,9 @@ class _Version(argparse.Action):
     """``--version``: ``PROG VERSION (kernels: compiled|numpy)``, the path of the learning core's per-sample
     steps (:func:`edgedrift.kernels.path`), looked up only when asked (the kernels import numpy)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, prog: str = "", help: str | None = None) -> None:
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, prog: str = "", help: str | None = None
+    ) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
         self.prog = prog
 

@@ -81,9 +81,11 @@ class _NoLayoutError(ValueError):
 #: code for it. Only this error means "use numpy"; the call sites catch nothing else.
 LayoutError: type[ValueError] = _NoLayoutError if MODULE is None else MODULE.LayoutError
 
+
 def path() -> Literal["compiled", "numpy"]:
     """``"compiled"`` (the extension) or ``"numpy"`` (not built, or switched off): the path in use now."""
     return "numpy" if MODULE is None else "compiled"
+
 
 _LOSS_CODES: dict[type[Loss], int] = {LogisticLoss: 0, SquaredHingeLoss: 1, SquaredLoss: 2}
 

@@ -76,7 +76,8 @@ def both_paths(
     monkeypatch.setattr(kernels, "MODULE", counting)
     compiled = run()
     assert counting.ran, "the compiled run called no kernel: it ran the numpy code"
-    assert not counting.refused, f"kernels declined their arrays (numpy ran instead): {dict(counting.refused)}"
+    refused = dict(counting.refused)
+    assert not refused, f"kernels declined their arrays (numpy ran instead): {refused}"
     monkeypatch.setattr(kernels, "MODULE", None)
     reference = run()
     monkeypatch.setattr(kernels, "MODULE", COMPILED)

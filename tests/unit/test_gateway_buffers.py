@@ -201,7 +201,8 @@ def test_a_checkpoint_with_the_former_python_hash_digests_loads(tmp_path: Path) 
     assert redelivered.predictions[0].get("repeat") is True and again.counters.duplicates == 1
     assert again.counters.id_reused == 0
     again.handle("samples", sample(500, X[500]))  # a new sample: a stable digest
-    assert again.recent_samples.get(500) == int(content_keys_of(X[500:501], np.full(1, np.nan), np.full(1, np.nan))[0])
+    unlabeled = np.full(1, np.nan)
+    assert again.recent_samples.get(500) == int(content_keys_of(X[500:501], unlabeled, unlabeled)[0])
     reused = again.handle("samples", sample(500, X[501]))  # same id, other content
     assert not reused.predictions[0].get("repeat") and again.counters.id_reused == 1
 

@@ -233,7 +233,8 @@ def test_a_prediction_and_the_range_test_are_the_numpy_ones(d: int, monkeypatch:
     (scores_c, flags_c), (scores_r, flags_r) = both_paths(run, monkeypatch)
     np.testing.assert_allclose(scores_c, scores_r, rtol=1e-12, atol=1e-12)
     assert flags_c == flags_r and flags_c[-2:] == [True, True] and not all(flags_c)
-    assert COMPILED is not None and COMPILED.in_range(rng.normal(size=d), np.full(d, -np.inf), np.full(d, np.inf))
+    assert COMPILED is not None
+    assert COMPILED.in_range(rng.normal(size=d), np.full(d, -np.inf), np.full(d, np.inf))
 
 
 def druid_trace(X: FloatArray, y: FloatArray, loss: Loss) -> tuple[list[float], list[int], dict[str, Any]]:

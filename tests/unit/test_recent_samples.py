@@ -12,7 +12,7 @@ import numpy as np
 from edgedrift import state
 from edgedrift_edge.id_index import id_key
 from edgedrift_edge.ledger import SessionConfig
-from edgedrift_edge.messages import UNKNOWN_CONTENT, SampleId, Samples, content_keys
+from edgedrift_edge.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId, Samples, content_keys
 from edgedrift_edge.recent_samples import RecentSamples
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
 from edgedrift_edge.session import DeviceSession
@@ -139,7 +139,9 @@ def test_a_checkpoint_round_trips_and_resumes_into_a_smaller_window() -> None:
     tree, _ = state.loads(state.dumps(window.snapshot()))
     assert isinstance(tree, dict)
     same, dropped = RecentSamples.restore(tree, 5, 3)
-    assert dropped == 0 and all(np.array_equal(same.snapshot()[k], tree[k], equal_nan=True) for k in tree)
+    again = same.snapshot()
+    assert again.pop("content_hash") == tree["content_hash"] == CONTENT_HASH
+    assert dropped == 0 and all(np.array_equal(again[k], tree[k], equal_nan=True) for k in again)
     assert same.get(7) == 70 and same.get(3) == hash(3) and not same.awaits(3)
     small, dropped = RecentSamples.restore(tree, 2, 3)
     assert dropped == 2 and len(small) == 2 and "s6" in small and 7 in small and 5 not in small, "s4 and 5"
