@@ -28,12 +28,13 @@ __all__ = [
 ]
 
 
-class CountingKernels:
+class CountingKernels(ModuleType):
     """``edgedrift._kernels`` with every kernel's calls counted: ``ran`` the calls that returned, ``refused``
     those that raised LayoutError (the caller then ran the numpy code). Installed as ``kernels.MODULE`` by
     the kernel tests; a kernel set on the instance (a test's stand-in) takes precedence."""
 
     def __init__(self, module: ModuleType | Any) -> None:
+        super().__init__("edgedrift._kernels (counted)")
         self.module = module
         self.ran: Counter[str] = Counter()
         self.refused: Counter[str] = Counter()

@@ -138,6 +138,13 @@ def test_content_keys_are_a_stable_digest_of_the_sample() -> None:
     moved[0, 2] = np.nextafter(2.0, 3.0)
     assert content_keys_of(moved, y, ts)[0] != keys[0]
     assert content_keys(X.tolist(), y.tolist(), ts.tolist()) == keys.tolist()
+    rng = np.random.default_rng(0)  # a batch laid out with numpy, digests as row by row
+    big = rng.normal(size=(50, 4)) * 10.0 ** rng.integers(-300, 300, size=(50, 4))
+    big[3], big[4, 1], big[5, 2] = [0.0, -0.0, np.inf, -np.inf], np.nan, -np.float64(np.nan)
+    labels, times = np.where(rng.random(50) < 0.5, np.nan, 1.0), np.where(rng.random(50) < 0.5, np.nan, 9.0)
+    assert content_keys_of(big, labels, times).tolist() == content_keys(
+        big.tolist(), labels.tolist(), times.tolist()
+    )
     assert content_keys([[0.5], []], [1.0, np.nan], [2.0, 3.0]) == [
         int(content_keys_of(np.array([[0.5]]), np.array([1.0]), np.array([2.0]))[0]),
         int(content_keys_of(np.zeros((1, 0)), np.array([np.nan]), np.array([3.0]))[0]),

@@ -190,6 +190,7 @@ def test_a_checkpoint_with_the_former_python_hash_digests_loads(tmp_path: Path) 
     store = CheckpointStore(tmp_path / "old", "dev-1")
     store.save({"session": tree})
     loaded = store.load()
+    assert loaded is not None
     again = DeviceSession(session_config(gateway(tmp_path), "dev-1"), train, lambda: 0.0)
     again.restore(loaded["session"])
     restored = again.recent_samples.snapshot()
