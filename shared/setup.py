@@ -18,6 +18,8 @@ flags = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"]
 class OptionalBuildExt(build_ext):
     """build_ext that installs without the kernels when they cannot be compiled, with one clear line."""
 
+    failed = False
+
     def run(self) -> None:
         try:
             super().run()
@@ -30,10 +32,12 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:
             self._without_kernels(exc)
 
-    @staticmethod
-    def _without_kernels(exc: Exception) -> None:
+    def _without_kernels(self, exc: Exception) -> None:
         if os.environ.get("EDGEDRIFT_REQUIRE_KERNELS", "") not in ("", "0"):
             raise exc
+        if self.failed:  # a consequence of the first failure (an editable install's copy, say)
+            return
+        self.failed = True
         reason = " ".join(str(exc).split()) or type(exc).__name__
         print(
             f"edgedrift-core: compiled kernels not built ({reason}); installing the numpy path (same "
