@@ -113,6 +113,9 @@ def test_version(prog: str) -> None:
     done = subprocess.run([str(BIN / prog), "--version"], capture_output=True, text=True, timeout=60)
     path = "numpy" if kernels.MODULE is None else "compiled"  # the same environment as the command's
     assert done.returncode == 0 and done.stdout.strip() == f"{prog} {__version__} (kernels: {path})"
+    env = {**os.environ, "EDGEDRIFT_NO_KERNELS": "1"}
+    off = subprocess.run([str(BIN / prog), "--version"], capture_output=True, text=True, timeout=60, env=env)
+    assert off.returncode == 0 and off.stdout.strip() == f"{prog} {__version__} (kernels: numpy)"
 
 
 def _one_line_error(argv: list[str], env: dict[str, str] | None = None) -> str:
