@@ -5,7 +5,10 @@ PostgreSQL (the server at ``$EDGEDRIFT_TEST_PG`` or a throwaway one), seeds N de
 registry (:func:`edgedrift_harness.fleet_seed.seed_fleet`: 9 device kinds, the first ``--history``
 devices with ``--beats`` heartbeats and 3 model versions each), then times each request of the
 operations dashboard over HTTP, ``--repeat`` times (p50 and max, ms): the fleet summary, the first page,
-a deep page, a status filter, a sort by accuracy, a search, a device page, a page of ``/v1/devices``.
+a deep page, a status filter, a sort by accuracy, a search, a device page, a page of ``/v1/devices``, and
+Prometheus' ``/metrics`` with the quality snapshot read on every scrape (``--metrics-max-age 15`` for the
+service's default) and its number of series (``--metrics-devices`` adds that many devices' own quality
+series).
 
 Peer, in the same run: the per-device way the fleet list was built before (``registry.counters`` for
 every device, four statements each), timed in-process on the same database on ``--peer-devices``
@@ -43,6 +46,8 @@ REQUESTS = {
     "drifting + search": "/v1/fleet?drifting=true&q=fleet-01&limit=50",
     "device page": "/v1/fleet/devices/{device}?points=500",
     "/v1/devices page": "/v1/devices?limit=50&offset={deep}",
+    # Prometheus' scrape with the quality snapshot read again every time (its cache off: the worst case)
+    "/metrics": "/metrics",
 }
 
 
@@ -61,6 +66,8 @@ def time_requests(cloud: CloudProcess, devices: int, repeat: int) -> dict[str, d
                 assert r.status_code == 200, r.text
                 size = len(r.content)
             out[name] = {"p50_ms": statistics.median(times), "max_ms": max(times), "bytes": size}
+            if name == "/metrics":
+                out[name]["series"] = sum(1 for line in r.text.splitlines() if line and line[0] != "#")
     return out
 
 
@@ -78,7 +85,11 @@ def per_device_peer(database_url: str, devices: int) -> float:
 
 
 def run(backend: str, database_url: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    cloud = CloudProcess(database_url, workdir, operator_token=OPERATOR).start()
+    quality = {
+        "EDGEDRIFT_CLOUD_METRICS_QUALITY_MAX_AGE_S": str(args.metrics_max_age),
+        "EDGEDRIFT_CLOUD_METRICS_QUALITY_DEVICES": str(args.metrics_devices),
+    }
+    cloud = CloudProcess(database_url, workdir, operator_token=OPERATOR, env=quality).start()
     try:
         started = time.perf_counter()
         seeded = seed_fleet(database_url, args.devices, history_devices=args.history, beats_each=args.beats)
@@ -108,7 +119,8 @@ def report(result: dict[str, Any]) -> None:
     )
     print(f"  {'request':<20} {'p50 ms':>8} {'max ms':>8} {'bytes':>9}")
     for name, t in result["requests"].items():
-        print(f"  {name:<20} {t['p50_ms']:8.1f} {t['max_ms']:8.1f} {t['bytes']:9d}")
+        series = f"  ({t['series']} series)" if "series" in t else ""
+        print(f"  {name:<20} {t['p50_ms']:8.1f} {t['max_ms']:8.1f} {t['bytes']:9d}{series}")
     print(
         f"  peer: registry.counters per device, timed on {result['peer_timed_devices']} devices, for the "
         f"whole fleet {result['peer_fleet_ms']:.0f} ms = {result['peer_ratio']:.0f}x one /v1/fleet page"
@@ -125,6 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--peer-devices", type=int, default=1000, help="devices the peer is timed on")
     parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument(
+        "--metrics-devices", type=int, default=0, help="per-device quality series in /metrics (the cap)"
+    )
+    parser.add_argument(
+        "--metrics-max-age",
+        type=float,
+        default=0.0,
+        help="seconds the quality snapshot is reused (0, the default here: read on every scrape)",
+    )
     parser.add_argument("--quick", action="store_true", help="500 devices, 50 with 100 heartbeats")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)

@@ -7,6 +7,9 @@ message per device (``--batch`` samples, every 10th labeled inline), round-robin
 Payloads are encoded before the clock starts. No MQTT, no threads: the session's own cost.
 
 Timing (default): µs per sample inside ``handle``, best of ``--repeat`` child processes per variant.
+``--modes`` compares the sessions' ``batch_mode``: ``exact`` (per-sample semantics, the default: each
+labeled sample of a message is learned before the next is predicted) and ``vectorised`` (the opt-in that
+predicts a message with the state at its start).
 ``--callgrind``: instructions per sample instead, counted by valgrind (repeatable whatever else the
 machine does): each variant runs twice, with ``--rounds`` and with 3x as many, and the difference is
 divided by the extra samples (warm-up and start-up cancel out; the payloads are read from a file).
@@ -60,9 +63,9 @@ def payloads(
     return out
 
 
-def child(data: Path, devices: int, batch: int, rounds: int) -> dict[str, Any]:
-    """In the child: build and warm the sessions, then time ``rounds`` rounds."""
-    sessions, X, y = gateway_sessions(data, devices, {})
+def child(data: Path, devices: int, batch: int, rounds: int, mode: str) -> dict[str, Any]:
+    """In the child: build and warm the sessions (``batch_mode`` ``mode``), then time ``rounds`` rounds."""
+    sessions, X, y = gateway_sessions(data, devices, {"batch_mode": mode})
     for row in payloads(X, y, devices, 1, WARM, 0):
         for session, payload in zip(sessions, row, strict=True):
             session.handle("samples", payload)
@@ -81,11 +84,11 @@ def child(data: Path, devices: int, batch: int, rounds: int) -> dict[str, Any]:
 
 
 def run_child(
-    data: Path, args: argparse.Namespace, kernels: bool, rounds: int, valgrind: bool
+    data: Path, args: argparse.Namespace, kernels: bool, rounds: int, valgrind: bool, mode: str
 ) -> dict[str, Any]:
     env = {**os.environ, "EDGEDRIFT_NO_KERNELS": "" if kernels else "1", "PYTHONHASHSEED": "0"}
     cmd = [sys.executable, __file__, "--child", str(data), "--devices", str(args.devices)]
-    cmd += ["--batch", str(args.batch), "--rounds", str(rounds)]
+    cmd += ["--batch", str(args.batch), "--rounds", str(rounds), "--batch-mode", mode]
     if valgrind:
         cmd = ["setarch", "-R", "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
@@ -106,11 +109,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timing: child processes per variant (best)")
     parser.add_argument("--callgrind", action="store_true", help="count instructions with valgrind instead")
     parser.add_argument("--quick", action="store_true", help="smoke run: 20 devices, 2 rounds")
+    parser.add_argument(
+        "--modes",
+        default="exact,vectorised",
+        help="the sessions' batch_mode values to compare (exact: per-sample semantics, the default)",
+    )
+    parser.add_argument("--batch-mode", default="exact", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.devices, args.batch, args.rounds)))
+        print(json.dumps(child(args.child, args.devices, args.batch, args.rounds, args.batch_mode)))
         return
     if args.quick:
         args.devices, args.rounds, args.repeat = 20, 2, 1
@@ -127,15 +136,20 @@ def main() -> None:
             (data / f"payloads-{args.devices}-{args.batch}-{rounds}.pickle").write_bytes(
                 pickle.dumps(measured)
             )
-        for kernels in (True, False):
-            name = "compiled kernels" if kernels else "numpy/Python reference"
-            row: dict[str, Any] = {"variant": name, "devices": args.devices, "batch": args.batch}
+        for mode, kernels in [(m, k) for m in args.modes.split(",") for k in (True, False)]:
+            name = f"{'compiled kernels' if kernels else 'numpy/Python reference'}, {mode}"
+            row: dict[str, Any] = {
+                "variant": name,
+                "devices": args.devices,
+                "batch": args.batch,
+                "mode": mode,
+            }
             if args.callgrind:
-                few, many = (run_child(data, args, kernels, r, True) for r in counts)
+                few, many = (run_child(data, args, kernels, r, True, mode) for r in counts)
                 extra = (counts[1] - counts[0]) * args.devices * args.batch
                 row["instructions_per_sample"] = (many["instructions"] - few["instructions"]) / extra
             else:
-                runs = [run_child(data, args, kernels, args.rounds, False) for _ in range(args.repeat)]
+                runs = [run_child(data, args, kernels, args.rounds, False, mode) for _ in range(args.repeat)]
                 row["us_per_sample"] = min(r["us_per_sample"] for r in runs)
                 row["predictions"] = runs[0]["predictions"]
             rows.append(row)
@@ -144,7 +158,7 @@ def main() -> None:
     unit, digits = ("instructions", 0) if args.callgrind else ("µs", 2)
     title = f"{args.devices} devices, messages of {args.batch}, d = 5, druid"
     print(f"\n## DeviceSession.handle per sample: {title}\n")
-    print(f"| variant | {unit} per sample | ratio to the reference |")
+    print(f"| variant | {unit} per sample | ratio to the reference ({rows[1]['variant']}) |")
     print("|---|---:|---:|")
     for row in rows:
         print(f"| {row['variant']} | {row[key]:,.{digits}f} | {row[key] / rows[1][key]:.2f} |")

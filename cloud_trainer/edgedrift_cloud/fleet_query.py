@@ -54,6 +54,7 @@ __all__ = [
     "SortKey",
     "Status",
     "Thresholds",
+    "device_rows",
     "fleet_page",
     "fleet_summary",
 ]
@@ -249,6 +250,11 @@ def _rows(
         .outerjoin(last, and_(last.device_id == Device.id, last.version == Device.model_count))
     )
     return statement if only is None else statement.where(Device.id.in_(only))
+
+
+def device_rows(session: Session, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Select[Any]:
+    """Every device's computed row (status, drifting, quality, versions), for a fleet-wide reading."""
+    return _rows(utcnow(), thresholds, _lateral(session))
 
 
 def _stored_number(extra: Any, name: str, postgresql: bool) -> ColumnElement[Any]:

@@ -29,6 +29,7 @@ from edgedrift_cloud.dependencies import AppState, known_credential
 from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
 from edgedrift_cloud.gate import AuthGate, FailureLimiter, LargeBodies, MissCache, Subject
 from edgedrift_cloud.observability import Metrics, RequestLogMiddleware, configure_logging
+from edgedrift_cloud.quality_metrics import QualityConfig
 from edgedrift_cloud.rate_limit import DeviceLimits, RateLimiter
 from edgedrift_cloud.routers import (
     bulk,
@@ -72,7 +73,7 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
         settings=settings,
         engine=engine,
         sessions=sessions,
-        metrics=Metrics(sessions, settings.metrics_per_device),
+        metrics=Metrics(sessions, settings.metrics_per_device, QualityConfig.of(settings)),
         tokens=TokenCache(settings.auth_cache_seconds),
         trainings=trainings,
         misses=MissCache(settings.auth_miss_cache_seconds),

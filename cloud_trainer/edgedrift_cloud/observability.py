@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.fleet_metrics import FleetCollector
+from edgedrift_cloud.quality_metrics import QualityCollector, QualityConfig
 from edgedrift_cloud.registry import recompute_totals
 from edgedrift_cloud.settings import CloudSettings
 
@@ -121,10 +122,16 @@ class RegistryCollector(Collector):
 class Metrics:
     """The service's metric objects, in a registry of their own (one per app)."""
 
-    def __init__(self, sessions: sessionmaker[Session], per_device: bool = False) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], per_device: bool = False, quality: QualityConfig | None = None
+    ) -> None:
         self.registry = CollectorRegistry()
+        #: Model quality, from a snapshot of the fleet's rows (one per worker, shared by both registries);
+        #: the fleet's counts by status come from the same snapshot.
+        self.quality = QualityCollector(sessions, quality or QualityConfig())
         self.registry.register(RegistryCollector(sessions, per_device))
-        self.registry.register(FleetCollector(sessions))
+        self.registry.register(FleetCollector(sessions, self.quality))
+        self.registry.register(self.quality)
         #: prometheus_client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, set by ``serve
         #: --workers N``): every worker writes its values to files there and a scrape sums them.
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
@@ -132,7 +139,8 @@ class Metrics:
         if self.multiprocess:
             MultiProcessCollector(self._scrape)  # type: ignore[no-untyped-call]
             self._scrape.register(RegistryCollector(sessions, per_device))
-            self._scrape.register(FleetCollector(sessions))
+            self._scrape.register(FleetCollector(sessions, self.quality))
+            self._scrape.register(self.quality)
         self.training_seconds = Histogram(
             "edgedrift_training_seconds",
             "Pure training time per retrain.",

@@ -193,6 +193,21 @@ class CloudSettings(BaseSettings):
     readiness_timeout_s: float = Field(default=2.0, gt=0.0)
     #: Export the recompute counters per device too (one series per device: off for large fleets).
     metrics_per_device: bool = False
+    #: Model quality in ``/metrics`` (docs/cloud-trainer.md, "Model quality metrics"): the fleet's
+    #: accuracy/RMSE histograms and counts are read from the devices' latest heartbeats in one statement
+    #: at most this often per worker; scrapes in between are answered from memory.
+    metrics_quality_max_age_s: float = Field(default=15.0, ge=0.0, le=3600.0)
+    #: Per-device quality series (``edgedrift_device_*``) for at most this many devices (the first by
+    #: id; the others are counted in ``edgedrift_device_series_omitted``): 0 keeps only fleet series.
+    metrics_quality_devices: int = Field(default=0, ge=0, le=20_000)
+    #: A classifier whose recent accuracy is below this counts as low quality.
+    metrics_low_accuracy: float = Field(default=0.6, ge=0.0, le=1.0)
+    #: A device's quality is *falling* when its accuracy is this far below its own baseline, or its
+    #: RMSE this fraction above it; the baseline is a moving average of its past values with this
+    #: time constant, kept per worker.
+    metrics_accuracy_drop: float = Field(default=0.1, gt=0.0, le=1.0)
+    metrics_rmse_rise: float = Field(default=0.5, gt=0.0)
+    metrics_quality_baseline_s: float = Field(default=3600.0, gt=0.0)
     #: Failed authentications per client address and 10 s before that address gets 429.
     auth_failures_per_10s: int = Field(default=50, ge=1)
     #: Heartbeats older than this are deleted (each device's newest two stay; 0 keeps every one).

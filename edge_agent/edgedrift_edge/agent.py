@@ -22,6 +22,10 @@ is counted as rejected on its own device; :data:`MAX_CONSECUTIVE_ERRORS` in a ro
 service (status ``error``), never another. Supervision: when no device can work any more, or the worker
 dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
 a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
+
+The module is a little over 500 lines: it is the one composition root of the edge process, and what it
+holds beyond the wiring (the worker's dispatch, the control queue, the status and heartbeat rounds) is
+the glue between the pieces above, which would only move into a module that reaches back into this one.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ from typing import Any
 
 from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config, spread
+from edgedrift_edge.device_ids import DeviceIds
 from edgedrift_edge.messages import count_items
+from edgedrift_edge.metrics import AgentMetrics
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.session import DeviceSession, Output
 from edgedrift_edge.settings import AgentSettings
@@ -106,6 +112,7 @@ class EdgeAgent:
             on_fatal=self.die,
         )
         self.devices: dict[str, DeviceRuntime] = {}
+        self.ids = DeviceIds(settings.gateway_id)
         self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
         self.control: queue.SimpleQueue[_Control] = queue.SimpleQueue()
         self.stopping = threading.Event()
@@ -117,7 +124,14 @@ class EdgeAgent:
         self.in_hand = 0  # messages of the worker's batch not handled yet
         self._threads: list[threading.Thread] = []
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
-        for device_id, secret in (configured_devices(settings) if devices is None else devices).items():
+        #: Prometheus metrics (``metrics_port``); None: no server, nothing observed per message.
+        self.metrics = (
+            None if settings.metrics_port is None else AgentMetrics(self, settings.metrics_device_labels)
+        )
+        self.metrics_port: int | None = None
+        listed = configured_devices(settings) if devices is None else devices
+        admitted = self.ids.admitted(listed, need_one=settings.gateway_secret is None)
+        for device_id, secret in admitted.items():  # a bad id is refused alone (device_ids)
             self._add(device_id, secret)
 
     @property
@@ -144,6 +158,8 @@ class EdgeAgent:
         self._threads += [worker, watchdog]
         for thread in self._threads:
             thread.start()
+        if self.metrics is not None and self.settings.metrics_port is not None:
+            self.metrics_port = self.metrics.start(self.settings.metrics_port, self.settings.metrics_addr)
         self.transport.start(timeout)
         return self
 
@@ -160,6 +176,8 @@ class EdgeAgent:
         self.publish_all_status("error" if self.fatal else "offline")
         self.transport.stop()
         self.cloud.close()
+        if self.metrics is not None:
+            self.metrics.stop()
         self.finished.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -215,6 +233,9 @@ class EdgeAgent:
 
     def _apply_devices(self, listed: Mapping[str, str | None]) -> None:
         """The cloud's list: start new devices, stop removed ones, take new secrets."""
+        listed = self.ids.admitted(listed)
+        if self.ids.news() and self.transport.connected.is_set():
+            self.publish_all_status(None)
         for device_id, secret in listed.items():
             device = self.devices.get(device_id)
             if device is None:
@@ -293,7 +314,9 @@ class EdgeAgent:
             self.transport.done(message)
             return
         device, kind = route
-        if device.failed is not None:
+        if message.retain:
+            out = device.retained(kind, message.payload)
+        elif device.failed is not None:
             out = self._rejected_whole(device, kind, message, f"device out of service: {device.failed}")
         else:
             try:
@@ -307,6 +330,8 @@ class EdgeAgent:
                 device.errors += 1
         self._publish_output(device, out, message)
         self.transport.done(message)
+        if self.metrics is not None:
+            self.metrics.observe(device.device_id, time.monotonic() - message.received)
         if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
             self._fail(device, f"{device.errors} consecutive messages failed; giving up")
 
@@ -332,6 +357,7 @@ class EdgeAgent:
         if out.predictions:
             payload = {"predictions": out.predictions} if out.batch else out.predictions[0]
             self.transport.publish(device.topics["predictions"], payload, owner=owner)
+        device.checkpoint_soon(out.events)
         for event in out.events:
             device.event(event.pop("type"), owner=owner, **event)
         device.forward_history(self.cloud, out.history)
@@ -449,6 +475,7 @@ class EdgeAgent:
                 "gateway": self.gateway_id,
                 "devices": len(self.devices),
                 "failed": sorted(d for d, rt in self.devices.items() if rt.failed),
+                "refused": self.ids.listing(),
                 "reason": self.fatal or self.degraded,
                 "ts": time.time(),
             }
@@ -459,11 +486,12 @@ class EdgeAgent:
         """One request per device, or, for a gateway with its own credential, one batch for them all."""
         secret = self.settings.gateway_secret
         for device in devices:
+            device.save_counters()  # before they are reported: a restart goes on from here
             if secret is None:
                 future = self.cloud.heartbeat(device.device_id, device.secret, device.session.heartbeat())
                 future.add_done_callback(partial(self._hand_over, "heartbeat", device))
             if self.transport.connected.is_set():
-                device.publish_status(self.status(None, device))
+                device.publish_status(self.status(None, device), save=False)
         if secret is not None and self.gateway_id is not None:
             beats = [(d.device_id, d.session.heartbeat()) for d in devices]
             batch = self.cloud.gateway_heartbeats(self.gateway_id, secret.get_secret_value(), beats)

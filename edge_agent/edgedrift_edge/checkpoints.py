@@ -5,19 +5,31 @@ versioned by its format string. Writing goes to a temporary file that is fsynced
 old one, and the directory is fsynced, so a crash leaves either the old or the new checkpoint. A file
 that cannot be read back (truncated, crafted, another device's, another format) is moved aside to
 ``{device}.ckpt.corrupt-{UTC time}`` and reported; the agent then starts fresh instead of trusting it.
+
+Beside it, ``{device}.counters.json`` holds the device's counters as last reported (written before every
+status and heartbeat, and with every checkpoint), so that a process killed between two checkpoints does
+not come back reporting smaller counters than it already did: counters only go forward, as the cloud's
+and Prometheus' do. It is one page overwritten by one write, not fsynced: it survives a killed process;
+after a power loss a torn or stale page is ignored or smaller, and the fsynced checkpoint's counters are
+the floor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from edgedrift import state
+from edgedrift.ids import device_id_problem
 
 FORMAT = "edgedrift.agent-checkpoint/2"
+#: The counters file's fixed size: one page, written by one ``pwrite`` (whole or not at all when the
+#: process is killed), the JSON padded with spaces.
+COUNTERS_BYTES = 4096
 
 
 class CheckpointError(RuntimeError):
@@ -34,12 +46,17 @@ class CorruptCheckpointError(ValueError):
 
 
 class CheckpointStore:
-    """One device's checkpoint file in ``directory``."""
+    """One device's checkpoint file in ``directory``, named by its device id: only a valid id (one path
+    segment, :func:`edgedrift.ids.device_id_problem`) names a file, so none lands outside ``directory``."""
 
     def __init__(self, directory: str | Path, device_id: str) -> None:
+        problem = device_id_problem(device_id)
+        if problem is not None:
+            raise ValueError(f"no checkpoint file for this id: {problem}")
         self.directory = Path(directory)
         self.device_id = device_id
         self.path = self.directory / f"{device_id}.ckpt"
+        self.counters_path = self.directory / f"{device_id}.counters.json"
 
     def save(self, tree: Any) -> int:
         """Write ``tree`` atomically; returns the file's size. Raises :class:`CheckpointError`."""
@@ -97,3 +114,33 @@ class CheckpointStore:
         except OSError:
             return None
         return target
+
+    def save_counters(self, counters: dict[str, int]) -> None:
+        """Overwrite the counters file in one write of :data:`COUNTERS_BYTES` at offset 0 (no truncation,
+        no rename: on ext4 either forces the data out, 1–4 ms a write against 5 µs); OSError when it cannot
+        be written."""
+        body = json.dumps({"device_id": self.device_id, "counters": counters}, separators=(",", ":"))
+        if len(body) > COUNTERS_BYTES:
+            raise OSError(f"counters of {len(body)} bytes exceed the file's {COUNTERS_BYTES}")
+        try:
+            fd = os.open(self.counters_path, os.O_WRONLY | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.counters_path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, body.encode().ljust(COUNTERS_BYTES), 0)
+        finally:
+            os.close(fd)
+
+    def load_counters(self) -> dict[str, int]:
+        """The counters last saved ({} when there are none or they are not this device's integers)."""
+        try:
+            tree = json.loads(self.counters_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(tree, dict) or tree.get("device_id") != self.device_id:
+            return {}
+        counters = tree.get("counters")
+        if not isinstance(counters, dict):
+            return {}
+        return {k: v for k, v in counters.items() if isinstance(k, str) and type(v) is int and v >= 0}

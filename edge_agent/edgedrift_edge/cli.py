@@ -27,7 +27,6 @@ from pydantic_core import PydanticUndefined
 
 from edgedrift.cli import Formatter, Parser, add_version, run_command
 from edgedrift.secrets import secrets_from_files
-from edgedrift_edge.malloc_arenas import cap_arenas
 from edgedrift_edge.settings import ENV_PREFIX, SECRET_FIELDS, AgentSettings, SettingsError
 
 #: The thread-count variables of the BLAS and OpenMP runtimes numpy may load.
@@ -52,28 +51,102 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+#: The ``agent --help`` sections, each setting in one; the rare knobs (buffers, timeouts, retries, the
+#: interpreter) are "advanced", so the first screen shows what a deployment sets.
+RUN_GROUPS: dict[str, tuple[str, ...]] = {
+    "device": ("device_id", "device_secret", "mode"),
+    "gateway (several devices over one connection)": (
+        "gateway_id",
+        "gateway_secret",
+        "devices",
+        "devices_file",
+        "gateway_sync_s",
+        "label_delay_s",
+        "device_rate_per_s",
+    ),
+    "broker and cloud": ("broker_url", "broker_password", "tls_ca_file", "topic_prefix", "qos", "cloud_url"),
+    "learning": (
+        "strategy",
+        "strategy_param",
+        "task",
+        "classes",
+        "n_features",
+        "warmup_samples",
+        "window_labels",
+        "C",
+        "recompute_mode",
+    ),
+    "state and monitoring": (
+        "checkpoint_dir",
+        "checkpoint_every_s",
+        "heartbeat_every_s",
+        "accuracy_window",
+        "log_level",
+        "metrics_port",
+        "metrics_addr",
+        "metrics_device_labels",
+    ),
+    "advanced (buffers, limits, timeouts, retries, the interpreter)": (
+        "batch_mode",
+        "window_encoding",
+        "queue_size",
+        "max_inbox_mb",
+        "publish_queue",
+        "max_items_per_message",
+        "recent_samples",
+        "outlier_threshold",
+        "http_timeout_s",
+        "http_deadline_s",
+        "retry_base_s",
+        "retry_max_s",
+        "unauthorized_retry_s",
+        "retry_cooldown_s",
+        "sync_wait_s",
+        "history_batch",
+        "history_outbox",
+        "watchdog_s",
+        "switch_interval_s",
+    ),
+}
+
+
+#: The agent's usage line: its flags are listed by section below it, not all in one line.
+RUN_USAGE = "%(prog)s [--device-id ID | --gateway-id ID ...] [options]"
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per AgentSettings field, with its help text, default and choices (strings: pydantic
-    validates and converts)."""
-    for name, info in AgentSettings.model_fields.items():
-        choices = [a for a in get_args(info.annotation) if isinstance(a, str)] if "Literal" in str(
-            info.annotation
-        ) else None  # fmt: skip
-        default = info.default if info.default is not PydanticUndefined else None
-        if isinstance(default, SecretStr):
-            default = None
-        shown = "required" if info.is_required() else f"default: {default}"
-        env = f"{ENV_PREFIX}{name.upper()}"
-        if name in SECRET_FIELDS:
-            env += f" or {env}_FILE"
-        parser.add_argument(
-            _flag(name),
-            dest=name,
-            default=None,
-            metavar=None if choices else name.upper(),
-            help=f"{info.description} ({shown}; env {env})",
-            choices=choices or None,
-        )
+    """One flag per AgentSettings field, in the sections of :data:`RUN_GROUPS`, with its help text,
+    default and choices (strings: pydantic validates and converts)."""
+    fields = AgentSettings.model_fields
+    for title, names in RUN_GROUPS.items():
+        group = parser.add_argument_group(title)
+        for name in names:
+            _add_setting(group, name)
+    missing = set(fields) - {name for names in RUN_GROUPS.values() for name in names}
+    if missing:
+        raise RuntimeError(f"settings without a --help section (RUN_GROUPS): {sorted(missing)}")
+
+
+def _add_setting(group: argparse._ArgumentGroup, name: str) -> None:
+    """The flag of one AgentSettings field."""
+    info = AgentSettings.model_fields[name]
+    literal = "Literal" in str(info.annotation)
+    choices = [a for a in get_args(info.annotation) if isinstance(a, str)] if literal else None
+    default = info.default if info.default is not PydanticUndefined else None
+    if isinstance(default, SecretStr):
+        default = None
+    shown = "required" if info.is_required() else f"default: {default}"
+    env = f"{ENV_PREFIX}{name.upper()}"
+    if name in SECRET_FIELDS:
+        env += f" or {env}_FILE"
+    group.add_argument(
+        _flag(name),
+        dest=name,
+        default=None,
+        metavar=None if choices else name.upper(),
+        help=f"{info.description} ({shown}; env {env})",
+        choices=choices or None,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,8 +164,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.setswitchinterval(settings.switch_interval_s)
-    if settings.malloc_arenas is not None and not cap_arenas(settings.malloc_arenas):
-        logging.getLogger("edgedrift_edge").info("malloc_arenas ignored: the C library is not glibc")
     try:
         agent = EdgeAgent(settings)
     except SettingsError as exc:
@@ -249,6 +320,7 @@ def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "agent",
         help="run the edge agent for one device",
         description=__doc__,
+        usage=RUN_USAGE,
         formatter_class=Formatter,
     )
     add_run_arguments(p)
@@ -267,7 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_version(parser, "edgedrift-edge")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser(
-        "agent", aliases=["run"], help="run the agent for one device", formatter_class=Formatter
+        "agent",
+        aliases=["run"],
+        help="run the agent for one device",
+        usage=RUN_USAGE,
+        formatter_class=Formatter,
     )
     add_run_arguments(p)
     p.set_defaults(func=run)

@@ -90,6 +90,14 @@ def error_from_response(response: httpx.Response) -> CloudError:
     return CloudError(text, retryable, retry_after=retry_after, status=code)
 
 
+def _check_class_names(document: dict[str, Any], sent: tuple[str, ...] | None) -> None:
+    """A model document that names its classes must name the device's, in the same code order: a model
+    trained for other classes would decode its predictions to the wrong names."""
+    names = document.get("class_names")
+    if sent is not None and names is not None and [str(n) for n in names] != list(sent):
+        raise ValueError(f"the model's class_names {names!r} are not the device's classes {list(sent)!r}")
+
+
 class CloudClient:
     """HTTP client of the cloud trainer for one or more devices (each call names its device)."""
 
@@ -236,7 +244,7 @@ class CloudClient:
     async def train(self, device_id: str, secret: str | None, request: RecomputeRequest) -> TrainedModel:
         """One attempt within the overall deadline (raises :class:`CloudError`); a re-tuning request
         posts its label batches first (each stored once, whatever the retries)."""
-        header = self._header(request)
+        header = request.header()
         url = f"/v1/devices/{device_id}/models"
         headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
         history_bytes = 0
@@ -255,6 +263,7 @@ class CloudClient:
         try:
             data = response.json()
             doc = data["model"]
+            _check_class_names(doc, request.class_names)
             return TrainedModel(
                 request_id=request.request_id,
                 version=int(data["version"]),
@@ -268,20 +277,6 @@ class CloudClient:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
-
-    @staticmethod
-    def _header(request: RecomputeRequest) -> WindowHeader:
-        header = request.spec.header(
-            request.task,
-            request.loss,
-            request.reason,
-            C=request.C,
-            stats=request.stats,
-            request_id=request.request_id,
-            reset_rows=request.reset_rows,
-            n_classes=request.n_classes,
-        )
-        return header if request.retune is None else header.model_copy(update={"retune": request.retune})
 
     # --- the device's labeled history (re-tuning strategies) --------------------------------------------
 

@@ -9,18 +9,21 @@ device's state. Everything here runs on the gateway's worker thread.
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
 import logging
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from edgedrift.window import delay_buffer_size
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
 from edgedrift_edge.cloud import CloudClient, CloudError
-from edgedrift_edge.ledger import Event, SessionConfig
+from edgedrift_edge.ledger import Counters, Event, Output, SessionConfig
+from edgedrift_edge.messages import count_items
 from edgedrift_edge.recompute import LabelBatch, Trainer
 from edgedrift_edge.session import DeviceSession
 from edgedrift_edge.settings import AgentSettings, SettingsError, device_list, device_topics
@@ -32,6 +35,12 @@ log = logging.getLogger("edgedrift_edge")
 #: except ``dropped``, which the transport counts per device).
 SHARED_COUNTERS = ("backpressure_waits", "publish_failures", "reconnects")
 
+
+#: Why a retained message on a samples or labels topic is not handled.
+RETAINED_REASON = (
+    "retained message ignored: the broker hands it to every new subscription again, so it would be "
+    "answered and learned at each reconnect (publish samples and labels with retain=false)"
+)
 
 #: A single-device agent's recent samples when unset (one device can afford them).
 SINGLE_DEVICE_RECENT_SAMPLES = 50_000
@@ -124,6 +133,27 @@ class DeviceRuntime:
         self.next_heartbeat = now
         self.next_checkpoint = now + settings.checkpoint_every_s
         self._checkpoint_streak = 0
+        #: Wall-clock time of the last checkpoint written (of the start before the first): its age.
+        self.checkpointed_at = time.time()
+        #: The digest of the retained message last seen on each input topic (the broker keeps one per
+        #: topic), so that its copies at later subscribes are not counted as new messages.
+        self.retained_seen: dict[str, str] = {}
+        self._counters_failing = False
+
+    def retained(self, kind: str, payload: bytes) -> Output:
+        """A retained message on the ``kind`` topic: rejected whole, with an event, the first time; its
+        copies at later subscribes (a broker that lost the session) count in ``retained_repeats``."""
+        digest = hashlib.blake2b(payload, digest_size=8).hexdigest()
+        c = self.session.counters
+        if self.retained_seen.get(kind) == digest:
+            c.retained_repeats += 1
+            return Output()
+        self.retained_seen[kind] = digest
+        count = count_items(payload)
+        c.rejected += count
+        c.retained += count
+        event = {"type": "rejected", "topic": kind, "count": count, "message": digest}
+        return Output(events=[{**event, "reasons": [{"id": None, "reason": RETAINED_REASON}]}])
 
     # --- publishing -------------------------------------------------------------------------------------
 
@@ -132,7 +162,22 @@ class DeviceRuntime:
             self.topics["events"], {"type": kind, "ts": time.time(), **values}, owner=owner
         )
 
-    def publish_status(self, status: dict[str, Any]) -> None:
+    def save_counters(self) -> None:
+        """Keep the counters about to be reported (status, heartbeat), so that a restart after a crash
+        never reports smaller ones (:mod:`~edgedrift_edge.checkpoints`); a failure is logged, not fatal."""
+        try:
+            self.store.save_counters(asdict(self.session.counters))
+        except OSError as exc:
+            if not self._counters_failing:  # once: checkpoints report a failing disk as events
+                log.warning("%s: counters not saved: %s", self.device_id, exc.strerror or exc)
+            self._counters_failing = True
+        else:
+            self._counters_failing = False
+
+    def publish_status(self, status: dict[str, Any], save: bool = True) -> None:
+        """The retained status, its counters saved first unless the caller just did (``save``)."""
+        if save:
+            self.save_counters()
         body = json.dumps(status, separators=(",", ":"), allow_nan=False).encode()
         self.transport.publish_raw(self.topics["status"], body, retain=True, qos=1)
 
@@ -206,6 +251,7 @@ class DeviceRuntime:
         try:
             self.sync_transport_counters()
             self.store.save(self.snapshot())
+            self.save_counters()
         except CheckpointError as exc:
             self.session.counters.checkpoint_failures += 1
             self._checkpoint_streak += 1
@@ -217,8 +263,17 @@ class DeviceRuntime:
         if self._checkpoint_streak:
             self.event("checkpoint_recovered", failures=self._checkpoint_streak)
         self._checkpoint_streak = 0
+        self.checkpointed_at = time.time()
         self.session.counters.checkpoints += 1
         self.next_checkpoint = time.monotonic() + self.settings.checkpoint_every_s
+
+    def checkpoint_soon(self, events: list[Event]) -> None:
+        """Checkpoint at the next housekeeping turn when ``events`` end a stage a crash should not redo:
+        the first window (``warmup_done``) or the first model (``model_installed`` initial)."""
+        for event in events:
+            kind = event.get("type")
+            if kind == "warmup_done" or (kind == "model_installed" and event.get("reason") == "initial"):
+                self.next_checkpoint = 0.0
 
     def _identity(self) -> dict[str, Any]:
         s = self.settings
@@ -232,11 +287,27 @@ class DeviceRuntime:
         return identity
 
     def snapshot(self) -> dict[str, Any]:
-        return {"identity": self._identity(), "session": self.session.snapshot()}
+        return {
+            "identity": self._identity(),
+            "session": self.session.snapshot(),
+            "retained": dict(self.retained_seen),
+        }
 
     def resume(self) -> None:
-        """Continue from the checkpoint when there is a usable one of this configuration; what happened
-        is kept in :attr:`startup_events` (published once connected)."""
+        """Continue from the checkpoint when there is a usable one of this configuration, and the
+        counters from where they were last reported in any case; what happened is kept in
+        :attr:`startup_events` (published once connected)."""
+        resumed = self._resume_session()
+        self._continue_counters(resumed)
+        if resumed:
+            c = self.session.counters
+            self.startup_events.append(
+                {"type": "resumed", "samples": c.samples, "model_version": self.session.model_version}
+            )
+            log.info("%s: resumed from %s: %d samples", self.device_id, self.store.path, c.samples)
+
+    def _resume_session(self) -> bool:
+        """The session from a usable checkpoint (True), else a fresh one (a reason in the events)."""
         try:
             tree = self.store.load()
         except CorruptCheckpointError as exc:
@@ -246,9 +317,9 @@ class DeviceRuntime:
             self.startup_events.append(
                 {"type": "checkpoint_corrupt", "reason": exc.reason[:300], "moved_to": str(exc.quarantined)}
             )
-            return
+            return False
         if tree is None:
-            return
+            return False
         identity = self._identity()
         session_tree = tree["session"] if isinstance(tree, dict) and "session" in tree else None
         width = session_tree.get("n_features") if session_tree else None
@@ -262,7 +333,7 @@ class DeviceRuntime:
             moved = self.store.quarantine()
             self.startup_events.append({"type": "state_reset", "reason": reason, "moved_to": str(moved)})
             log.warning("%s: not resuming: %s (checkpoint moved to %s)", self.device_id, reason, moved)
-            return
+            return False
         try:
             self.session.restore(session_tree)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -276,11 +347,21 @@ class DeviceRuntime:
                     "moved_to": str(moved),
                 }
             )
-            return
+            return False
+        retained = tree.get("retained")
+        self.retained_seen = dict(retained) if isinstance(retained, dict) else {}
+        return True
+
+    def _continue_counters(self, resumed: bool) -> None:
+        """Counters from where the last run reported them: each the larger of the checkpoint's and the
+        counters file's (newer than the checkpoint when the process was killed between two). Without a
+        checkpoint (killed before the first) the session starts afresh but its counters go on."""
+        saved = self.store.load_counters()
         c = self.session.counters
+        ahead = {f.name: saved[f.name] for f in fields(Counters) if saved.get(f.name, 0) > getattr(c, f.name)}
+        for name, value in ahead.items():
+            setattr(c, name, value)
         self._base = {name: getattr(c, name) for name in self._base}
         self._dropped_reported = c.dropped
-        self.startup_events.append(
-            {"type": "resumed", "samples": c.samples, "model_version": self.session.model_version}
-        )
-        log.info("%s: resumed from %s: %d samples", self.device_id, self.store.path, c.samples)
+        if ahead and not resumed:
+            self.startup_events.append({"type": "counters_resumed", "samples": c.samples})

@@ -2,6 +2,8 @@
 
 Every sample of every message ends up in exactly one of ``predictions``, ``rejected`` or ``duplicates``
 (a redelivery, predicted again); the transport adds ``dropped``. A gateway keeps one of each per device.
+A retained message on an input topic is rejected whole (``rejected``, and ``retained``); the broker's
+copies of it at later subscribes are counted in ``retained_repeats`` only (they were published once).
 """
 
 from __future__ import annotations
@@ -50,8 +52,14 @@ class Counters:
     labeled: int = 0
     predictions: int = 0
     rejected: int = 0
+    #: Of ``rejected``: samples and labels refused for their label (not in the task's encoding, ...).
+    rejected_labels: int = 0
     dropped: int = 0
     duplicates: int = 0
+    #: Items of retained messages on the samples or labels topic (ignored: counted in ``rejected`` too),
+    #: and the broker's later copies of those messages (not in the ledger: published once).
+    retained: int = 0
+    retained_repeats: int = 0
     id_reused: int = 0
     outliers: int = 0
     label_misses: int = 0

@@ -260,7 +260,9 @@ def check_label(y: Any, task: str, classes: ClassLabels | None = None) -> float:
     if not math.isfinite(label):
         raise ValueError("y is not a finite number")
     if task == "classification" and label not in (-1.0, 1.0):
-        raise ValueError(f"y must be -1 or +1 for classification, got {label:g}")
+        raise ValueError(
+            f"y must be -1 or +1 for classification, got {label:g} (other labels: set classes, e.g. 0,1)"
+        )
     return label
 
 

@@ -2,7 +2,9 @@
 
 It connects and reconnects with exponential backoff (1 s doubling to 30 s), logs in with the URL's user
 name and password over TCP or TLS (``mqtts://``), leaves a last will, sends keep-alive pings, subscribes
-again after every reconnect, and decodes whole chunks of the byte stream at once
+after a reconnect to what the broker's session does not hold (everything when the broker kept no session:
+a SUBSCRIBE makes the broker send its retained messages again, so one the session holds is not renewed),
+and decodes whole chunks of the byte stream at once
 (:mod:`edgedrift_edge.mqtt_packets`). What carries data, PUBLISH and PUBACK, goes to its
 :class:`Session` (the agent's :class:`~edgedrift_edge.transport.MqttTransport`), which decides what is
 acknowledged and when; everything written leaves through :meth:`MqttConnection.write` on the I/O thread.
@@ -139,6 +141,10 @@ class MqttConnection:
         self._ping_sent: float | None = None
         self._next_control = CONTROL_IDS
         self._suback_waiting: set[int] = set()
+        #: Topics of SUBSCRIBEs in flight, by packet id; the topics the broker's session holds (granted in
+        #: a SUBACK of this process, forgotten when a CONNACK says the broker kept no session).
+        self._subscribing: dict[int, list[str]] = {}
+        self._granted: set[str] = set()
         self._paused = False
 
     # --- lifecycle (any thread) -------------------------------------------------------------------------
@@ -182,6 +188,7 @@ class MqttConnection:
         gone = set(topics)
         with self._lock:
             self.subscriptions = [t for t in self.subscriptions if t not in gone]
+            self._granted -= gone
         if self.connected.is_set() and topics:
             self.call_soon(self._send_unsubscribe, list(topics))
 
@@ -307,9 +314,8 @@ class MqttConnection:
         for start in range(0, len(topics), TOPICS_PER_SUBSCRIBE):
             mid = self._control_id()
             self._suback_waiting.add(mid)
-            self.write(
-                mp.subscribe(mid, [(t, self.qos) for t in topics[start : start + TOPICS_PER_SUBSCRIBE]])
-            )
+            self._subscribing[mid] = part = topics[start : start + TOPICS_PER_SUBSCRIBE]
+            self.write(mp.subscribe(mid, [(t, self.qos) for t in part]))
 
     def _send_unsubscribe(self, topics: list[str]) -> None:
         for start in range(0, len(topics), TOPICS_PER_SUBSCRIBE):
@@ -358,13 +364,16 @@ class MqttConnection:
         self.refused = None
         self._ping_sent = None
         self._suback_waiting.clear()
+        self._subscribing.clear()
         self.write(self.session.resend())  # publishes the broker has not confirmed go first (4.4)
         self.connected.set()
         with self._lock:
-            topics = list(self.subscriptions)
+            if not body or not body[0] & 0x01:  # no session present: the broker holds no subscription
+                self._granted.clear()
+            topics = [t for t in self.subscriptions if t not in self._granted]
         if topics:
             self._send_subscribe(topics)
-        else:  # a gateway that serves no device yet
+        else:  # the broker's session holds every subscription, or a gateway serves no device yet
             self.subscribed.set()
         log.info("connected to %s", redact(self.broker_url))
         if self.on_connected is not None:
@@ -373,7 +382,14 @@ class MqttConnection:
     def _on_suback(self, body: bytes) -> None:
         if any(code == 0x80 for code in body[2:]):
             log.error("the broker refused a subscription (SUBACK failure): check its ACL for this client")
-        self._suback_waiting.discard((body[0] << 8) | body[1])
+        mid = (body[0] << 8) | body[1]
+        topics = self._subscribing.pop(mid, [])
+        with self._lock:
+            current = set(self.subscriptions)
+            self._granted.update(
+                t for t, code in zip(topics, body[2:], strict=False) if code != 0x80 and t in current
+            )
+        self._suback_waiting.discard(mid)
         if not self._suback_waiting:
             self.subscribed.set()
 

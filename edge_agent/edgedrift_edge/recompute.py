@@ -14,7 +14,7 @@ from typing import Any
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import TrainSpec
-from edgedrift.wire import RetuneRequest
+from edgedrift.wire import RetuneRequest, WindowHeader
 
 
 @dataclass(frozen=True)
@@ -48,11 +48,29 @@ class RecomputeRequest:
     history: tuple[LabelBatch, ...] = ()
     #: C ≥ 3 classes: the labels are the codes 0..C−1 and the cloud trains one-vs-rest (None: ±1).
     n_classes: int | None = None
+    #: The classes' names in code order (a device with ``classes``), written into the model document.
+    class_names: tuple[str, ...] | None = None
 
     @property
     def learner(self) -> str:
         """The training API's learner name: the strategy's, or the linear learner of the loss."""
         return self.spec.learner_for(self.loss)
+
+    def header(self) -> WindowHeader:
+        """The wire header the cloud trains this request by (posted with the window; the in-process
+        trainer passes it to the same training function)."""
+        header = self.spec.header(
+            self.task,
+            self.loss,
+            self.reason,
+            C=self.C,
+            stats=self.stats,
+            request_id=self.request_id,
+            reset_rows=self.reset_rows,
+            n_classes=self.n_classes,
+            class_names=self.class_names,
+        )
+        return header if self.retune is None else header.model_copy(update={"retune": self.retune})
 
 
 @dataclass(frozen=True)

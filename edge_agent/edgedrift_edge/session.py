@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 import uuid
 from collections import Counter as Tally
 from collections.abc import Callable
@@ -52,15 +53,14 @@ from edgedrift_edge.session_classes import ClassesMixin
 from edgedrift_edge.session_dedup import DedupMixin
 from edgedrift_edge.session_recompute import RecomputesMixin
 from edgedrift_edge.session_reports import OUTLIER_REASON, REASONS_PER_EVENT, ReportsMixin
+from edgedrift_edge.session_warmup import MIN_WARMUP_LABELS, WarmupMixin, is_label_rejection
 
 __all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "SessionConfig"]
 
-#: The fewest labels (and, for classification, two classes) the first window needs to train a model.
-MIN_WARMUP_LABELS = 10
 Phase = Literal["warmup", "awaiting_model", "running"]
 
 
-class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
+class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, WarmupMixin):
     """The per-device state machine (see the module docstring)."""
 
     def __init__(
@@ -101,12 +101,29 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
         self.guard: RangeGuard | None = None
         self.cooldown_until = -math.inf
         self.unauthorized = False
+        self.last_label_rejection: str | None = None
+        self._stall: tuple[str, int] | None = None  # the warm-up stall last reported (session_warmup)
         self._events: list[Event] = []
         self._payload = b""
         self.summaries = EventSummaries(clock, REASONS_PER_EVENT)  # label misses, late-label outliers
         #: While a batch runs through the loop: (samples the loop had processed, version) of every model a
         #: sync recompute installed mid-batch, so each prediction reports the version it was made with.
         self.version_marks: list[tuple[int, int | None]] | None = None
+
+    @classmethod
+    def in_process(
+        cls, device_id: str = "device", clock: Callable[[], float] = time.monotonic, **config: Any
+    ) -> DeviceSession:
+        """A session whose recomputes the cloud's training answers in this process, at once, for an
+        application that embeds a device (docs/embedding.md). ``config``: fields of :class:`SessionConfig`
+        (``strategy``, ``warmup_samples``, ``classes``, ...); needs the core's ``training`` extra."""
+        from edgedrift_edge.in_process import check_in_process, in_process_trainer
+
+        if config.get("classes") is not None:
+            config["classes"] = tuple(config["classes"])
+        session_config = SessionConfig(device_id, **config)
+        check_in_process(session_config.strategy)
+        return cls(session_config, in_process_trainer(), clock)
 
     # --- messages ---------------------------------------------------------------------------------------
 
@@ -147,6 +164,10 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
         if not count:
             return
         self.counters.rejected += count
+        labels = [r.reason for r in rejected if is_label_rejection(r.reason)]
+        if labels:
+            self.counters.rejected_labels += len(labels)
+            self.last_label_rejection = labels[-1]
         self._emit(
             "rejected",
             topic=topic,
@@ -256,16 +277,19 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin):
         """First window complete: lock the width, fit the guard, ask for the first model (its answer may
         come later)."""
         if self.clock() < self.cooldown_until:
+            self._report_stall()
             return
         widths = Tally(len(r) for r in self.warm_rows)
         d = self.n_features or widths.most_common(1)[0][0]
         pairs = [(r, y) for r, y in zip(self.warm_rows, self.warm_y, strict=True) if len(r) == d]
         y0 = np.array([y for _, y in pairs if not math.isnan(y)])
         if len(y0) < MIN_WARMUP_LABELS or (self.config.task == "classification" and np.unique(y0).size < 2):
-            return  # keep collecting until the window can train a model
+            self._report_stall()  # and keep collecting until the window can train a model
+            return
         if self.n_features is None:
             self.n_features = d
             self._emit("width_locked", n_features=d, from_samples=len(self.warm_rows))
+        self._stall = None
         self.recent_samples.lock_width(d)
         if len(pairs) < len(self.warm_rows):
             self._emit("width_discarded", n_features=d, discarded=len(self.warm_rows) - len(pairs))

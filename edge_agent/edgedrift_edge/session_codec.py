@@ -47,6 +47,7 @@ def request_fields(request: RecomputeRequest) -> dict[str, Any]:
         "retune": None if request.retune is None else request.retune.model_dump(),
         "history": [[b.batch_id, b.X, b.y] for b in request.history],
         "n_classes": request.n_classes,
+        "class_names": None if request.class_names is None else list(request.class_names),
     }
 
 
@@ -61,6 +62,7 @@ def request_from_fields(values: dict[str, Any]) -> RecomputeRequest:
             "spec": spec,
             "retune": None if retune is None else RetuneRequest.model_validate(retune),
             "history": history,
+            "class_names": None if values.get("class_names") is None else tuple(values["class_names"]),
         }
     )
 

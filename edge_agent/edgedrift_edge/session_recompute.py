@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from edgedrift.labels import ClassLabels
 from edgedrift.loop import EdgeLoop
 from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
@@ -47,6 +48,7 @@ class RecomputesMixin:
     warm_y: list[float]
     warm_ids: list[Any]
     n_classes: int
+    classes: ClassLabels | None
     _events: list[Event]
 
     if TYPE_CHECKING:
@@ -81,6 +83,7 @@ class RecomputesMixin:
             reset_rows=reset_rows,
             initial=initial,
             n_classes=self.n_classes if self.n_classes >= 3 else None,
+            class_names=None if self.classes is None else tuple(str(n) for n in self.classes.names),
         )
 
     def _submit(self, request: RecomputeRequest) -> TrainedModel | None:

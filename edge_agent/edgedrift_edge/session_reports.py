@@ -50,6 +50,8 @@ class ReportsMixin:
 
         def _emit(self, kind: str, **values: Any) -> None: ...
 
+        def warmup_state(self) -> dict[str, Any] | None: ...
+
     def _report_outliers(self, ids: Sequence[SampleId | None]) -> None:
         if ids:
             self.counters.outliers += len(ids)
@@ -105,6 +107,7 @@ class ReportsMixin:
             "version": __version__,
             "kernels": kernels.path(),
             "phase": self.phase,
+            "warmup": self.warmup_state(),
             "strategy": self.config.strategy,
             "n_features": self.n_features,
             "model_version": self.model_version,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -37,6 +36,9 @@ SECRET_FIELDS = ("device_secret", "broker_password", "gateway_secret")
 #: Former settings, now one: ``recent_samples``.
 MERGED_INTO_RECENT_SAMPLES = ("join_buffer", "dedup_window")
 MERGED_MESSAGE = "the join buffer and the duplicate window are one window now: set recent_samples instead"
+#: Most unconfirmed QoS-1 publishes one connection can hold: packet ids 1-65,000 (the connection's
+#: SUBSCRIBE and UNSUBSCRIBE use 65,001-65,535).
+MAX_PUBLISH_QUEUE = 65_000
 
 
 class SettingsError(ValueError):
@@ -65,7 +67,9 @@ class AgentSettings(BaseModel):
         default=None,
     )
     devices: str | None = _described(
-        "gateway: comma-separated device ids it serves (their secrets from --devices-file)", default=None
+        "gateway: comma-separated device ids it serves (their secrets from --devices-file); an id that "
+        "is not a valid device id is refused alone (logged, listed in the gateway's status)",
+        default=None,
     )
     devices_file: str | None = _described(
         'gateway: a JSON file {"device-id": "secret", ...} of the devices it serves', default=None
@@ -157,8 +161,11 @@ class AgentSettings(BaseModel):
         "payload megabytes the inbox holds (then back-pressure; QoS 0 messages are dropped and counted)",
         default=256.0,
     )
-    publish_queue: Annotated[int, Field(ge=1)] = _described(
-        "outgoing messages paho may hold; a publish beyond it is counted and retried", default=100_000
+    publish_queue: Annotated[int, Field(ge=1, le=MAX_PUBLISH_QUEUE)] = _described(
+        "QoS-1 publishes the broker has not confirmed yet that the agent holds (at most 65000: MQTT "
+        "packet ids are 16 bits and the connection keeps the rest for its subscriptions); a publish "
+        "beyond it is counted and retried",
+        default=MAX_PUBLISH_QUEUE,
     )
     max_items_per_message: Annotated[int, Field(ge=1)] = _described(
         "samples (or labels) one message may carry; a bigger batch is rejected whole, with its count",
@@ -222,18 +229,23 @@ class AgentSettings(BaseModel):
     accuracy_window: Annotated[int, Field(ge=1)] = _described(
         "labeled samples in the recent accuracy (or RMSE) of heartbeats and status", default=1000
     )
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = _described(
+        "serve Prometheus metrics on http://<metrics-addr>:<port>/metrics (docs/edge-agent.md, "
+        '"Metrics"; the deployments use 9464); unset = no metrics server and no per-message cost',
+        default=None,
+    )
+    metrics_addr: str = _described("address the metrics server listens on", default="0.0.0.0")
+    metrics_device_labels: Annotated[int, Field(ge=0, le=10_000)] = _described(
+        "devices with series of their own (a device label) in the metrics: the first this many served; "
+        'the others are summed under device="_other" (bounds a large gateway\'s series)',
+        default=100,
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = _described("log level", default="INFO")
     switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
         "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: short, so "
         "the MQTT I/O thread gets the GIL back from a busy worker soon (Python's 5 ms cost a third of "
-        "the ingest rate: docs/benchmarks.md)",
+        "the ingest rate: docs/benchmarks-history.md)",
         default=0.0005,
-    )
-    malloc_arenas: Annotated[int, Field(ge=1)] | None = _described(
-        "glibc malloc arenas of the agent command at most (M_ARENA_MAX): each thread's own arena holds "
-        "freed memory apart; 2 keeps a 1,000-device gateway about 7 MB smaller (docs/benchmarks.md); "
-        "unset = glibc's default (8 per core)",
-        default=2,
     )
 
     @field_validator("broker_url")
@@ -299,16 +311,6 @@ class AgentSettings(BaseModel):
                 f"choose one of {', '.join(multi)}"
             )
         return self
-
-    @field_validator("devices")
-    @classmethod
-    def _devices(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        bad = [d for d in device_list(value) if not re.fullmatch(DEVICE_ID_PATTERN, d)]
-        if bad:
-            raise ValueError(f"{len(bad)} device id(s) are not letters, digits, '_' or '-' (1-64 characters)")
-        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -5,7 +5,7 @@ in a thread of its own (the *I/O thread*) and hands every read's messages over a
 them in batches (:meth:`MqttTransport.get_batch`), and what it publishes is coalesced into one write per
 batch. Per message the I/O thread runs a few microseconds of Python, so the worker and it seldom fight for
 the GIL (paho's network thread, with three ``recv`` calls and a callback per packet, held the GIL half the
-time: docs/benchmarks.md).
+time: docs/benchmarks-history.md, §6).
 
 At-least-once, end to end. A QoS-1 message is acknowledged (PUBACK) only once the worker processed it and
 the broker has confirmed every one of its publishes (their PUBACKs). An agent killed at any moment
@@ -51,13 +51,17 @@ MAX_UNCONFIRMED = CONTROL_IDS - 1
 
 
 class Inbound(NamedTuple):
-    """One received message; ``generation`` is the connection it came on (acks are per connection)."""
+    """One received message; ``generation`` is the connection it came on (acks are per connection);
+    ``retain``: the broker sent it from its retained store (at a subscribe), not as it was published."""
 
     topic: str
     payload: bytes
     mid: int
     qos: int
     generation: int
+    #: When it entered the inbox (``time.monotonic``): the metrics' message latency starts here.
+    received: float = 0.0
+    retain: bool = False
 
 
 class _Pending:
@@ -105,7 +109,7 @@ class MqttTransport:
         *,
         qos: int = 1,
         inbox_size: int = 20_000,
-        publish_queue: int = 100_000,
+        publish_queue: int = MAX_UNCONFIRMED,
         max_inbox_bytes: int = 256 * 1024 * 1024,
         tls_ca_file: str | None = None,
         keepalive: int = 30,
@@ -115,12 +119,17 @@ class MqttTransport:
     ) -> None:
         if qos not in (0, 1):
             raise ValueError(f"QoS {qos}: the agent subscribes and publishes with QoS 0 or 1")
+        if not 1 <= publish_queue <= MAX_UNCONFIRMED:
+            raise ValueError(
+                f"publish_queue {publish_queue}: from 1 to {MAX_UNCONFIRMED} unconfirmed publishes "
+                "(MQTT packet ids are 16 bits)"
+            )
         self.broker_url = broker_url
         self.status_topic = status_topic
         self.qos = qos
         self.inbox_size = inbox_size
         self.max_inbox_bytes = max_inbox_bytes
-        self.publish_queue = min(publish_queue, MAX_UNCONFIRMED)
+        self.publish_queue = publish_queue
         self.counters = TransportCounters()
         self.connection = MqttConnection(
             broker_url,
@@ -229,6 +238,7 @@ class MqttTransport:
         generation = self._generation
         inbox = self._inbox
         full = False
+        now = time.monotonic()
         for m in messages:
             size = len(m.payload)
             over = len(inbox) >= self.inbox_size or self._inbox_bytes + size > self.max_inbox_bytes
@@ -236,7 +246,7 @@ class MqttTransport:
                 self._drop(m.topic)
                 continue
             full = full or over
-            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation))
+            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation, now, m.retain))
             self._inbox_bytes += size
         if full and not self._paused:
             self._paused = True

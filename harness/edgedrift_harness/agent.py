@@ -18,14 +18,19 @@ from typing import Any, Self
 
 from edgedrift_harness.processes import log_tail, stop_process
 
-__all__ = ["AgentProcess", "agent_environment"]
+__all__ = ["IMAGE_ENVIRONMENT", "AgentProcess", "agent_environment"]
 
 AGENT_COMMAND = [sys.executable, "-m", "edgedrift_edge.cli", "run"]
+#: What the edge image's environment sets for the agent besides its settings (deploy/edge/Dockerfile): two
+#: glibc malloc arenas. This process's own value wins.
+IMAGE_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
 
 
 def agent_environment(settings: Mapping[str, Any]) -> dict[str, str]:
-    """This process's environment plus ``EDGEDRIFT_EDGE_<NAME>`` for every setting (None: left out)."""
+    """The image's environment (:data:`IMAGE_ENVIRONMENT`), this process's on top, plus
+    ``EDGEDRIFT_EDGE_<NAME>`` for every setting (None: left out)."""
     return {
+        **IMAGE_ENVIRONMENT,
         **os.environ,
         **{f"EDGEDRIFT_EDGE_{k.upper()}": str(v) for k, v in settings.items() if v is not None},
     }

@@ -263,16 +263,22 @@ class PredictionCollector(Subscriber):
 
 
 def publish(
-    url: str, topic: str, payloads: Iterable[bytes | str], qos: int = 1, timeout: float = 60.0
+    url: str,
+    topic: str,
+    payloads: Iterable[bytes | str],
+    qos: int = 1,
+    timeout: float = 60.0,
+    retain: bool = False,
 ) -> None:
-    """Publish raw payloads (at most 1,000 in flight) and wait until the broker acknowledged each one."""
+    """Publish raw payloads (at most 1,000 in flight; ``retain``: as retained messages) and wait until
+    the broker acknowledged each one."""
     client = make_client(url, f"pub-{time.time_ns()}", clean_session=True)
     client.max_inflight_messages_set(1000)
     host, port, _tls = broker_address(url)
     client.connect(host, port)
     client.loop_start()
     try:
-        infos = [client.publish(topic, p, qos=qos) for p in payloads]
+        infos = [client.publish(topic, p, qos=qos, retain=retain) for p in payloads]
         for info in infos:
             info.wait_for_publish(timeout)
             if qos and not info.is_published():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -64,11 +65,26 @@ def add_version(parser: argparse.ArgumentParser, prog: str) -> None:
     )
 
 
+#: A Sphinx role (``:func:`name```, ``:mod:`~a.b```, ``:class:`title <target>```) or an inline literal.
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`(?:~[\w.]*\.)?([^`<]*?)\s*(?:<[^>]*>)?`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def plain(text: str) -> str:
+    """``text`` without reStructuredText markup: a role becomes its target's short name or its title, an
+    inline literal its content (docstrings serve as ``--help`` text, a terminal shows no markup)."""
+    return _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text))
+
+
 class Formatter(argparse.RawDescriptionHelpFormatter):
-    """Help with the description as written and each option's default (unless its text names one)."""
+    """Help with the description as written (minus reStructuredText markup: :func:`plain`) and each
+    option's default (unless its text names one)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return super()._fill_text(plain(text), width, indent)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
+        text = plain(action.help or "")
         default = action.default
         if (
             "default" in text

@@ -67,6 +67,8 @@ MAX_ABS_VALUE = 1e30
 INT32_MAX = 2**31 - 1
 
 
+#: A class name on the wire: printable text (an integer class is sent as its decimal string).
+ClassNameText = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]*$")]
 #: A flag of a request: JSON ``true`` or ``false`` only.
 Flag = Annotated[bool, Strict()]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
@@ -107,6 +109,7 @@ HEADER_RULES: list[JsonValue] = [
     _when("rebalance", {"enum": ["smote", "select"]}, {"task": {"const": "classification"}}),
     _when("reset_rows", {"type": "integer"}, {"rebalance": {"const": "select"}}),
     _when("n_classes", {"type": "integer"}, {"task": {"const": "classification"}}),
+    _when("class_names", {"type": "array"}, {"task": {"const": "classification"}}),
     _when("return_base", {"const": True}, {"rebalance": {"enum": ["smote", "select"]}}),
     {
         "if": {"properties": {"retune": {"type": "object"}}, "required": ["retune"]},
@@ -145,7 +148,9 @@ class WindowHeader(WireModel):
     ``reset`` and ``reset+smote``; ``return_base`` asks for the model trained on the plain window too,
     in the document's ``training.base`` (RebalanceStream+). ``n_classes`` (classification only) is the
     task's number of classes C: absent or 2, the labels are ±1; C ≥ 3, they are the codes 0..C−1 and a
-    linear learner trains one-vs-rest over all C classes, also those the window misses.
+    linear learner trains one-vs-rest over all C classes, also those the window misses. ``class_names``
+    (classification only) names the classes in code order (C names, or 2 for −1, +1); the cloud copies
+    them into the model document, so a model says which class each column predicts.
     """
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": HEADER_RULES})
@@ -156,6 +161,7 @@ class WindowHeader(WireModel):
     rebalance: Rebalance = "none"
     reset_rows: Annotated[int, Field(ge=0, le=MAX_COUNT), NUMBER] | None = None
     n_classes: Annotated[int, Field(ge=2, le=MAX_CLASSES), NUMBER] | None = None
+    class_names: Annotated[list[ClassNameText], Field(min_length=2, max_length=MAX_CLASSES)] | None = None
     return_base: Flag = False
     reason: ShortText = "manual"
     monitor: Stats = Field(default_factory=dict)
@@ -171,6 +177,15 @@ class WindowHeader(WireModel):
             raise ValueError("rebalance (SMOTE) applies to classification only")
         if self.n_classes is not None and self.task != "classification":
             raise ValueError("n_classes applies to classification only")
+        if self.class_names is not None:
+            if self.task != "classification":
+                raise ValueError("class_names applies to classification only")
+            if len(self.class_names) != (self.n_classes or 2):
+                raise ValueError(
+                    f"class_names: {len(self.class_names)} names for {self.n_classes or 2} classes"
+                )
+            if len(set(self.class_names)) != len(self.class_names):
+                raise ValueError("class_names must be distinct")
         if self.reset_rows is not None and self.rebalance != "select":
             raise ValueError(f"reset_rows needs rebalance='select', got rebalance={self.rebalance!r}")
         if self.return_base and self.rebalance == "none":

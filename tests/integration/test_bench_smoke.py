@@ -17,11 +17,13 @@ BENCH = ROOT / "bench"
 #: Entry point -> its smoke-run arguments ({tmp} is the test's temporary directory).
 QUICK: dict[str, list[str]] = {
     "acceptance.py": ["--quick", "--out", "{tmp}"],
+    "batch_semantics.py": ["--quick"],
     "bls_accuracy.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "bls_paper.py": ["--quick", "--json", "{tmp}/bls_paper.json"],
     "broker_durability.py": ["--quick", "--json", "{tmp}/durability.json"],
     "counters_latency.py": ["--quick", "--json", "{tmp}/counters.json"],
     "edge_loop.py": ["--quick", "--json", "{tmp}/edge_loop.json"],
+    "edge_metrics.py": ["--quick", "--json", "{tmp}/edge_metrics.json"],
     "faults.py": ["--quick", "--json", "{tmp}/faults.json"],
     "fleet_views.py": ["--quick", "--json", "{tmp}/fleet_views.json"],
     "fleet_sim.py": ["--quick", "--json", "{tmp}/fleet_sim.json"],
@@ -43,6 +45,7 @@ QUICK: dict[str, list[str]] = {
 #: Entry points that read real data sets (from EDGEDRIFT_DATA_DIR; without it they would download them).
 NEEDS_DATA = {
     "acceptance.py",
+    "batch_semantics.py",
     "real_streams.py",
     "edge_loop.py",
     "footprint.py",

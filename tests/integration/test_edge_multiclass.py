@@ -100,6 +100,7 @@ def test_a_multiclass_device_deployed_equals_offline_and_the_cloud_counts_its_re
         page = ops.get(f"/v1/fleet/devices/{device}").json()
     document = latest.get("model") or latest.get("document")
     assert document["classes"] == [0, 1, 2, 3] and len(document["coef"]) == 4, "one-vs-rest over 4 classes"
+    assert document["class_names"] == [str(n) for n in names], "the model names the device's classes"
     row = page["device"]
     assert row["task"] == "classification" and row["rmse"] is None and row["n_classes"] == 4
     assert 0.0 < row["accuracy"] <= 1.0 and 0.0 < row["macro_f1"] <= 1.0
@@ -125,6 +126,30 @@ def test_the_cloud_refuses_a_label_outside_the_classes_naming_the_field(sqlite_c
     assert good.json()["model"]["classes"] == [0, 1, 2]
     field_error(bad, 422, "y")
     assert "0..2" in bad.text and "y[7]" in bad.text
+
+
+def test_a_model_names_the_classes_its_request_named_and_a_mismatch_is_a_field_error(
+    sqlite_cloud: CloudServer,
+) -> None:
+    device, secret = f"mc-{secrets.token_hex(3)}", secrets.token_urlsafe(24)
+    sqlite_cloud.register(device, secret)
+    stream = sine_mc(n_classes=3, d=2, n_concepts=1, concept_length=60, seed=1)
+    headers = {"Authorization": f"Bearer {secret}"}
+    base = {"task": "classification", "learner": "logistic", "n_classes": 3, "X": stream.X.tolist()}
+    with httpx.Client(base_url=sqlite_cloud.url, timeout=30) as http:
+        named = http.post(
+            f"/v1/devices/{device}/models",
+            json={**base, "y": stream.y.tolist(), "class_names": ["oak", "ash", "elm"]},
+            headers=headers,
+        )
+        short = http.post(
+            f"/v1/devices/{device}/models",
+            json={**base, "y": stream.y.tolist(), "class_names": ["oak", "ash"]},
+            headers=headers,
+        )
+    assert named.status_code == 201, named.text
+    assert named.json()["model"]["class_names"] == ["oak", "ash", "elm"]
+    assert short.status_code == 422 and "2 names for 3 classes" in short.text
 
 
 def test_the_fleet_views_show_a_multiclass_device_on_either_registry(cloud: CloudServer) -> None:

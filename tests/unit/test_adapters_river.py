@@ -11,7 +11,9 @@ from river import drift, linear_model, preprocessing, tree
 
 from edgedrift import state
 from edgedrift.adapters import RiverDriftMonitor, RiverLearner, get_strategy
+from edgedrift.adapters.river_strategies import river_detector_strategy
 from edgedrift.loop import EdgeLoop
+from edgedrift.metrics.baselines import no_change_predictions
 from edgedrift.models.linear import LinearModel
 from edgedrift.monitors.replayable import ReplayableDetector
 from edgedrift.strategies import Context
@@ -102,7 +104,7 @@ def errors_with_a_jump(seed: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("detector", [drift.PageHinkley(mode="up"), drift.KSWIN(seed=1)], ids=["ph", "kswin"])
 def test_a_river_detector_instance_is_a_monitor(detector: Any) -> None:
-    monitor = RiverDriftMonitor(detector, last=30)
+    monitor = RiverDriftMonitor(detector, last=30, refill=False)
     window, x = CountWindow(100, n_features=1), np.zeros(1)
     hits = []
     for i, e in enumerate(errors_with_a_jump()):
@@ -114,6 +116,57 @@ def test_a_river_detector_instance_is_a_monitor(detector: Any) -> None:
     assert monitor.train_on_last() == 30 and monitor.n_detections == len(hits)
     assert not detector._get_params().get("window"), "the user's instance is never fed"
     assert monitor.clone().detector is not detector
+
+
+def test_a_detection_retrains_on_the_newest_labels_then_on_the_refilled_window() -> None:
+    monitor = RiverDriftMonitor(drift.ADWIN(delta=0.01))
+    assert (monitor.last, monitor.refill) == (30, True)
+    window, x = CountWindow(100, n_features=1), np.zeros(1)
+    model = LinearModel.from_document(_tiny_model())
+    fired: list[tuple[int, int | None]] = []
+    for i, e in enumerate(errors_with_a_jump()):
+        monitor.update(x, 1.0, e, window, window.push(x, 1.0))
+        if monitor.drift_detected:
+            k = monitor.train_on_last()
+            fired.append((i, k))
+            if k is not None:
+                window.keep_last(k)  # as the loop does
+            monitor.reset(model, np.zeros((1, 1)), np.ones(1))
+    assert fired[0][0] >= 600 and fired[0][1] == 30, fired
+    detection, refill = fired[0][0], fired[1]
+    assert refill == (detection + 100 - 30 + 1, None), "the whole window, once 70 more labels refilled it"
+    assert monitor.n_detections == len([k for _, k in fired if k is not None])
+
+
+def flips(n: int = 12_000, every: int = 3_000, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """A concept that flips back and forth (Sine1's kind of drift) in two features."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    sign = np.where((np.arange(n) // every) % 2 == 0, 1.0, -1.0)
+    return X, sign * np.sign(X[:, 0] + X[:, 1] + 1e-12)
+
+
+def run_detector_strategy(**kw: Any) -> float:
+    X, y = flips()
+    labeled = np.arange(len(y)) % 10 == 0
+    X0, y0 = X[:2000][labeled[:2000]], y[:2000][labeled[:2000]]
+    strategy = river_detector_strategy("adwin-t", "ADWIN", drift.ADWIN(delta=0.01), **kw)
+    ctx = Context(2, "classification", "logistic", 200, 1.0, LinearTrainer("logistic", 1.0), X0, y0)
+    loop = strategy.build(ctx)
+    loop.start(ctx.initial_model(), X0, y0)
+    hits = [loop.process_one(X[i], y[i] if labeled[i] else None) == y[i] for i in range(2000, len(y))]
+    return float(np.mean(hits))
+
+
+def test_the_adwin_detector_strategy_beats_the_no_change_baseline_with_its_defaults() -> None:
+    _, y = flips()
+    labeled = np.arange(len(y)) % 10 == 0
+    no_change = float(np.mean(no_change_predictions(y, labeled)[2000:] == y[2000:]))
+    default = run_detector_strategy()
+    assert default > max(no_change, 0.5) + 0.3, (default, no_change)
+    whole_window = run_detector_strategy(last=None)
+    assert whole_window < no_change, "the former default retrains on the concept that just ended"
+    assert run_detector_strategy(refill=False) < default
 
 
 def _tiny_model() -> dict[str, Any]:

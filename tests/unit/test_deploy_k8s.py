@@ -257,6 +257,35 @@ def test_only_gateways_reach_the_broker_and_gateways_or_operators_the_cloud(over
         assert pod_spec_labels(find(overlay, kind, name))["app.kubernetes.io/component"] == component
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_gateways_serve_metrics_where_prometheus_and_the_policies_look(overlay: str) -> None:
+    """A gateway pod's /metrics: the port its annotations name is the one the agent listens on
+    (EDGEDRIFT_EDGE_METRICS_PORT), a declared container port, and the one a policy opens to operators
+    (Prometheus) on the gateways' pods."""
+    gateways = [o for o in rendered(overlay) if o["kind"] == "Deployment" and "gateway" in label(o)]
+    policies = [o["spec"] for o in rendered(overlay) if o["kind"] == "NetworkPolicy"]
+    for gateway in gateways:
+        annotations = gateway["spec"]["template"]["metadata"]["annotations"]
+        assert (
+            annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
+        )
+        port = int(annotations["prometheus.io/port"])
+        (container,) = pod_spec(gateway)["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert int(env["EDGEDRIFT_EDGE_METRICS_PORT"]) == port, label(gateway)
+        assert {"name": "metrics", "containerPort": port, "protocol": "TCP"} in container["ports"]
+        component = pod_spec_labels(gateway)["app.kubernetes.io/component"]
+        opened = [
+            p
+            for p in policies
+            if p["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component") == component
+            for rule in p.get("ingress", [])
+            if {"protocol": "TCP", "port": port} in rule["ports"]
+            and {"namespaceSelector": {"matchLabels": {"edgedrift.io/operator": "true"}}} in rule["from"]
+        ]
+        assert opened, f"{label(gateway)}: no policy lets Prometheus reach port {port}"
+
+
 @pytest.mark.parametrize("name", ["mosquitto.conf", "acl", "entrypoint.sh"])
 def test_broker_config_is_the_compose_stacks(name: str) -> None:
     """kustomize reads no file outside its directory, so base/mosquitto/ holds copies: kept equal here

@@ -74,6 +74,16 @@ def test_every_alert_is_tested_firing_and_the_issue_s_alerts_exist() -> None:
         "EdgeDriftCloud5xx",
         "EdgeDriftTrainingSlow",
         "EdgeDriftDatabaseNotReady",
+        # issue 31: quality, degraded and silent devices, gateways, drops, the budget
+        "EdgeDriftQualityFalling",
+        "EdgeDriftLowAccuracyDevices",
+        "EdgeDriftDeviceAccuracyFalling",
+        "EdgeDriftDeviceRmseRising",
+        "EdgeDriftDevicesDegraded",
+        "EdgeDriftDeviceSilent",
+        "EdgeDriftGatewayDown",
+        "EdgeDriftGatewayDrops",
+        "EdgeDriftRecomputeBudgetExhausted",
     } <= alerts
     tested = {
         case["alertname"]
@@ -148,3 +158,31 @@ def test_dashboard_panels_use_the_provisioned_data_source_and_do_not_overlap() -
     grafana = load_compose(COMPOSE)["services"]["grafana"]
     path = provider["providers"][0]["options"]["path"]
     assert f"./deploy/grafana/dashboards:{path}:ro" in grafana["volumes"]
+
+
+@needs_promtool
+def test_the_kubernetes_scrape_jobs_are_the_ones_the_rules_select(tmp_path: Path) -> None:
+    """kubernetes-scrape.yml keeps the pods of each component by their prometheus.io annotations, under
+    the job names the "down" alerts select; promtool checks it with the pod discovery replaced by a static
+    target (Debian's promtool is built without the Kubernetes discovery), so every relabelling is checked."""
+    config = yaml.safe_load((PROMETHEUS / "kubernetes-scrape.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    exprs = {r["alert"]: r["expr"] for r in rules() if "alert" in r}
+    for job, component, alert in [
+        ("edgedrift-cloud", "cloud", "EdgeDriftCloudDown"),
+        ("edgedrift-gateways", "gateway", "EdgeDriftGatewayDown"),
+    ]:
+        assert f'job="{job}"' in exprs[alert]
+        keeps = {
+            tuple(r["source_labels"]): r["regex"]
+            for r in jobs[job]["relabel_configs"]
+            if r.get("action") == "keep"
+        }
+        assert keeps[("__meta_kubernetes_pod_label_app_kubernetes_io_component",)] == component
+        assert keeps[("__meta_kubernetes_pod_annotation_prometheus_io_scrape",)] == "true"
+    for job in jobs.values():
+        assert job.pop("kubernetes_sd_configs") == [{"role": "pod"}]
+        job["static_configs"] = [{"targets": ["127.0.0.1:9464"]}]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    out = promtool("check", "config", str(tmp_path / "prometheus.yml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,23 +1,22 @@
-"""The agent's cap on glibc malloc arenas: threads that allocate share the capped arenas instead of each
-growing its own (counted from glibc's own ``malloc_info`` report, in a fresh process)."""
+"""glibc's malloc arenas of the agent come from the environment (``MALLOC_ARENA_MAX``, which glibc reads at
+start), set by the edge image and by the harness as the image does: threads that allocate then share the
+capped arenas instead of each growing its own (counted from glibc's own ``malloc_info`` report)."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
 
 import pytest
+from support.compose import EDGE_DOCKERFILE, dockerfile_env
 
-from edgedrift_edge.malloc_arenas import cap_arenas
+from edgedrift_harness.agent import IMAGE_ENVIRONMENT, agent_environment
 
 PROBE = r"""
-import ctypes, ctypes.util, os, sys, tempfile, threading
-from edgedrift_edge.malloc_arenas import cap_arenas
+import ctypes, ctypes.util, os, tempfile, threading
 
-limit = int(sys.argv[1])
-if limit:
-    assert cap_arenas(limit)
 ready = threading.Barrier(7)
 blocks = []
 
@@ -44,20 +43,31 @@ for t in threads:
 """
 
 
-def arenas(limit: int) -> int:
+def arenas(limit: str | None) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    if limit is not None:
+        env["MALLOC_ARENA_MAX"] = limit
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(limit)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True, timeout=60
     )
     return int(done.stdout.strip())
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="M_ARENA_MAX is glibc's")
-def test_threads_share_the_capped_arenas() -> None:
-    assert arenas(0) >= 3, "without the cap, allocating threads grow arenas of their own"
-    assert arenas(1) == 1
-    assert arenas(2) == 2
+def test_the_image_and_the_harness_cap_the_arenas_at_two() -> None:
+    assert dockerfile_env(EDGE_DOCKERFILE)["MALLOC_ARENA_MAX"] == IMAGE_ENVIRONMENT["MALLOC_ARENA_MAX"] == "2"
+    saved = os.environ.pop("MALLOC_ARENA_MAX", None)
+    try:
+        assert agent_environment({"device_id": "d"})["MALLOC_ARENA_MAX"] == "2"
+        os.environ["MALLOC_ARENA_MAX"] = "1"
+        assert agent_environment({"device_id": "d"})["MALLOC_ARENA_MAX"] == "1", "the caller's value wins"
+    finally:
+        os.environ.pop("MALLOC_ARENA_MAX", None)
+        if saved is not None:
+            os.environ["MALLOC_ARENA_MAX"] = saved
 
 
-def test_a_cap_below_one_is_refused() -> None:
-    with pytest.raises(ValueError, match="at least one arena"):
-        cap_arenas(0)
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="MALLOC_ARENA_MAX is glibc's")
+def test_threads_share_the_arenas_the_environment_caps() -> None:
+    assert arenas(None) >= 3, "without the cap, allocating threads grow arenas of their own"
+    assert arenas("1") == 1
+    assert arenas(IMAGE_ENVIRONMENT["MALLOC_ARENA_MAX"]) == 2

@@ -16,7 +16,6 @@ from edgedrift.data import sine_mc
 from edgedrift.models.document import model_from_document
 from edgedrift.protocol import Protocol
 from edgedrift.training.window import train_window
-from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.ledger import Counters
 from edgedrift_edge.messages import parse_labels, parse_samples
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
@@ -45,7 +44,7 @@ class WindowCloud:
 
     def __call__(self, request: RecomputeRequest) -> TrainedModel:
         self.requests.append(request)
-        outcome = train_window(CloudClient._header(request), request.X, request.y)
+        outcome = train_window(request.header(), request.X, request.y)
         doc = {**outcome.document, "version": len(self.requests)}
         return TrainedModel(request.request_id, len(self.requests), model_from_document(doc), doc, 1.0, 0, 0)
 
@@ -80,7 +79,7 @@ def test_labels_and_predictions_travel_by_class_name_and_recomputes_are_one_vs_r
     assert np.mean(hits) > 0.95, "three separable blobs: one-vs-rest gets them right"
     first = cloud.requests[0]
     assert first.n_classes == 3 and set(np.unique(first.y)) == {0.0, 1.0, 2.0}
-    assert CloudClient._header(first).n_classes == 3
+    assert first.header().n_classes == 3
     assert s.loop is not None and getattr(s.loop.model, "n_classes", None) == 3
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
@@ -111,3 +112,29 @@ def test_shrub_labels_must_be_integers_and_ragged_rows_are_named() -> None:
     req = TrainRequest(task="classification", learner="logistic", X=[[1.0, 2.0], [3.0]], y=[1.0, -1.0])
     with pytest.raises(WindowError, match="row 1 has 1 values"):
         window_arrays(req)
+
+
+def test_class_names_name_every_class_once_and_reach_the_document() -> None:
+    from edgedrift.training.window import train_window
+    from edgedrift_edge.cloud import _check_class_names
+
+    header = WindowHeader(
+        task="classification", learner="logistic", n_classes=3, class_names=["oak", "ash", "elm"]
+    )
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    document = train_window(header, X, ((X[:, 0] > 0) + (X[:, 1] > 0.0)).astype(float)).document
+    assert document["class_names"] == ["oak", "ash", "elm"]
+    _check_class_names(document, ("oak", "ash", "elm"))
+    with pytest.raises(ValueError, match="not the device's classes"):
+        _check_class_names(document, ("ash", "oak", "elm"))
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"n_classes": 3, "class_names": ["a", "b"]}, "2 names for 3 classes"),
+        ({"class_names": ["a", "a"]}, "distinct"),
+        ({"class_names": ["a", "b\x00"]}, "pattern"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ValueError, match=message):
+            WindowHeader.model_validate({"task": "classification", "learner": "logistic", **bad})
+    with pytest.raises(ValueError, match="classification only"):
+        WindowHeader(task="regression", learner="ridge", class_names=["a", "b"])

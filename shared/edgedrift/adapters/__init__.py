@@ -3,6 +3,7 @@
 * :mod:`~edgedrift.adapters.river_learner`: any river classifier or regressor as the edge learner;
 * :mod:`~edgedrift.adapters.river_monitor`: any ``river.drift`` detector instance as a monitor;
 * :mod:`~edgedrift.adapters.river_strategies`: both as named strategies (needs the ``river`` extra);
+* :mod:`~edgedrift.adapters.river_compat`: the other way round, EdgeDrift's learners as river estimators;
 * :mod:`~edgedrift.adapters.river_spec`: a river model's class and parameters, for checkpoints;
 * :mod:`~edgedrift.adapters.builders`: a strategy from your own learner or monitor;
 * :mod:`~edgedrift.adapters.entry_points`: strategies registered by other packages, by name;

@@ -7,7 +7,7 @@ stream's task and loss and one recompute's details it becomes a :class:`~edgedri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -74,13 +74,15 @@ class TrainSpec:
         request_id: str | None = None,
         reset_rows: int | None = None,
         n_classes: int | None = None,
+        class_names: Sequence[str] | None = None,
     ) -> WindowHeader:
         """The wire header of one recompute with this spec (validated by the wire model, ``task`` too).
 
         ``loss`` names the learner when the spec does not (None is fine for a non-linear spec); ``C``
         goes into the learner parameters (None: the trainer's default); ``stats`` is the monitor's
         evidence; ``reset_rows`` the size of RebalanceStream's reset batch; ``n_classes`` the classes of a
-        multi-class stream (C ≥ 3; a binary header leaves it out).
+        multi-class stream (C ≥ 3; a binary header leaves it out); ``class_names`` the classes' names in
+        code order (the cloud writes them into the model document).
         """
         params = dict(self.params) if C is None else {"C": C, **self.params}
         fields: dict[str, Any] = {
@@ -98,6 +100,8 @@ class TrainSpec:
             fields["reset_rows"] = reset_rows
         if n_classes is not None and n_classes >= 3:
             fields["n_classes"] = n_classes
+        if class_names is not None:
+            fields["class_names"] = list(class_names)
         if self.return_base:
             fields["return_base"] = True
         return WindowHeader.model_validate(fields)

@@ -148,7 +148,8 @@ def train_window(
     lines 22-27). With rebalancing the document
     gets a ``training`` record: ``chosen``, ``scores``, ``note``, ``confusion`` (each scored candidate's
     prequential (TP, FP, FN, TN), larger label positive, for binary labels) and, if
-    ``header.return_base``, ``base``: the document trained on the plain window.
+    ``header.return_base``, ``base``: the document trained on the plain window. ``header.class_names``
+    are copied into the document.
     """
     start = perf_counter()
     X = np.asarray(X, dtype=np.float64)
@@ -162,6 +163,8 @@ def train_window(
     if scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
     outcome = _train(header, X, y, start, scoring)
+    if header.class_names is not None:
+        outcome.document["class_names"] = list(header.class_names)
     check_finite_document(outcome.document)
     return outcome
 
