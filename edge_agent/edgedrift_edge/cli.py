@@ -152,6 +152,7 @@ def _add_setting(group: argparse._ArgumentGroup, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the agent until SIGTERM/SIGINT (exit 0) or until it cannot work any more (exit 1)."""
     default_one_blas_thread()
+    from edgedrift import kernels
     from edgedrift_edge.agent import EdgeAgent
 
     overrides = {name: getattr(args, name) for name in AgentSettings.model_fields}
@@ -187,8 +188,8 @@ def run(args: argparse.Namespace) -> int:
         if settings.gateway_id
         else (f"device {settings.device_id}")
     )
-    logging.getLogger("edgedrift_edge").info("ready: %s", who)
-    print(f"edgedrift-edge: ready, {who}", flush=True)
+    logging.getLogger("edgedrift_edge").info("ready: %s (kernels: %s)", who, kernels.path())
+    print(f"edgedrift-edge: ready, {who} (kernels: {kernels.path()})", flush=True)
     while not stop.wait(0.5):
         if agent.finished.is_set():
             print(f"edgedrift-edge: stopped: {agent.fatal}", file=sys.stderr, flush=True)

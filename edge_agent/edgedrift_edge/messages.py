@@ -11,8 +11,10 @@ above the per-message item cap is refused as a whole, with its item count (so th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import struct
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
@@ -68,49 +70,50 @@ class Samples:
         )
 
 
-#: Stands in for NaN in a content key: Python hashes a NaN by its identity, not its value.
-_NAN_KEY = -7.7e-311
+#: The scheme of the content digests, saved beside them in a checkpoint (``recent_samples``): digests of
+#: another scheme, or of none recorded (Python's tuple hash, before this scheme), are dropped when one is
+#: loaded.
+CONTENT_HASH = "blake2b-64/f64le"
+#: The digest of a sample whose content is not known (it came from a checkpoint of another scheme): a
+#: repeat of its id counts as a redelivery. A computed digest is never 0 (its lowest bit is set).
+UNKNOWN_CONTENT = 0
+
+
+#: Rows from which :func:`content_keys_of` lays the batch out with numpy (fewer: row by row in Python, which
+#: costs less than numpy's per-call overhead; both give the same digests).
+_VECTOR_ROWS = 8
+
+
+def _digest(values: list[float]) -> int:
+    """The digest of one sample's ``(*x, y, ts)`` (see :func:`content_keys_of`)."""
+    canonical = [v + 0.0 if v == v else math.nan for v in values]  # -0.0 as 0.0, every NaN as one NaN
+    raw = struct.pack(f"<{len(canonical)}d", *canonical)
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "little", signed=True) | 1
 
 
 def content_keys(rows: list[list[float]], ys: list[float], tss: list[float]) -> list[int]:
-    """Digests of samples' content, to tell a QoS-1 redelivery (same id, same content) from a reused id
-    (a sensor that rebooted and counts from 0 again). Python's hash of a tuple of floats is the same in
-    every process (unlike that of bytes or str), so digests survive a restart through the checkpoint."""
-    return [
-        hash((*row, y if y == y else _NAN_KEY, t if t == t else _NAN_KEY))
-        for row, y, t in zip(rows, ys, tss, strict=True)
-    ]
-
-
-def _kernel_hashes_as_python() -> bool:
-    """Whether the compiled :func:`content_keys_of` reproduces Python's hash here (checked once on values
-    that exercise every branch of the float hash: a change of CPython's hash would switch it off)."""
-    k = kernels.MODULE
-    if k is None:
-        return False
-    X = np.array([[0.0, -0.0, 1.0, -2.5, 1e300], [math.inf, -math.inf, 5e-324, 0.1, -123456.789]])
-    y, ts = np.array([1.0, math.nan]), np.array([math.nan, 1.7e9])
-    out = np.empty(2, np.int64)
-    expected = content_keys(X.tolist(), y.tolist(), ts.tolist())
-    return bool(k.content_keys(X, y, ts, _NAN_KEY, out)) and out.tolist() == expected
-
-
-_KERNEL_HASHES_AS_PYTHON = _kernel_hashes_as_python()
+    """:func:`content_keys_of` of rows that may differ in width (before a device's width is known)."""
+    return [_digest([*row, y, t]) for row, y, t in zip(rows, ys, tss, strict=True)]
 
 
 def content_keys_of(X: FloatArray, y: FloatArray, ts: FloatArray) -> npt.NDArray[np.int64]:
-    """:func:`content_keys` of the rows of X (n, d) with their labels and times (NaN: none), as int64
-    (one compiled call where the kernels are built)."""
-    out = np.empty(len(y), np.int64)
-    k = kernels.MODULE
-    if k is not None and _KERNEL_HASHES_AS_PYTHON:
-        try:
-            if k.content_keys(X, y, ts, _NAN_KEY, out):
-                return out
-        except ValueError:  # arrays the kernel does not take (not contiguous, say)
-            pass
-    out[:] = content_keys(X.tolist(), y.tolist(), ts.tolist())
-    return out
+    """Digests of samples' content, to tell a QoS-1 redelivery (same id, same content) from a reused id
+    (a sensor that rebooted and counts from 0 again): for each row of X (n, d) with its label and time
+    (NaN: none), the first 8 bytes of BLAKE2b over ``(*x, y, ts)`` as little-endian float64 (-0.0 as 0.0,
+    every NaN as one NaN), lowest bit set. The same on every platform and interpreter, so the digests a
+    checkpoint keeps mean the same after a restart or an upgrade (:data:`CONTENT_HASH`)."""
+    n = len(y)
+    if n < _VECTOR_ROWS:
+        return np.array(content_keys(X.tolist(), y.tolist(), ts.tolist()), dtype=np.int64)
+    values = np.empty((n, X.shape[1] + 2), dtype="<f8")
+    values[:, :-2] = X
+    values[:, -2] = y
+    values[:, -1] = ts
+    values += 0.0  # -0.0 becomes 0.0
+    values[np.isnan(values)] = np.nan
+    raw, step, blake2b = memoryview(values.tobytes()), values.shape[1] * 8, hashlib.blake2b
+    digests = b"".join([blake2b(raw[i : i + step], digest_size=8).digest() for i in range(0, len(raw), step)])
+    return np.frombuffer(digests, dtype="<i8").astype(np.int64) | 1
 
 
 class MessageError(ValueError):

@@ -14,10 +14,14 @@ Before a device's width is known, warm-up rows of another width than the matrix'
 small dict by slot (the only per-entry Python objects, normally none); :meth:`RecentSamples.lock_width`
 re-lays the rows out once the width is decided.
 
-Checkpoint tree: ``{"id_keys", "id_checks", "keys", "waiting", "X", "y_hat"}``, oldest first; ``waiting``
-is the positions (in that order) of the samples awaiting a label, ``X`` and ``y_hat`` are theirs only (``X``
-as :func:`~edgedrift_edge.session_codec.pack_rows` packs rows). :meth:`RecentSamples.restore_former`
-reads the two trees of the former separate join buffer and duplicate window.
+Checkpoint tree: ``{"id_keys", "id_checks", "keys", "content_hash", "waiting", "X", "y_hat"}``, oldest
+first; ``waiting`` is the positions (in that order) of the samples awaiting a label, ``X`` and ``y_hat``
+are theirs only (``X`` as :func:`~edgedrift_edge.session_codec.pack_rows` packs rows). ``content_hash``
+names the digests' scheme (:data:`~edgedrift_edge.messages.CONTENT_HASH`): a tree of another scheme, or
+without one (written with Python's tuple hash), keeps its ids but not their digests (they become
+:data:`~edgedrift_edge.messages.UNKNOWN_CONTENT`: a repeat of such an id counts as a redelivery).
+:meth:`RecentSamples.restore_former` reads the two trees of the former separate join buffer and duplicate
+window (digests dropped likewise).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import numpy as np
 
 from edgedrift.models.losses import FloatArray
 from edgedrift_edge.id_index import IdIndex, IntArray, WordArray, grown, id_key
-from edgedrift_edge.messages import SampleId
+from edgedrift_edge.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId
 from edgedrift_edge.session_codec import pack_rows, unpack_rows
 
 
@@ -213,6 +217,7 @@ class RecentSamples:
             "id_keys": self.index.keys[order],
             "id_checks": self.index.checks[order],
             "keys": self._content[order],
+            "content_hash": CONTENT_HASH,
             "waiting": waiting,
             "X": X,
             "y_hat": self._y_hat[slots],
@@ -224,7 +229,7 @@ class RecentSamples:
         samples left out (older than the window)."""
         keys, checks = tree["id_keys"].tolist(), tree["id_checks"].tolist()
         window = cls(capacity, width)
-        window._put_all(keys, checks, tree["keys"].tolist())
+        window._put_all(keys, checks, _contents(tree))
         dropped = window._remember_all(
             [(keys[i], checks[i]) for i in tree["waiting"].tolist()], unpack_rows(tree["X"]), tree["y_hat"]
         )
@@ -239,7 +244,7 @@ class RecentSamples:
         (``{"id_keys", "id_checks", "X", "y_hat"}``, or ``{"ids", "X", "y_hat"}``); an entry whose id is not
         among the newest ``capacity`` ids counts as left out."""
         window = cls(capacity, width)
-        window._put_all(*_words(recent_ids), recent_ids["keys"].tolist())
+        window._put_all(*_words(recent_ids), _contents(recent_ids))
         join_keys, join_checks = _words(joins)
         dropped = window._remember_all(
             list(zip(join_keys, join_checks, strict=True)), unpack_rows(joins["X"]), joins["y_hat"]
@@ -260,6 +265,13 @@ class RecentSamples:
             else:
                 self.remember(slot, x, p)
         return dropped
+
+
+def _contents(tree: dict[str, Any]) -> list[int]:
+    """A tree's content digests, or :data:`UNKNOWN_CONTENT` for each where they are of another scheme."""
+    if tree.get("content_hash") == CONTENT_HASH:
+        return cast(list[int], tree["keys"].tolist())
+    return [UNKNOWN_CONTENT] * len(tree["keys"])
 
 
 def _words(tree: dict[str, Any]) -> tuple[list[int], list[int]]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from edgedrift_edge.id_index import IntArray, distinct, id_key
 from edgedrift_edge.ledger import Counters
-from edgedrift_edge.messages import SampleId, Samples, content_keys, content_keys_of
+from edgedrift_edge.messages import UNKNOWN_CONTENT, SampleId, Samples, content_keys, content_keys_of
 from edgedrift_edge.recent_samples import RecentSamples
 
 #: Samples of a message from which its ids go through the windows in one vectorised pass.
@@ -67,7 +67,7 @@ class DedupMixin:
             old = seen[sid] if sid in seen else recent.lookup(*words)
             if old is None:
                 keep.append(i)
-            elif old == key:
+            elif old in (key, UNKNOWN_CONTENT):  # unknown: from a checkpoint of another digest
                 repeats.append(i)
                 continue
             else:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgedrift import __version__
+from edgedrift import __version__, kernels
 from edgedrift.labels import ClassLabels
 from edgedrift.loop import EdgeLoop
 from edgedrift.metrics.multiclass import MulticlassConfusion
@@ -105,6 +105,7 @@ class ReportsMixin:
         return {
             "device_id": self.config.device_id,
             "version": __version__,
+            "kernels": kernels.path(),
             "phase": self.phase,
             "warmup": self.warmup_state(),
             "strategy": self.config.strategy,

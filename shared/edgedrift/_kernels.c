@@ -23,7 +23,6 @@
  *   forest_proba_one PackedForest.proba of one row: every tree's descent and leaf (learners/packed_forest.py)
  *   druid_steps     DruidMonitor.update_many's test at every step of a batch (monitors/druid.py)
  *   sample_columns  the columns of a decoded batch of samples            (edgedrift_edge/messages.py)
- *   content_keys    Python's hash of every sample's (*x, y, ts)          (edgedrift_edge/messages.py)
  *   id_find, id_find_many, id_place, id_place_many, id_unplace, id_unplace_many
  *                   the open-addressing table of sample ids of edgedrift_edge.id_index (linear probing,
  *                   backward-shift deletion; entries are slot + 1 in an int16 or int32 table)
@@ -39,23 +38,29 @@ enum { LOSS_LOGISTIC = 0, LOSS_SQUARED_HINGE = 1, LOSS_SQUARED = 2 };
 /* Return codes of the learners: learned, skipped before anything changed (size), step not taken. */
 enum { LEARNED = 0, SKIPPED_SIZE = 1, SKIPPED_STEP = 2 };
 
+/* edgedrift._kernels.LayoutError, a ValueError: an argument the kernel does not take as it is (not a numpy
+ * array, another dtype, size or number of dimensions, not C-contiguous, read-only). Only for this error do
+ * the callers run the numpy code instead; any other (a wrong argument count, an inconsistent state)
+ * propagates, so a kernel that stopped matching its caller fails loudly rather than falling back. */
+static PyObject *LayoutError;
+
 /* A C-contiguous float64 array of exactly n elements (writable if asked), or NULL with an error set. */
 static double *f64(PyObject *o, npy_intp n, int writable, const char *name)
 {
     if (PyErr_Occurred()) /* report the first bad argument */
         return NULL;
     if (!PyArray_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a numpy array", name);
+        PyErr_Format(LayoutError, "%s: expected a numpy array", name);
         return NULL;
     }
     PyArrayObject *a = (PyArrayObject *)o;
     if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_IS_C_CONTIGUOUS(a) || PyArray_SIZE(a) != n) {
-        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous float64 array of %zd values", name,
+        PyErr_Format(LayoutError, "%s: expected a C-contiguous float64 array of %zd values", name,
                      (Py_ssize_t)n);
         return NULL;
     }
     if (writable && !PyArray_ISWRITEABLE(a)) {
-        PyErr_Format(PyExc_ValueError, "%s: array is read-only", name);
+        PyErr_Format(LayoutError, "%s: array is read-only", name);
         return NULL;
     }
     return (double *)PyArray_DATA(a);
@@ -207,7 +212,7 @@ static PyObject *newton_learn(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     PyArrayObject *xarr = (PyArrayObject *)args[0];
     if (!PyArray_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "x: expected a numpy array");
+        PyErr_SetString(LayoutError, "x: expected a numpy array");
         return NULL;
     }
     npy_intp d = PyArray_SIZE(xarr), n = d + 1;
@@ -414,12 +419,12 @@ static PyObject *newton_learn_many(PyObject *self, PyObject *const *args, Py_ssi
         return NULL;
     }
     if (!PyArray_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "X: expected a numpy array");
+        PyErr_SetString(LayoutError, "X: expected a numpy array");
         return NULL;
     }
     PyArrayObject *Xarr = (PyArrayObject *)args[0];
     if (PyArray_NDIM(Xarr) != 2) {
-        PyErr_SetString(PyExc_ValueError, "X: expected a 2-D array");
+        PyErr_SetString(LayoutError, "X: expected a 2-D array");
         return NULL;
     }
     npy_intp k = PyArray_DIM(Xarr, 0), d = PyArray_DIM(Xarr, 1), n = d + 1;
@@ -578,7 +583,7 @@ static PyObject *adaptive_learn(PyObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     if (!PyArray_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "x: expected a numpy array");
+        PyErr_SetString(LayoutError, "x: expected a numpy array");
         return NULL;
     }
     npy_intp d = PyArray_SIZE((PyArrayObject *)args[0]), n = d + 1;
@@ -622,7 +627,7 @@ enum { REPLAY_ARGS = 13 };
 static int replay_args(PyObject *const *args, Replay *r)
 {
     if (!PyArray_Check(args[0]) || PyArray_NDIM((PyArrayObject *)args[0]) != 2) {
-        PyErr_SetString(PyExc_ValueError, "X must be a two-dimensional numpy array");
+        PyErr_SetString(LayoutError, "X must be a two-dimensional numpy array");
         return -1;
     }
     r->k = PyArray_DIM((PyArrayObject *)args[0], 0);
@@ -765,7 +770,7 @@ static PyObject *grad_track(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     }
     if (!PyArray_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "x: expected a numpy array");
+        PyErr_SetString(LayoutError, "x: expected a numpy array");
         return NULL;
     }
     npy_intp d = PyArray_SIZE((PyArrayObject *)args[0]), n = d + 1;
@@ -917,7 +922,7 @@ static void *rows_and_out(const char *fn, PyObject *X, PyObject *out, int type, 
                           npy_intp *k, npy_intp *d)
 {
     if (!PyArray_Check(X) || PyArray_NDIM((PyArrayObject *)X) != 2) {
-        PyErr_Format(PyExc_ValueError, "%s: X must be a two-dimensional numpy array", fn);
+        PyErr_Format(LayoutError, "%s: X must be a two-dimensional numpy array", fn);
         return NULL;
     }
     *k = PyArray_DIM((PyArrayObject *)X, 0);
@@ -925,7 +930,7 @@ static void *rows_and_out(const char *fn, PyObject *X, PyObject *out, int type, 
     PyArrayObject *oa = (PyArrayObject *)out;
     if (!PyArray_Check(out) || PyArray_TYPE(oa) != type || !PyArray_IS_C_CONTIGUOUS(oa)
         || PyArray_SIZE(oa) != *k || !PyArray_ISWRITEABLE(oa)) {
-        PyErr_Format(PyExc_ValueError, "out: expected a writable C-contiguous %s array of len(X)", type_name);
+        PyErr_Format(LayoutError, "out: expected a writable C-contiguous %s array of len(X)", type_name);
         return NULL;
     }
     return PyArray_DATA(oa);
@@ -1120,7 +1125,7 @@ static PyObject *grad_track_many(PyObject *self, PyObject *const *args, Py_ssize
         return NULL;
     }
     if (!PyArray_Check(args[0]) || PyArray_NDIM((PyArrayObject *)args[0]) != 2) {
-        PyErr_SetString(PyExc_ValueError, "X: expected a two-dimensional numpy array");
+        PyErr_SetString(LayoutError, "X: expected a two-dimensional numpy array");
         return NULL;
     }
     npy_intp k = PyArray_DIM((PyArrayObject *)args[0], 0), d = PyArray_DIM((PyArrayObject *)args[0], 1);
@@ -1373,85 +1378,6 @@ fail:
     return NULL;
 }
 
-/* content_keys(X, y, ts, nan_key, out) -> True, with out[i] = hash((*X[i], y[i], ts[i])) as CPython
- * computes it for a tuple of floats (tuplehash over _Py_HashDouble: edgedrift_edge.messages.content_keys,
- * whose digests checkpoints keep, so they must not change), a NaN y or ts standing in as nan_key; False,
- * out untouched, where X holds a NaN (Python hashes a NaN by identity) or the platform's hash is not 64
- * bits wide. */
-#define HASH_BITS 61
-#define HASH_MODULUS ((((npy_uint64)1) << HASH_BITS) - 1)
-#define XXPRIME_1 11400714785074694791ULL
-#define XXPRIME_2 14029467366897019727ULL
-#define XXPRIME_5 2870177450012600261ULL
-
-static npy_uint64 hash_double(double v)
-{
-    if (isinf(v))
-        return v > 0 ? 314159ULL : (npy_uint64)-314159LL;
-    int e;
-    double m = frexp(v, &e);
-    npy_uint64 sign = 1;
-    if (m < 0) {
-        sign = (npy_uint64)-1;
-        m = -m;
-    }
-    npy_uint64 x = 0;
-    while (m) {
-        x = ((x << 28) & HASH_MODULUS) | x >> (HASH_BITS - 28);
-        m *= 268435456.0; /* 2**28 */
-        e -= 28;
-        npy_uint64 top = (npy_uint64)m;
-        m -= (double)top;
-        x += top;
-        if (x >= HASH_MODULUS)
-            x -= HASH_MODULUS;
-    }
-    e = e >= 0 ? e % HASH_BITS : HASH_BITS - 1 - ((-1 - e) % HASH_BITS);
-    x = ((x << e) & HASH_MODULUS) | x >> (HASH_BITS - e);
-    x = x * sign;
-    if (x == (npy_uint64)-1)
-        x = (npy_uint64)-2;
-    return x;
-}
-
-static PyObject *content_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "content_keys(X, y, ts, nan_key, out) takes four arrays and a float");
-        return NULL;
-    }
-    npy_intp k, d;
-    npy_int64 *out = rows_and_out("content_keys", args[0], args[4], NPY_INT64, "int64", &k, &d);
-    if (out == NULL)
-        return NULL;
-    const double *X = f64(args[0], k * d, 0, "X"), *y = f64(args[1], k, 0, "y"), *ts = f64(args[2], k, 0, "ts");
-    double nan_key = PyFloat_AsDouble(args[3]);
-    if (!X || !y || !ts || PyErr_Occurred())
-        return NULL;
-    if (sizeof(Py_hash_t) != 8 || isnan(nan_key))
-        Py_RETURN_FALSE;
-    for (npy_intp i = 0; i < k * d; i++)
-        if (isnan(X[i]))
-            Py_RETURN_FALSE;
-    npy_uint64 len = (npy_uint64)(d + 2);
-    for (npy_intp r = 0; r < k; r++) {
-        npy_uint64 acc = XXPRIME_5;
-        for (npy_intp i = 0; i < d + 2; i++) {
-            double v = i < d ? X[r * d + i] : (i == d ? y[r] : ts[r]);
-            if (isnan(v))
-                v = nan_key;
-            acc += hash_double(v) * XXPRIME_2;
-            acc = (acc << 31) | (acc >> 33);
-            acc *= XXPRIME_1;
-        }
-        acc += len ^ (XXPRIME_5 ^ 3527539ULL);
-        if (acc == (npy_uint64)-1)
-            acc = 1546275796ULL;
-        out[r] = (npy_int64)acc;
-    }
-    Py_RETURN_TRUE;
-}
-
 /* --- the id table of edgedrift_edge.id_index ------------------------------------------------------------
  * A power-of-two table of slot + 1 (0 = empty), int16 or int32; the ids' words in two uint64 arrays indexed
  * by slot; an id's home is the top bits of (key ^ check) * golden (Fibonacci hashing, IdIndex). */
@@ -1483,7 +1409,7 @@ static int words(PyObject *o, const npy_uint64 **out, npy_intp *n, const char *n
 {
     if (!PyArray_Check(o) || PyArray_TYPE((PyArrayObject *)o) != NPY_UINT64 ||
         !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)o)) {
-        PyErr_Format(PyExc_ValueError, "%s: expected a C-contiguous uint64 array", name);
+        PyErr_Format(LayoutError, "%s: expected a C-contiguous uint64 array", name);
         return 0;
     }
     *out = (const npy_uint64 *)PyArray_DATA((PyArrayObject *)o);
@@ -1497,7 +1423,7 @@ static int id_table(PyObject *const *args, IdTable *t, int with_words)
     PyArrayObject *a = (PyArrayObject *)args[0];
     if (!PyArray_Check(args[0]) || !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISWRITEABLE(a) ||
         (PyArray_TYPE(a) != NPY_INT16 && PyArray_TYPE(a) != NPY_INT32)) {
-        PyErr_SetString(PyExc_ValueError, "table: expected a writable C-contiguous int16 or int32 array");
+        PyErr_SetString(LayoutError, "table: expected a writable C-contiguous int16 or int32 array");
         return 0;
     }
     t->table = PyArray_DATA(a);
@@ -1668,7 +1594,7 @@ static npy_int64 *slot_array(PyObject *o, npy_intp *n)
 {
     PyArrayObject *a = (PyArrayObject *)o;
     if (!PyArray_Check(o) || PyArray_TYPE(a) != NPY_INT64 || !PyArray_IS_C_CONTIGUOUS(a)) {
-        PyErr_SetString(PyExc_ValueError, "slots: expected a C-contiguous int64 array");
+        PyErr_SetString(LayoutError, "slots: expected a C-contiguous int64 array");
         return NULL;
     }
     *n = PyArray_SIZE(a);
@@ -1806,8 +1732,6 @@ static PyMethodDef methods[] = {
      "DRUiD's test at every step of a batch (see edgedrift.kernels)."},
     {"sample_columns", (PyCFunction)(void (*)(void))sample_columns, METH_FASTCALL,
      "The ids and the x, y, ts columns of a decoded batch of samples."},
-    {"content_keys", (PyCFunction)(void (*)(void))content_keys, METH_FASTCALL,
-     "Python's hash of (*x, y, ts) for every row."},
     {"id_find", (PyCFunction)(void (*)(void))id_find, METH_FASTCALL, "The slot of an id, or -1."},
     {"id_find_many", (PyCFunction)(void (*)(void))id_find_many, METH_FASTCALL, "id_find for many ids."},
     {"id_place", (PyCFunction)(void (*)(void))id_place, METH_FASTCALL, "Put a slot in the id table."},
@@ -1826,5 +1750,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "edgedrift._kernels",
 PyMODINIT_FUNC PyInit__kernels(void)
 {
     import_array();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    LayoutError = PyErr_NewExceptionWithDoc(
+        "edgedrift._kernels.LayoutError",
+        "An argument the kernel does not take as it is (the caller runs the numpy code instead).",
+        PyExc_ValueError, NULL);
+    if (LayoutError == NULL || PyModule_AddObjectRef(m, "LayoutError", LayoutError) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -1,11 +1,16 @@
 """Types of the compiled kernels (``_kernels.c``; see :mod:`edgedrift.kernels`)."""
 
+from typing import Any
+
 from numpy import bool_, float32, float64, int16, int32, int64, intp, uint64
 from numpy.typing import NDArray
 
 _F = NDArray[float64]
 _T = NDArray[int16] | NDArray[int32]
 _W = NDArray[uint64]
+
+class LayoutError(ValueError):
+    """An argument a kernel does not take as it is: the caller runs the numpy code instead."""
 
 def newton_learn(
     x: _F,
@@ -200,7 +205,9 @@ def druid_steps(
     carry: int,
     /,
 ) -> tuple[int, int, float, int, int]: ...
-def content_keys(X: _F, y: _F, ts: _F, nan_key: float, out: NDArray[int64], /) -> bool: ...
+def sample_columns(
+    items: list[Any], d: int, classification: bool, next_seq: int, unset: object, X: _F, y: _F, ts: _F, /
+) -> list[int | str] | None: ...
 def id_find(table: _T, keys: _W, checks: _W, key: int, check: int, shift: int, /) -> int: ...
 def id_find_many(
     table: _T, keys: _W, checks: _W, qkeys: _W, qchecks: _W, shift: int, out: NDArray[int64], /

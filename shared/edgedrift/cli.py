@@ -39,8 +39,30 @@ def lazy(target: str) -> Command:
     return call
 
 
+class _Version(argparse.Action):
+    """``--version``: ``PROG VERSION (kernels: compiled|numpy)``, the path of the learning core's per-sample
+    steps (:func:`edgedrift.kernels.path`), looked up only when asked (the kernels import numpy)."""
+
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, prog: str = "", help: str | None = None
+    ) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+        self.prog = prog
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> NoReturn:
+        from edgedrift import kernels
+
+        print(f"{self.prog} {__version__} (kernels: {kernels.path()})")
+        parser.exit()
+
+
 def add_version(parser: argparse.ArgumentParser, prog: str) -> None:
-    parser.add_argument("--version", action="version", version=f"{prog} {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        prog=prog,
+        help="show the version and whether the compiled kernels or the numpy code run, and exit",
+    )
 
 
 #: A Sphinx role (``:func:`name```, ``:mod:`~a.b```, ``:class:`title <target>```) or an inline literal.
@@ -68,7 +90,7 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
             "default" in text
             or default in (None, False, argparse.SUPPRESS)
             or not action.option_strings
-            or isinstance(action, argparse._VersionAction | argparse._HelpAction)
+            or isinstance(action, _Version | argparse._HelpAction)
         ):
             return text
         return f"{text} (default: %(default)s)"

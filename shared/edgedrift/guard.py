@@ -128,7 +128,7 @@ class RangeGuard:
         if k is not None:
             try:
                 return bool(k.in_range(x, self.lo, self.hi))
-            except ValueError:  # a row the kernel does not take (not contiguous, another width)
+            except kernels.LayoutError:  # a row the kernel does not take (not contiguous, another width)
                 pass
         if len(self._lo) <= _SCALAR_WIDTH:
             return all(lo <= v <= hi for v, lo, hi in zip(x.tolist(), self._lo, self._hi, strict=True))
@@ -170,7 +170,7 @@ class RangeGuard:
             try:
                 k.rows_outside(X, self.lo, self.hi, bad)
                 return bad
-            except ValueError:  # rows the kernel does not take (not contiguous, another width)
+            except kernels.LayoutError:  # rows the kernel does not take (not contiguous, another width)
                 pass
         inside = self.lo <= X  # comparisons with NaN are False (and do not warn)
         inside &= self.hi >= X

@@ -32,42 +32,68 @@ in the same order of operations as the numpy code it replaces:
   each sample's clipped contribution for the step-wise test;
 * ``druid_steps``: DRUiD's test at every step of a batch
   (:meth:`~edgedrift.monitors.DruidMonitor.update_many`);
-* ``content_keys``: Python's hash of every sample's ``(*x, y, ts)`` (``edgedrift_edge.messages``: the
-  digests that tell a redelivery from a reused id; checked against ``hash`` when first loaded);
+* ``sample_columns``: the ids and the x, y, ts columns of a decoded batch of samples
+  (``edgedrift_edge.messages``);
 * ``id_find`` … ``id_unplace_many``: the probing of the hash table of sample ids behind the edge agent's
   recent samples (``edgedrift_edge.id_index``: find, insert, backward-shift delete).
 
 The numpy code stays the reference. Only the dot products may sum in another order than BLAS does, so
 the two agree to rounding (``tests/unit/test_kernels.py``, ``test_newton_batch_kernel.py``,
-``test_gateway_batch_kernels.py``), not bit for bit: the extension is built when
-the package is installed (a C compiler is required, as for liblinear-official), so that a deployed edge
-and the evaluator take the same path. :data:`MODULE` is None when ``EDGEDRIFT_NO_KERNELS=1`` is set (to
-measure or check the numpy code) or the extension is missing (a source tree on ``PYTHONPATH`` that was
-never built); an array a kernel does not take (not C-contiguous) also runs the numpy code.
+``test_gateway_batch_kernels.py``), not bit for bit.
+
+The extension is optional: ``pip install`` builds it when a C compiler is there and installs the package
+without it otherwise (``shared/setup.py``), and :func:`path` says which path runs (``edgedrift --version``,
+the agent's status message). :data:`MODULE` is None when ``EDGEDRIFT_NO_KERNELS=1`` is set (to measure or
+check the numpy code) or the extension is not importable (not built). A kernel falls back to the numpy
+code for one reason only: it raises :class:`LayoutError` for an array it does not take as it is (not
+C-contiguous, say). Any other error of a compiled call (a wrong argument count after a change of a
+signature, say) propagates: it never turns silently into the numpy path.
 """
 
 from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import Literal
 
 from edgedrift.models.losses import LogisticLoss, Loss, SquaredHingeLoss, SquaredLoss
 
-__all__ = ["MODULE", "for_loss"]
+__all__ = ["MODULE", "LayoutError", "for_loss", "path"]
 
 
 def _load() -> ModuleType | None:
+    """The compiled module, or None when switched off or not built (only an ImportError means "not built")."""
     if os.environ.get("EDGEDRIFT_NO_KERNELS", "") not in ("", "0"):
         return None
     try:
         from edgedrift import _kernels
     except ImportError:
         return None
+    if not isinstance(getattr(_kernels, "LayoutError", None), type):
+        raise RuntimeError(
+            f"{_kernels.__file__} is an old build of edgedrift._kernels: reinstall edgedrift-core "
+            "(pip install -e ./shared, or bash scripts/setup.sh), or set EDGEDRIFT_NO_KERNELS=1"
+        )
     return _kernels
 
 
 #: ``edgedrift._kernels``, or None: the learners and monitors then run their numpy code.
 MODULE: ModuleType | None = _load()
+
+
+class _NoLayoutError(ValueError):
+    """Stands in for ``edgedrift._kernels.LayoutError`` where the extension is not loaded."""
+
+
+#: What a kernel raises for an array it does not take as it is (a ValueError): the caller runs the numpy
+#: code for it. Only this error means "use numpy"; the call sites catch nothing else.
+LayoutError: type[ValueError] = _NoLayoutError if MODULE is None else MODULE.LayoutError
+
+
+def path() -> Literal["compiled", "numpy"]:
+    """``"compiled"`` (the extension) or ``"numpy"`` (not built, or switched off): the path in use now."""
+    return "numpy" if MODULE is None else "compiled"
+
 
 _LOSS_CODES: dict[type[Loss], int] = {LogisticLoss: 0, SquaredHingeLoss: 1, SquaredLoss: 2}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from edgedrift import __version__
+from edgedrift import __version__, kernels
 from edgedrift.cli import build_parser as edgedrift_parser
 from edgedrift_cloud.cli import build_parser as cloud_parser
 from edgedrift_edge.cli import build_parser as edge_parser
@@ -111,7 +111,11 @@ def test_a_subcommand_help_loads_only_that_subcommand() -> None:
 @pytest.mark.parametrize("prog", ["edgedrift", "edgedrift-edge", "edgedrift-cloud"])
 def test_version(prog: str) -> None:
     done = subprocess.run([str(BIN / prog), "--version"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout.strip() == f"{prog} {__version__}"
+    path = "numpy" if kernels.MODULE is None else "compiled"  # the same environment as the command's
+    assert done.returncode == 0 and done.stdout.strip() == f"{prog} {__version__} (kernels: {path})"
+    env = {**os.environ, "EDGEDRIFT_NO_KERNELS": "1"}
+    off = subprocess.run([str(BIN / prog), "--version"], capture_output=True, text=True, timeout=60, env=env)
+    assert off.returncode == 0 and off.stdout.strip() == f"{prog} {__version__} (kernels: numpy)"
 
 
 def _one_line_error(argv: list[str], env: dict[str, str] | None = None) -> str:

@@ -18,8 +18,10 @@ from edgedrift.window import delay_buffer_size
 from edgedrift_edge import session_codec as codec
 from edgedrift_edge import session_dedup
 from edgedrift_edge.agent import EdgeAgent
+from edgedrift_edge.checkpoints import CheckpointStore
 from edgedrift_edge.device import session_config
 from edgedrift_edge.id_index import id_key
+from edgedrift_edge.messages import CONTENT_HASH, UNKNOWN_CONTENT, content_keys_of
 from edgedrift_edge.session import DeviceSession, Output
 from edgedrift_edge.settings import AgentSettings, SettingsError
 
@@ -163,6 +165,47 @@ def test_a_checkpoint_written_by_the_ordered_dict_buffers_still_restores(tmp_pat
     assert (
         again.handle("labels", json.dumps({"id": 110, "y": 1.0}).encode()).events[0]["type"] == "label_miss"
     )
+
+
+def _python_tuple_hash(x: list[float], y: float, ts: float) -> int:
+    """The content digest checkpoints kept before the stable one: CPython's hash of (*x, y, ts), NaN as a
+    fixed stand-in (edgedrift_edge.messages.content_keys until issue 29)."""
+    nan_key = -7.7e-311
+    return hash((*x, y if y == y else nan_key, ts if ts == ts else nan_key))
+
+
+def test_a_checkpoint_with_the_former_python_hash_digests_loads(tmp_path: Path) -> None:
+    """A checkpoint written the old way (its digests CPython's tuple hash, no ``content_hash`` field) loads:
+    the ids and the waiting rows are kept, the digests dropped (unknown: a repeat of such an id counts as
+    a redelivery, never as a reused id processed twice); new samples get the stable digests, which the
+    next checkpoint records."""
+    s, X = running(gateway(tmp_path))
+    for i in range(100, 130):
+        s.handle("samples", sample(i, X[i]))
+    tree = s.snapshot()
+    recent = tree["recent_samples"]
+    assert recent.pop("content_hash") == CONTENT_HASH
+    old_keys = [_python_tuple_hash(X[i].tolist(), np.nan, np.nan) for i in range(100, 130)]
+    recent["keys"] = np.concatenate([recent["keys"][:-30], np.array(old_keys, np.int64)])
+    store = CheckpointStore(tmp_path / "old", "dev-1")
+    store.save({"session": tree})
+    loaded = store.load()
+    assert loaded is not None
+    again = DeviceSession(session_config(gateway(tmp_path), "dev-1"), train, lambda: 0.0)
+    again.restore(loaded["session"])
+    restored = again.recent_samples.snapshot()
+    assert restored["content_hash"] == CONTENT_HASH
+    assert restored["id_keys"].tolist() == s.recent_samples.snapshot()["id_keys"].tolist()
+    assert (restored["keys"] == UNKNOWN_CONTENT).all(), "the former digests are dropped, not misread"
+    assert again.recent_samples.waiting == s.recent_samples.waiting
+    redelivered = again.handle("samples", sample(111, X[111]))
+    assert redelivered.predictions[0].get("repeat") is True and again.counters.duplicates == 1
+    assert again.counters.id_reused == 0
+    again.handle("samples", sample(500, X[500]))  # a new sample: a stable digest
+    unlabeled = np.full(1, np.nan)
+    assert again.recent_samples.get(500) == int(content_keys_of(X[500:501], unlabeled, unlabeled)[0])
+    reused = again.handle("samples", sample(500, X[501]))  # same id, other content
+    assert not reused.predictions[0].get("repeat") and again.counters.id_reused == 1
 
 
 def batch(start: int, X: np.ndarray, n: int) -> bytes:

@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.kernels import COMPILED, both_paths, labeled_stream, learner_state, needs_kernels, task_of
+from support.kernels import (
+    COMPILED,
+    CountingKernels,
+    both_paths,
+    labeled_stream,
+    learner_state,
+    needs_kernels,
+    task_of,
+)
 
 from edgedrift import kernels
 from edgedrift.data.generators import sine1plus
@@ -37,11 +45,13 @@ def numpy_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_the_kernels_are_built_here() -> None:
-    # CI builds edgedrift._kernels from source with pip; a build that silently fell back to numpy
-    # would leave every other test here skipped.
+    # The suite's first pass builds edgedrift._kernels (scripts/setup.sh, a C compiler is there); a build
+    # that fell back to numpy would leave every other test here skipped. The second pass switches them off.
     if os.environ.get("EDGEDRIFT_NO_KERNELS", "") not in ("", "0"):
+        assert kernels.MODULE is None and kernels.path() == "numpy"
         pytest.skip("EDGEDRIFT_NO_KERNELS is set")
-    assert isinstance(COMPILED, ModuleType)
+    assert isinstance(kernels.MODULE, ModuleType) and kernels.path() == "compiled"
+    assert issubclass(kernels.LayoutError, ValueError) and kernels.LayoutError is kernels.MODULE.LayoutError
     names = {
         "newton_learn",
         "newton_learn_many",
@@ -52,9 +62,9 @@ def test_the_kernels_are_built_here() -> None:
         "grad_track_many",
         "druid_steps",
         "rows_outside",
-        "content_keys",
+        "sample_columns",
     }
-    assert names <= set(dir(COMPILED))
+    assert names <= set(dir(kernels.MODULE))
 
 
 LEARNERS: dict[str, Callable[[int], IncrementalLearner]] = {
@@ -80,13 +90,17 @@ def test_one_step_is_the_numpy_step(name: str, d: int, monkeypatch: pytest.Monke
     for i in range(50):
         warm.learn_one(X[i], float(y[i]))
     state = warm
+    assert COMPILED is not None
     for i in (50, 51):  # two states: the cyclic prior term on two coordinates
         after = []
         for module in (COMPILED, None):
             monkeypatch.setattr(kernels, "MODULE", module)
+            COMPILED.reset()
             learner = copy.deepcopy(state)
             learner.learn_one(X[i], float(y[i]))
             after.append(learner)
+            if module is COMPILED:  # the compiled step ran (not the numpy code behind a fallback)
+                assert sum(COMPILED.ran.values()) == 1 and not COMPILED.refused
         compiled, reference = (learner_state(learner) for learner in after)
         for key, value in reference.items():
             np.testing.assert_allclose(compiled[key], value, rtol=1e-12, atol=1e-14, err_msg=key)
@@ -120,46 +134,87 @@ def test_a_learner_moves_as_its_numpy_code_does(name: str, d: int, monkeypatch: 
 
 
 @needs_kernels
-def test_a_row_the_kernel_does_not_take_runs_the_numpy_code() -> None:
+def test_a_row_the_kernel_does_not_take_runs_the_numpy_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert COMPILED is not None
+    monkeypatch.setattr(kernels, "MODULE", COMPILED)
     X, y = labeled_stream(50, 4, seed=1)
     strided, contiguous = ForgettingNewton(4), ForgettingNewton(4)
     Xf = np.asfortranarray(X)  # its rows are not contiguous
+    COMPILED.reset()
     for i in range(40):
         strided.learn_one(Xf[i], float(y[i]))
+    assert dict(COMPILED.refused) == {"newton_learn": 40} and not COMPILED.ran
+    for i in range(40):
         contiguous.learn_one(X[i], float(y[i]))
+    assert dict(COMPILED.ran) == {"newton_learn": 40}
     np.testing.assert_allclose(strided.w, contiguous.w, rtol=1e-9)
     assert strided.n_learned == contiguous.n_learned == 40
 
 
+class _Replaced:
+    """The compiled kernels with one of them replaced (a stand-in for a kernel that changed)."""
+
+    def __init__(self, module: Any, name: str, function: Callable[..., Any]) -> None:
+        self._module, self._name, self._function = module, name, function
+
+    def __getattr__(self, name: str) -> Any:
+        return self._function if name == self._name else getattr(self._module, name)
+
+
+def _mismatched(*args: Any) -> Any:
+    raise TypeError(f"takes 20 positional arguments but {len(args)} were given")
+
+
 @needs_kernels
-def test_the_kernels_reject_arrays_of_the_wrong_shape_with_a_clear_error() -> None:
-    assert COMPILED is not None
-    learner = ForgettingNewton(3)
-    args: list[Any] = [
-        np.ones(3), 1.0, 0, learner.w, learner.P, learner.m, learner._xa, learner._Px,
-        None, None, None, None, 0.0, 0.0, 1.0, 0.1, 0, 1e-3, 1e50, 1e100, False,
-    ]  # fmt: skip
-    assert COMPILED.newton_learn(*args) == 0
-    args[0] = np.ones(4)
-    with pytest.raises(ValueError, match="w: expected a C-contiguous float64 array of 5 values"):
-        COMPILED.newton_learn(*args)
-    args[0] = np.ones(3, np.float32)
-    with pytest.raises(ValueError, match="x: expected"):
-        COMPILED.newton_learn(*args)
-    with pytest.raises(TypeError, match="21 arguments"):
-        COMPILED.newton_learn(*args[:5])
-    read_only = np.ones(3)
-    read_only.flags.writeable = False
-    with pytest.raises(ValueError, match="raw_w: array is read-only"):
-        COMPILED.raw_weights(np.ones(4), np.ones(3), np.ones(3), read_only)
-    with pytest.raises(ValueError, match="shape"):
-        COMPILED.whitened_sq(np.ones((2, 3)), np.ones(4))
-    with pytest.raises(ValueError, match="x: expected a C-contiguous float64 array of 3 values"):
-        COMPILED.linear_score(np.ones(3), np.ones(4), 0.0)
-    with pytest.raises(ValueError, match="hi: expected"):
-        COMPILED.in_range(np.ones(3), np.ones(3), np.ones(2))
+@pytest.mark.parametrize(
+    ("kernel", "learner"),
+    [
+        ("newton_learn", lambda: ForgettingNewton(3)),
+        ("adaptive_learn", lambda: AdaptiveSGD(3)),
+        ("raw_weights", lambda: ForgettingNewton(3)),
+        ("linear_score", lambda: ForgettingNewton(3, scale=False)),
+    ],
+)
+def test_a_kernel_that_no_longer_matches_its_caller_fails_loudly(
+    kernel: str, learner: Callable[[], IncrementalLearner], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: a newton_learn that raised TypeError used to fall back to numpy silently, and 41 of 42
+    kernel tests still passed. Only LayoutError (an array the kernel does not take) means "run numpy"."""
+    monkeypatch.setattr(kernels, "MODULE", _Replaced(kernels.MODULE, kernel, _mismatched))
+    model = learner()
+    x = np.array([0.5, -1.0, 2.0])
+    with pytest.raises(TypeError, match="positional arguments"):
+        for _ in range(3):
+            model.learn_one(x, 1.0)
+            model.predict_one(x)
 
 
+@needs_kernels
+def test_the_comparisons_notice_a_kernel_that_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """both_paths refuses a "compiled" run that ran the numpy code: a kernel that declines every call
+    fails the comparison instead of comparing numpy with itself, and so does a run that calls none."""
+
+    def declines(*args: Any) -> int:
+        raise kernels.LayoutError("x: expected a C-contiguous float64 array")
+
+    declining = CountingKernels(_Replaced(kernels.MODULE, "newton_learn", declines))
+    X, y = labeled_stream(40, 3, seed=4)
+
+    def run() -> FloatArray:
+        learner = ForgettingNewton(3)
+        for x, label in zip(X, y, strict=True):
+            learner.predict_one(x)  # compiled (linear_score): the run does call kernels
+            learner.learn_one(x, float(label))
+        return learner.w
+
+    with pytest.raises(AssertionError, match="declined"):
+        both_paths(run, monkeypatch, declining)
+    assert declining.refused["newton_learn"] == len(y) and declining.ran["linear_score"] == len(y)
+    with pytest.raises(AssertionError, match="called no kernel"):
+        both_paths(lambda: ForgettingNewton(3).w, monkeypatch)
+
+
+@needs_kernels
 @pytest.mark.parametrize("d", [1, 5, 54])
 def test_a_prediction_and_the_range_test_are_the_numpy_ones(d: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """score_one (w . x + b) to rounding, and the guard's range test exactly (a NaN is out of range),
@@ -178,7 +233,8 @@ def test_a_prediction_and_the_range_test_are_the_numpy_ones(d: int, monkeypatch:
     (scores_c, flags_c), (scores_r, flags_r) = both_paths(run, monkeypatch)
     np.testing.assert_allclose(scores_c, scores_r, rtol=1e-12, atol=1e-12)
     assert flags_c == flags_r and flags_c[-2:] == [True, True] and not all(flags_c)
-    assert COMPILED is None or COMPILED.in_range(rng.normal(size=d), np.full(d, -np.inf), np.full(d, np.inf))
+    assert COMPILED is not None
+    assert COMPILED.in_range(rng.normal(size=d), np.full(d, -np.inf), np.full(d, np.inf))
 
 
 def druid_trace(X: FloatArray, y: FloatArray, loss: Loss) -> tuple[list[float], list[int], dict[str, Any]]:

@@ -12,7 +12,7 @@ import numpy as np
 from edgedrift import state
 from edgedrift_edge.id_index import id_key
 from edgedrift_edge.ledger import SessionConfig
-from edgedrift_edge.messages import SampleId, Samples, content_keys
+from edgedrift_edge.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId, Samples, content_keys
 from edgedrift_edge.recent_samples import RecentSamples
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
 from edgedrift_edge.session import DeviceSession
@@ -139,7 +139,9 @@ def test_a_checkpoint_round_trips_and_resumes_into_a_smaller_window() -> None:
     tree, _ = state.loads(state.dumps(window.snapshot()))
     assert isinstance(tree, dict)
     same, dropped = RecentSamples.restore(tree, 5, 3)
-    assert dropped == 0 and all(np.array_equal(same.snapshot()[k], tree[k], equal_nan=True) for k in tree)
+    again = same.snapshot()
+    assert again.pop("content_hash") == tree["content_hash"] == CONTENT_HASH
+    assert dropped == 0 and all(np.array_equal(again[k], tree[k], equal_nan=True) for k in again)
     assert same.get(7) == 70 and same.get(3) == hash(3) and not same.awaits(3)
     small, dropped = RecentSamples.restore(tree, 2, 3)
     assert dropped == 2 and len(small) == 2 and "s6" in small and 7 in small and 5 not in small, "s4 and 5"
@@ -160,13 +162,14 @@ def test_the_former_two_trees_restore_in_both_of_their_shapes() -> None:
     joins = {"ids": ["1", 2**70, "gone"], "X": np.array([row(1), row(2), row(3)]), "y_hat": np.arange(3.0)}
     window, dropped = RecentSamples.restore_former(joins, recent_ids, 4, 3)
     assert dropped == 1, "'gone' is not among the window's ids"
-    assert [window.get(s) for s in ("1", "b", 2**70, -5, 1)] == [-1, -2, -3, -4, None]
+    # Python's tuple hash then: the digests are dropped (unknown), the ids kept
+    assert [window.get(s) for s in ("1", "b", 2**70, -5, 1)] == [UNKNOWN_CONTENT] * 4 + [None]
     entry = window.take(2**70)
     assert entry is not None and entry[0].tolist() == row(2).tolist() and entry[1] == 1.0
     old_recent = {"ids": [7, "7", 8], "keys": np.array([70, 71, 80], dtype=np.int64)}
     ragged = {"ids": [7, 8], "X": [row(7, 2), row(8, 3)], "y_hat": np.array([0.7, 0.8])}
     former, dropped = RecentSamples.restore_former(ragged, old_recent, 2, None)
-    assert dropped == 1 and len(former) == 2 and 7 not in former and former.get("7") == 71
+    assert dropped == 1 and len(former) == 2 and 7 not in former and former.get("7") == UNKNOWN_CONTENT
     entry = former.take(8)
     assert entry is not None and entry[0].tolist() == row(8, 3).tolist() and entry[1] == 0.8
     empty = {"ids": [], "X": np.zeros((0, 0)), "y_hat": np.zeros(0)}

@@ -86,7 +86,7 @@ class AdaptiveSGD(IncrementalLearner):
                 x, y, code, self.w, self._xa, self._g, self._v, mean, var, inv_std, scratch, a, eps,
                 self.lr, self.rho, self.eps, STEP_MAX, MAX_SQNORM, self.method == "rmsprop",
             )  # fmt: skip
-        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+        except kernels.LayoutError:  # an array the kernel does not take (not contiguous, say)
             return None
         return status
 

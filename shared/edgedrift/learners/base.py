@@ -216,7 +216,7 @@ class IncrementalLearner(Estimator, ABC):
         if k is not None:
             try:
                 return float(k.linear_score(self._raw_w, x, self._raw_b))
-            except ValueError:  # a row the kernel does not take (not contiguous, say)
+            except kernels.LayoutError:  # a row the kernel does not take (not contiguous, say)
                 pass
         return float(self._raw_w @ x) + self._raw_b
 
@@ -240,7 +240,7 @@ class IncrementalLearner(Estimator, ABC):
         assert self._scaler is not None
         try:
             return float(k.raw_weights(self.w, self._scaler.inv_std, self._scaler.mean, self._raw_w))
-        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+        except kernels.LayoutError:  # an array the kernel does not take (not contiguous, say)
             return None
 
     def predict_one(self, x: FloatArray) -> float:
@@ -256,11 +256,14 @@ class IncrementalLearner(Estimator, ABC):
             self._refresh_raw()
         k = kernels.MODULE
         z = np.empty(len(X), dtype=np.float64)
-        try:
-            if k is None:
-                raise ValueError("no kernels")
-            k.linear_scores(self._raw_w, X, self._raw_b, z)
-        except ValueError:  # no kernels, or rows the kernel does not take: score_one row by row
+        scored = False
+        if k is not None:
+            try:
+                k.linear_scores(self._raw_w, X, self._raw_b, z)
+                scored = True
+            except kernels.LayoutError:  # rows the kernel does not take: score_one row by row
+                pass
+        if not scored:
             z[:] = [self.score_one(x) for x in X]
         if self.task == "regression":
             return z
@@ -335,7 +338,7 @@ class IncrementalLearner(Estimator, ABC):
         z = np.empty(len(y), dtype=np.float64)
         try:
             counts = self._replay_compiled(np.asarray(X), y, z)
-        except (TypeError, ValueError):  # an array the kernel does not take
+        except kernels.LayoutError:  # an array the kernel does not take
             return None
         if counts is None:
             return None

@@ -65,6 +65,7 @@ the ridge in [μ⁴⁹λ, λ] ≈ [0.61λ, λ] for μ = 0.99; T = 1 restores it 
 from __future__ import annotations
 
 import math
+from functools import cache
 from types import ModuleType
 from typing import Literal
 
@@ -94,12 +95,18 @@ def scipy_linalg() -> tuple[ModuleType, ModuleType]:
     return blas, lapack
 
 
-def _drot_capsule() -> object:
+@cache
+def _drot_capsule() -> object | None:
     """The capsule of scipy's Cython BLAS ``drot``: the routine ``scipy.linalg.blas.drot`` calls, for the
-    compiled Givens loop (:func:`edgedrift.kernels` ``givens_update``)."""
-    from scipy.linalg import cython_blas
+    compiled Givens loop (:func:`edgedrift.kernels` ``givens_update``); None where a scipy does not export
+    it (the Python loop then runs)."""
+    try:
+        from scipy.linalg import cython_blas
 
-    return cython_blas.__pyx_capi__["drot"]
+        capsule: object = cython_blas.__pyx_capi__["drot"]
+    except (ImportError, AttributeError, KeyError):
+        return None
+    return capsule
 
 
 class OnlineBLS(Estimator):
@@ -411,14 +418,14 @@ class OnlineBLS(Estimator):
         m = self.m
         Rf = self._L.reshape(-1, order="F")  # the C-order flat view of R̂ = Lᵀ
         diag = Rf[:: m + 1]
-        compiled = kernels.MODULE
-        if compiled is not None:  # the loop below in one call: the same drot and math.hypot
+        compiled, drot = kernels.MODULE, _drot_capsule()
+        if compiled is not None and drot is not None:  # the loop below in one call: same drot and hypot
             try:
                 dgc = np.ascontiguousarray(diag)
-                compiled.givens_update(Rf, v, self._c, dgc, _drot_capsule(), math.hypot)
+                compiled.givens_update(Rf, v, self._c, dgc, drot, math.hypot)
                 diag[:] = dgc
                 return
-            except (TypeError, ValueError, AttributeError, KeyError):  # arrays or a scipy it cannot use
+            except kernels.LayoutError:  # arrays the kernel does not take: the loop
                 pass
         dg = diag.tolist()
         c_out = self._c

@@ -176,7 +176,7 @@ class PackedForest:
                     x32, self.feat, self.thr, self.child, self.base, self.val, m, self.depth, out
                 )
                 return
-            except ValueError:  # arrays the kernel does not take: the numpy code
+            except kernels.LayoutError:  # arrays the kernel does not take: the numpy code
                 pass
         out[:] = self.proba(x32[None, :], m)[:, 0, :]
 

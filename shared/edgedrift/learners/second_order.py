@@ -121,7 +121,7 @@ class ForgettingNewton(IncrementalLearner):
                 eps, 1.0 / self.forgetting, self._rho, n % self.w.size, self.h_min, STEP_MAX,
                 MAX_SQNORM, n % 16 == 0,
             )  # fmt: skip
-        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+        except kernels.LayoutError:  # an array the kernel does not take (not contiguous, say)
             return None
         return status
 
@@ -149,7 +149,7 @@ class ForgettingNewton(IncrementalLearner):
                 X, y, code, self.w, self.P, self.m, mean, var, inv_std, n_seen, alpha, eps, self.forgetting,
                 self._rho, self.n_learned % self.w.size, self.h_min, MAX_SQNORM, DELTA_SQ_MAX,
             )  # fmt: skip
-        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+        except kernels.LayoutError:  # an array the kernel does not take (not contiguous, say)
             return None
         return kept, status
 

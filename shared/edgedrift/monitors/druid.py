@@ -277,7 +277,7 @@ class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
         if k is not None:
             try:
                 return float(k.whitened_sq(self._W, v))
-            except ValueError:  # W not C-contiguous
+            except kernels.LayoutError:  # W not C-contiguous
                 pass
         u = self._W @ v
         return float(u @ u)
@@ -386,7 +386,7 @@ class DruidMonitor(BoundMonitor, RestartHook, WarningHook):
             steps: tuple[int, int, float, int, int] = k.druid_steps(
                 before, R_add, R_ev, self._W, *start, self.min_labels, self.threshold, self.num_warnings
             )
-        except (TypeError, ValueError):
+        except kernels.LayoutError:  # an array the kernel does not take (not contiguous, say)
             return None
         return steps
 

@@ -137,7 +137,7 @@ class DeltaG:
                 self._mg if robust else None, self._radius2 if robust else 0.0, self.robust,
                 self.added_sum if robust and added else None, self.added_outer,
             )  # fmt: skip
-        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+        except kernels.LayoutError:  # an array the kernel does not take (not contiguous, say)
             return None
         return taken
 
@@ -235,7 +235,7 @@ class DeltaG:
                 G2_MAX, self.vec, 1.0 if added else -1.0, self._metric, self._radius2 if robust else 0.0,
                 self.robust, self.added_sum if robust and added else None, self.added_outer, R,
             )  # fmt: skip
-        except (TypeError, ValueError):  # an array the kernel does not take (not contiguous, say)
+        except kernels.LayoutError:  # an array the kernel does not take (not contiguous, say)
             return None
         if added:
             self.n_skipped += skipped
