@@ -82,8 +82,9 @@ def test_demo_deployed_equals_offline_and_cleans_up(tmp_path: Path) -> None:
         assert dep["http_bytes_up"] == dep["cloud_bytes_in"] > 0
     assert sum(d["deployed"]["recomputes"] for d in devices) >= 1, "no recompute: the check means little"
     assert "agree" in (workdir / "summary.md").read_text()
+    # each device's checkpoint and the counters it last reported (so a restart never counts backwards)
     assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == sorted(
-        f"{d['device']}.ckpt" for d in devices
+        f"{d['device']}{suffix}" for d in devices for suffix in (".ckpt", ".counters.json")
     )
     assert_nothing_left(workdir, proc.stdout)
 
