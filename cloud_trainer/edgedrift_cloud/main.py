@@ -139,13 +139,16 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
 
 
 def _provision(sessions: sessionmaker[Session], settings: CloudSettings) -> None:
-    """Register the devices of the settings; workers starting together may race, so a conflict is
-    retried once (the other worker's rows are then seen and updated in place)."""
+    """Register the devices of the settings that the registry does not hold yet. A device it holds keeps
+    the secret and the revocation an operator gave it through the API: a worker that starts (or
+    restarts) later must not undo a rotation or lift a revocation. Workers starting together may race,
+    so a conflict is retried once (the other worker's rows are then seen and kept)."""
     for attempt in range(2):
         with sessions() as session:
             try:
                 for device_id, secret in settings.devices.items():
-                    registry.upsert_device(session, device_id, secret.get_secret_value())
+                    if not registry.device_exists(session, device_id):
+                        registry.upsert_device(session, device_id, secret.get_secret_value())
                 session.commit()
                 return
             except IntegrityError:

@@ -127,7 +127,8 @@ class CloudSettings(BaseSettings):
     database_password: SecretStr | None = None
     #: Bearer token of the operator (lists every device, registers devices, reads the fleet).
     operator_token: SecretStr = SecretStr("change-me")
-    #: Devices provisioned at start: ``dev-1=secret1,dev-2=secret2`` (secrets may be rotated by API).
+    #: Devices provisioned at start: ``dev-1=secret1,dev-2=secret2``; a device the registry already holds
+    #: keeps its secret and revocation (rotated or revoked by API), so a restart never undoes either.
     devices: Annotated[dict[str, SecretStr], NoDecode] = Field(default_factory=dict)
     #: Largest accepted request body in bytes (413 above it).
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)

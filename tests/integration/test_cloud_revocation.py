@@ -93,6 +93,24 @@ def test_a_revoked_or_rotated_secret_stops_working_at_once_in_every_worker(two_w
         assert c.post("/v1/devices/dev-a/stats", json={"samples": 1}).status_code == 401
 
 
+def test_a_restart_keeps_the_rotations_and_revocations_of_provisioned_devices(
+    two_workers: CloudProcess,
+) -> None:
+    """The settings provision dev-a and dev-b at every start; a worker that starts after an operator
+    rotated dev-a's secret and revoked dev-b must not restore their configured secrets."""
+    url, path = two_workers.url, "/v1/devices/{}/counters"
+    rotated = "rotated-secret-of-device-a-4567"
+    with fresh(url, OPERATOR) as op:
+        assert op.put("/v1/devices/dev-a", json={"secret": rotated}).status_code == 200
+        assert op.delete("/v1/devices/dev-b").status_code == 200
+    two_workers.stop()
+    two_workers.start()
+    url = two_workers.url
+    assert set(statuses(url, rotated, path.format("dev-a"), 10)) == {200}
+    assert set(statuses(url, DEVICES["dev-a"], path.format("dev-a"), 10)) == {401}
+    assert set(statuses(url, DEVICES["dev-b"], path.format("dev-b"), 10)) == {401}
+
+
 def test_a_revocation_holds_until_an_operator_lifts_it(two_workers: CloudProcess) -> None:
     url = two_workers.url
     with fresh(url, OPERATOR) as op:
