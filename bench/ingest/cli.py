@@ -95,6 +95,12 @@ def parse_args(description: str) -> tuple[Config, bool]:
         help="samples after which a gateway row reads its RSS (default 1000000,3000000)",
     )
     parser.add_argument(
+        "--gateway-modes",
+        default="exact",
+        help="the gateway rows' batch_mode values, comma-separated: exact (per-sample semantics, the "
+        "default) and/or vectorised (the opt-in mini-batch path), one row per devices and mode",
+    )
+    parser.add_argument(
         "--profile", type=Path, help="py-spy the agent during its phases, raw stacks into DIR"
     )
     parser.add_argument(
@@ -113,7 +119,10 @@ def parse_args(description: str) -> tuple[Config, bool]:
         args.agent_pythonpath, args.switch_interval,
         [int(n) for n in args.gateway_devices.split(",") if n.strip() not in ("", "none")],
         tuple(int(n) for n in args.gateway_rss.split(",")), args.json,
+        tuple(m.strip() for m in args.gateway_modes.split(",") if m.strip()),
     )  # fmt: skip
+    if unknown := set(cfg.gateway_modes) - {"exact", "vectorised"}:
+        parser.error(f"--gateway-modes: unknown mode(s) {', '.join(sorted(unknown))}")
     return cfg, bool(args.keep)
 
 
@@ -151,9 +160,9 @@ def main(description: str) -> int:
             if cfg.json is not None and cfg.gateway_devices:
                 if 1 not in peers:
                     peers[1] = Sink(workdir, lab.broker.url, "bench/peer-q1/samples", 1, "samples")
-                for n in cfg.gateway_devices:
-                    print(f"gateway with {n} devices (QoS 1)", flush=True)
-                    rows.append(gateway_row(cfg, lab, peers[1], n, cfg.gateway_rss))
+                for n, mode in [(n, m) for n in cfg.gateway_devices for m in cfg.gateway_modes]:
+                    print(f"gateway with {n} devices (QoS 1, batch_mode={mode})", flush=True)
+                    rows.append(gateway_row(cfg, lab, peers[1], n, cfg.gateway_rss, mode))
                     print(describe_row(rows[-1]), flush=True)
         finally:
             for sink in peers.values():

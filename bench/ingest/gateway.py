@@ -28,6 +28,8 @@ class GatewayRow:
     """One row of ``--json``: the acceptance fields, plus the peer's batched figure and the losses."""
 
     devices: int
+    #: The gateway's ``batch_mode``: exact (per-sample semantics) or vectorised (the opt-in).
+    batch_mode: str
     single_msgs_per_s: float
     peer_msgs_per_s: float
     batched_samples_per_s: float
@@ -77,7 +79,12 @@ def _wait_models(lab: IngestLab, devices: set[str], timeout: float) -> int:
 
 
 def gateway_row(
-    cfg: Config, lab: IngestLab, peer: Sink, n_devices: int, rss_points: tuple[int, ...]
+    cfg: Config,
+    lab: IngestLab,
+    peer: Sink,
+    n_devices: int,
+    rss_points: tuple[int, ...],
+    batch_mode: str = "exact",
 ) -> GatewayRow:
     """One gateway with ``n_devices`` devices, measured as described in the module docstring."""
     gateway = f"gw-{secrets.token_hex(3)}"
@@ -105,6 +112,7 @@ def gateway_row(
         "checkpoint_every_s": 600,
         "gateway_sync_s": 60,
         "log_level": "WARNING",
+        "batch_mode": batch_mode,
     }
     agent = AgentProcess(lab.workdir / f"{gateway}.log", values, env=lab.agent_env()).spawn()
     total = n_devices * (warmup + 100) + 4 * cfg.samples + rss_points[1]
@@ -159,6 +167,7 @@ def gateway_row(
         agent.stop(60)
     return GatewayRow(
         devices=n_devices,
+        batch_mode=batch_mode,
         single_msgs_per_s=single,
         peer_msgs_per_s=peer_single,
         batched_samples_per_s=batch,
@@ -174,7 +183,8 @@ def gateway_row(
 
 def describe_row(row: GatewayRow) -> str:
     return (
-        f"  gateway, {row.devices:>5} devices: single {row.single_msgs_per_s:>9,.0f} msgs/s "
+        f"  gateway, {row.devices:>5} devices, {row.batch_mode}: "
+        f"single {row.single_msgs_per_s:>9,.0f} msgs/s "
         f"(peer {row.peer_msgs_per_s:,.0f}, {row.single_msgs_per_s / row.peer_msgs_per_s:.2f}x), "
         f"batches of 100 {row.batched_samples_per_s:>9,.0f} samples/s "
         f"(peer {row.peer_batched_samples_per_s:,.0f}); RSS ready {row.rss_ready_mb:.0f} MB, "

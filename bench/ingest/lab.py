@@ -40,6 +40,8 @@ class Config:
     gateway_devices: list[int] = field(default_factory=list)
     gateway_rss: tuple[int, ...] = (1_000_000, 3_000_000)
     json: Path | None = None
+    #: The gateway rows' ``batch_mode`` values: one row per (devices, mode).
+    gateway_modes: tuple[str, ...] = ("exact",)
 
 
 def topic(device: str, kind: str) -> str:

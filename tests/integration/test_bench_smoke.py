@@ -33,7 +33,7 @@ QUICK: dict[str, list[str]] = {
     "hostile_device.py": ["--quick", "--json", "{tmp}/hostile.json"],
     "liblinear_speed.py": ["--quick"],
     "mqtt_clients.py": ["--quick", "--json", "{tmp}/clients.json"],
-    "mqtt_ingest.py": ["--quick", "--json", "{tmp}/ingest.json"],
+    "mqtt_ingest.py": ["--quick", "--gateway-modes", "exact,vectorised", "--json", "{tmp}/ingest.json"],
     "online_bls.py": ["--quick", "--json", "{tmp}/speed.json"],
     "real_streams.py": ["--quick", "--out", "{tmp}"],
     "rebalance_stream.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
