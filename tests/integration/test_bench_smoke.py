@@ -21,6 +21,7 @@ QUICK: dict[str, list[str]] = {
     "bls_accuracy.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "bls_paper.py": ["--quick", "--json", "{tmp}/bls_paper.json"],
     "broker_durability.py": ["--quick", "--json", "{tmp}/durability.json"],
+    "capacity.py": ["--quick", "--json", "{tmp}/capacity.json"],
     "counters_latency.py": ["--quick", "--json", "{tmp}/counters.json"],
     "edge_loop.py": ["--quick", "--json", "{tmp}/edge_loop.json"],
     "edge_metrics.py": ["--quick", "--json", "{tmp}/edge_metrics.json"],
