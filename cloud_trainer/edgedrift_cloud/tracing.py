@@ -15,8 +15,6 @@ the dependencies and the endpoint below it. This module adds what FastAPI cannot
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -24,50 +22,16 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-log = logging.getLogger("edgedrift_cloud.tracing")
+from edgedrift.telemetry import configure_tracing
+
 tracer = trace.get_tracer("edgedrift_cloud")
 
 
-def endpoint_configured(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether the environment asks for traces: an OTLP endpoint set and the SDK not disabled."""
-    env = os.environ if environ is None else environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-
-
-def active() -> bool:
-    """Whether spans are recorded: a real tracer provider is installed, not the API's default proxy."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-
-
 def configure(service: str, environ: Mapping[str, str] | None = None) -> Any | None:
-    """Install OpenTelemetry's SDK with the OTLP/HTTP exporter when an endpoint is configured and no
-    provider is installed yet (each worker process its own, before FastAPI's app is built); the provider,
-    or None. Without the ``tracing`` extra this logs one error and leaves tracing off."""
-    env = os.environ if environ is None else environ
-    if not endpoint_configured(env) or active():
-        return None
-    try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased, Sampler
-    except ImportError as exc:
-        log.error(
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set but OpenTelemetry's SDK is missing (%s): "
-            "pip install 'edgedrift-cloud[tracing]'; no traces",
-            exc,
-        )
-        return None
-    resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME", service)})
-    # Without a sampler the SDK reads OTEL_TRACES_SAMPLER; the cloud's own default follows its callers.
-    sampler: Sampler | None = None if env.get("OTEL_TRACES_SAMPLER") else ParentBased(ALWAYS_OFF)
-    provider = TracerProvider(resource=resource, sampler=sampler)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    trace.set_tracer_provider(provider)
-    return provider
+    """OpenTelemetry's SDK with the OTLP/HTTP exporter when an endpoint is configured, sampling only the
+    traces callers started (:func:`edgedrift.telemetry.configure_tracing`; each worker process its own,
+    before FastAPI's app is built); the provider or None."""
+    return configure_tracing(service, "edgedrift-cloud", roots=False, environ=environ)
 
 
 @contextmanager

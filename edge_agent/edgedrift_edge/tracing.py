@@ -17,8 +17,6 @@ trainer, the cloud client).
 
 from __future__ import annotations
 
-import logging
-import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,9 +26,9 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from edgedrift.telemetry import configure_tracing, tracing_active
 from edgedrift_edge.recompute import RecomputeRequest
 
-log = logging.getLogger("edgedrift_edge.tracing")
 tracer = trace.get_tracer("edgedrift_edge")
 #: Open recompute spans kept at most (one per device with a pending request; a gateway's devices).
 MAX_OPEN = 100_000
@@ -38,45 +36,10 @@ MAX_OPEN = 100_000
 INSTALLED = ("recompute_finished", "model_installed")
 
 
-def endpoint_configured(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether the environment asks for traces: an OTLP endpoint set and the SDK not disabled."""
-    env = os.environ if environ is None else environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-
-
-def active() -> bool:
-    """Whether spans are recorded: a real tracer provider is installed (by :func:`configure`, or by the
-    application embedding the agent), not the API's default proxy."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-
-
 def configure(service: str, environ: Mapping[str, str] | None = None) -> Any | None:
-    """Install OpenTelemetry's SDK with the OTLP/HTTP exporter when an endpoint is configured and no
-    provider is installed yet; the provider (to shut down at the end) or None. Without the ``tracing``
-    extra this logs one error and leaves tracing off: telemetry never stops the agent."""
-    env = os.environ if environ is None else environ
-    if not endpoint_configured(env) or active():
-        return None
-    try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError as exc:
-        log.error(
-            "OTEL_EXPORTER_OTLP_ENDPOINT is set but OpenTelemetry's SDK is missing (%s): "
-            "pip install 'edgedrift-edge[tracing]'; no traces",
-            exc,
-        )
-        return None
-    provider = TracerProvider(
-        resource=Resource.create({"service.name": env.get("OTEL_SERVICE_NAME", service)})
-    )
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    trace.set_tracer_provider(provider)
-    return provider
+    """OpenTelemetry's SDK with the OTLP/HTTP exporter when an endpoint is configured
+    (:func:`edgedrift.telemetry.configure_tracing`); the provider or None."""
+    return configure_tracing(service, "edgedrift-edge", environ=environ)
 
 
 def shutdown(provider: Any | None) -> None:
@@ -103,7 +66,7 @@ class RecomputeTraces:
     """The open ``edgedrift.recompute`` span of each device, on the agent's worker thread."""
 
     def __init__(self) -> None:
-        self.enabled = active()
+        self.enabled = tracing_active()
         self._open: dict[str, Span] = {}
         self._arrived: dict[str, int] = {}
         self._request: dict[str, str] = {}

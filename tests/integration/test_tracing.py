@@ -26,6 +26,7 @@ from support.tracing import in_memory_spans, reset_after
 
 from edgedrift.data.generators import sine1plus
 from edgedrift.protocol import Protocol
+from edgedrift.telemetry import endpoint_configured, tracing_active
 from edgedrift_cloud import tracing as cloud_tracing
 from edgedrift_cloud.main import create_app
 from edgedrift_cloud.settings import CloudSettings
@@ -164,13 +165,13 @@ def test_a_recompute_is_one_trace_from_the_drift_decision_to_the_installation(
 
 
 def test_nothing_is_traced_without_a_provider() -> None:
-    assert not edge_tracing.active() and not cloud_tracing.active()
-    assert not edge_tracing.endpoint_configured({})
-    assert edge_tracing.endpoint_configured({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
-    assert not cloud_tracing.endpoint_configured(
+    assert not tracing_active()
+    assert not endpoint_configured({})
+    assert endpoint_configured({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
+    assert not endpoint_configured(
         {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"}
     )
-    assert edge_tracing.configure("edgedrift-edge", {}) is None and not edge_tracing.active()
+    assert edge_tracing.configure("edgedrift-edge", {}) is None and not tracing_active()
     assert edge_tracing.RecomputeTraces().enabled is False
 
 
@@ -179,7 +180,7 @@ def test_the_cloud_continues_traces_and_starts_none() -> None:
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens; nothing is exported
     with reset_after():
         provider = cloud_tracing.configure("edgedrift-cloud", env)
-        assert provider is not None and cloud_tracing.active()
+        assert provider is not None and tracing_active()
         tracer = provider.get_tracer("test")
         assert not tracer.start_span("heartbeat").is_recording()
         parent = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
