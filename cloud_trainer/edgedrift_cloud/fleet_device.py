@@ -7,14 +7,14 @@ Throughput is derived here from consecutive heartbeats (samples per second betwe
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from edgedrift.wire_stats import StoredStats, stat_number
 from edgedrift_cloud import registry
-from edgedrift_cloud.db.tables import HeartbeatRecord
+from edgedrift_cloud.db.tables import HeartbeatRecord, utcnow
 from edgedrift_cloud.fleet_query import (
     DEFAULT_THRESHOLDS,
     FleetFilter,
@@ -99,15 +99,22 @@ def beat_points(beats: list[HeartbeatRecord]) -> list[BeatPoint]:
 
 
 def device_page(
-    session: Session, device_id: str, points: int, versions: int, thresholds: Thresholds = DEFAULT_THRESHOLDS
+    session: Session,
+    device_id: str,
+    points: int,
+    versions: int,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    window_s: float | None = None,
 ) -> DevicePage | None:
-    """The device page, or None for an unknown device."""
+    """The device page, or None for an unknown device; ``window_s``: only the heartbeats of the last
+    ``window_s`` seconds (the dashboard's time range)."""
     page = fleet_page(session, FleetFilter(device_id=device_id), limit=1, thresholds=thresholds)
     if not page.devices:
         return None
     records = registry.list_models(session, device_id, versions, 0)
+    since = None if window_s is None else utcnow() - timedelta(seconds=window_s)
     return DevicePage(
         device=page.devices[0],
-        heartbeats=beat_points(registry.list_heartbeats(session, device_id, points)),
+        heartbeats=beat_points(registry.list_heartbeats(session, device_id, points, since)),
         versions=[VersionPoint.model_validate(r, from_attributes=True) for r in reversed(records)],
     )

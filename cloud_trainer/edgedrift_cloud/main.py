@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from edgedrift import __version__
 from edgedrift.wire import DEVICE_ID_PATTERN
-from edgedrift_cloud import gateway_registry, openapi, registry, retention
+from edgedrift_cloud import gateway_registry, openapi, registry, retention, tracing
 from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.auth import TokenCache, same_secret
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
@@ -63,6 +63,7 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
         statement_timeout_s=settings.database_statement_timeout_s,
     )
     sessions = make_sessionmaker(engine)
+    tracer_provider = tracing.configure("edgedrift-cloud")
     trainings = TrainingPool(
         settings.training_slots,
         settings.training_queue,
@@ -112,6 +113,8 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
             keeper.cancel()
         trainings.shutdown()
         engine.dispose()
+        if tracer_provider is not None:
+            tracer_provider.shutdown()
 
     app = FastAPI(
         title="EdgeDrift cloud trainer",

@@ -253,13 +253,15 @@ def heartbeat_out(record: HeartbeatRecord) -> HeartbeatOut:
     return HeartbeatOut.model_validate(record, from_attributes=True)
 
 
-def list_heartbeats(session: Session, device_id: str, limit: int) -> list[HeartbeatRecord]:
-    """The newest ``limit`` heartbeats, oldest first."""
+def list_heartbeats(
+    session: Session, device_id: str, limit: int, since: datetime | None = None
+) -> list[HeartbeatRecord]:
+    """The newest ``limit`` heartbeats (received at ``since`` or later, when given), oldest first."""
+    query = select(HeartbeatRecord).where(HeartbeatRecord.device_id == device_id)
+    if since is not None:
+        query = query.where(HeartbeatRecord.received_at >= since)
     rows = session.scalars(
-        select(HeartbeatRecord)
-        .where(HeartbeatRecord.device_id == device_id)
-        .order_by(HeartbeatRecord.received_at.desc(), HeartbeatRecord.id.desc())
-        .limit(limit)
+        query.order_by(HeartbeatRecord.received_at.desc(), HeartbeatRecord.id.desc()).limit(limit)
     ).all()
     return list(reversed(rows))
 

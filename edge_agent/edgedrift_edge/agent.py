@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from edgedrift_edge import tracing
 from edgedrift_edge.cloud import CloudClient
 from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config, spread
 from edgedrift_edge.device_ids import DeviceIds
@@ -84,6 +85,9 @@ class EdgeAgent:
     ) -> None:
         self.settings = settings
         self.gateway_id = settings.gateway_id
+        #: OpenTelemetry's provider when OTEL_EXPORTER_OTLP_ENDPOINT turned tracing on (module tracing).
+        self._tracer_provider = tracing.configure("edgedrift-edge")
+        self.traces = tracing.RecomputeTraces()
         self.cloud = cloud or CloudClient(
             settings.cloud_url,
             timeout_s=settings.http_timeout_s,
@@ -178,6 +182,8 @@ class EdgeAgent:
         self.cloud.close()
         if self.metrics is not None:
             self.metrics.stop()
+        self.traces.close_all()
+        tracing.shutdown(self._tracer_provider)
         self.finished.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -358,6 +364,8 @@ class EdgeAgent:
             payload = {"predictions": out.predictions} if out.batch else out.predictions[0]
             self.transport.publish(device.topics["predictions"], payload, owner=owner)
         device.checkpoint_soon(out.events)
+        if self.traces.open:
+            self.traces.events(device.device_id, out.events)
         for event in out.events:
             device.event(event.pop("type"), owner=owner, **event)
         device.forward_history(self.cloud, out.history)
@@ -376,6 +384,7 @@ class EdgeAgent:
                 continue  # a device removed since
             events = []
             if item.kind == "trained" and item.value is not None:
+                self.traces.arrived(device.device_id)
                 events = device.session.install(item.value)
             elif item.kind == "failed":
                 events = device.session.recompute_failed(item.value)
@@ -421,6 +430,7 @@ class EdgeAgent:
                 except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                     trained = None
                 if trained is not None:
+                    self.traces.arrived(device.device_id)
                     return trained
             future.add_done_callback(lambda f: self._deliver(device, f))
             return None
@@ -435,6 +445,7 @@ class EdgeAgent:
             device.secret,
             request,
             lambda f: self.control.put(_Control("failed", f, device)),
+            trace_context=self.traces.start(device.device_id, request),
         )
 
     def _deliver(self, device: DeviceRuntime, future: concurrent.futures.Future[TrainedModel | None]) -> None:

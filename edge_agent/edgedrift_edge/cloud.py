@@ -26,6 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import httpx
+from opentelemetry.context import Context
 
 from edgedrift.models.document import model_from_document
 from edgedrift.wire import (
@@ -36,6 +37,7 @@ from edgedrift.wire import (
     encode_window,
     history_rows,
 )
+from edgedrift_edge import tracing
 from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel
 
 log = logging.getLogger("edgedrift_edge.cloud")
@@ -180,11 +182,13 @@ class CloudClient:
         secret: str | None,
         request: RecomputeRequest,
         on_failure: Callable[[RecomputeFailure], None],
+        trace_context: Context | None = None,
     ) -> concurrent.futures.Future[TrainedModel | None]:
         """Train ``request`` with retries in the background; the future holds the model, or None when
         the cloud refused it for good or the client closed. Each failed attempt goes to ``on_failure``
-        (called on the client's thread)."""
-        return self._spawn(self._train_with_retries(device_id, secret, request, on_failure))
+        (called on the client's thread). ``trace_context``: the recompute's span, parent of each attempt's
+        (:mod:`edgedrift_edge.tracing`)."""
+        return self._spawn(self._train_with_retries(device_id, secret, request, on_failure, trace_context))
 
     async def _train_with_retries(
         self,
@@ -192,11 +196,12 @@ class CloudClient:
         secret: str | None,
         request: RecomputeRequest,
         on_failure: Callable[[RecomputeFailure], None],
+        trace_context: Context | None,
     ) -> TrainedModel | None:
         if request.retune is None:
-            return await self._train_attempts(device_id, secret, request, on_failure)
+            return await self._train_attempts(device_id, secret, request, on_failure, trace_context)
         async with self._history_lock(device_id):  # after every label batch handed over before it
-            return await self._train_attempts(device_id, secret, request, on_failure)
+            return await self._train_attempts(device_id, secret, request, on_failure, trace_context)
 
     async def _train_attempts(
         self,
@@ -204,12 +209,13 @@ class CloudClient:
         secret: str | None,
         request: RecomputeRequest,
         on_failure: Callable[[RecomputeFailure], None],
+        trace_context: Context | None,
     ) -> TrainedModel | None:
         attempt = 0
         unauthorized_streak = 0
         while not self._closed.is_set():
             try:
-                return await self.train(device_id, secret, request)
+                return await self.train(device_id, secret, request, trace_context)
             except CloudError as exc:
                 if exc.unauthorized:
                     delay = backoff_delay(
@@ -241,9 +247,16 @@ class CloudClient:
             await asyncio.sleep(delay)
         return None
 
-    async def train(self, device_id: str, secret: str | None, request: RecomputeRequest) -> TrainedModel:
+    async def train(
+        self,
+        device_id: str,
+        secret: str | None,
+        request: RecomputeRequest,
+        trace_context: Context | None = None,
+    ) -> TrainedModel:
         """One attempt within the overall deadline (raises :class:`CloudError`); a re-tuning request
-        posts its label batches first (each stored once, whatever the retries)."""
+        posts its label batches first (each stored once, whatever the retries). With ``trace_context``
+        the POST is a client span of that trace, its ``traceparent`` on the request."""
         header = request.header()
         url = f"/v1/devices/{device_id}/models"
         headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
@@ -259,7 +272,14 @@ class CloudClient:
             dtype = "float32" if self.encoding == "binary-float32" else "float64"
             body = encode_window(header, request.X, request.y, dtype=dtype)
             headers["Content-Type"] = WINDOW_CONTENT_TYPE
-        response = await self._post(url, headers, content=body)
+        if trace_context is None:
+            response = await self._post(url, headers, content=body)
+        else:
+            with tracing.client_span(
+                "POST", "/v1/devices/{device_id}/models", trace_context, headers
+            ) as span:
+                response = await self._post(url, headers, content=body)
+                span.set_attribute("http.response.status_code", response.status_code)
         try:
             data = response.json()
             doc = data["model"]

@@ -5,13 +5,17 @@ plus dev-a's real recomputes and heartbeats through the API).
 The page must stay offline (every request to 127.0.0.1), render the first page of the fleet table within
 2 s of navigation and apply a filter within 500 ms (both timed inside the page), show stopped devices as
 stale/offline (never as healthy), RMSE for regression devices, and a device page whose charts share one
-time axis. Screenshots go to ``test-artifacts/`` (gitignored): ``dashboard-fleet.png``,
-``dashboard-device.png``, ``dashboard-refused.png``, ``docs.png``.
+time axis over a chosen time range, with a silence drawn as a gap, the model version as steps, the
+recomputes marked on the quality chart and axis labels that do not overlap. Screenshots go to
+``test-artifacts/`` (gitignored): ``dashboard-fleet.png``, ``dashboard-device.png``,
+``dashboard-refused.png``, ``docs.png``; the fleet and device pages at 1,400 and 420 px also to
+``docs/img/`` (``dashboard-{fleet,device}-{1400,420}.png``, shown in docs/cloud-trainer.md).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,10 @@ from support.cloud import DEVICES, OPERATOR, CloudServer
 from edgedrift_harness.fleet_seed import KINDS, device_id, seed_fleet
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+WIDTHS = (1400, 420)
+#: Heartbeats of device 1 deleted from the middle of its 300 (10 s apart): a 10-minute silence.
+SILENCE = (100, 60)
 SEEDED = 10_000
 PER_KIND = SEEDED // len(KINDS)
 #: Status thresholds for the test's lifetime: the seeded "online" devices stay online for 5 minutes.
@@ -90,6 +98,13 @@ def fleet_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudServe
     server = CloudServer(url, workdir).start()
     try:
         seed_fleet(url, SEEDED, history_devices=200, beats_each=300, versions=3, stale_age_s=900)
+        with sqlite3.connect(workdir / "registry.db") as db:
+            offset, count = SILENCE
+            db.execute(
+                "DELETE FROM heartbeats WHERE id IN (SELECT id FROM heartbeats WHERE device_id = ?"
+                " ORDER BY received_at LIMIT ? OFFSET ?)",
+                (device_id(1), count, offset),
+            )
         history: list[float | str] = [0.92, "druid", 0.64, "ddm", 0.88]
         for i, item in enumerate(history):
             if isinstance(item, str):
@@ -161,6 +176,10 @@ def test_fleet_table_with_10000_devices(fleet_cloud: CloudServer, page: Page) ->
     assert rows["dev-a"]["status"] == "online" and rows["dev-a"]["metric"] == "88.0%"
     assert "v2" in rows["dev-a"]["version"]
     page.screenshot(ARTIFACTS / "dashboard-fleet.png")
+    assert totals["budget_use"] == "" and page.evaluate(BUDGET_JS) == "no recompute budget"
+    for width in WIDTHS:
+        page.screenshot(DOCS_IMG / f"dashboard-fleet-{width}.png", width=width)
+    page.set_width(1280)
 
     # Search: a stopped device (silent for two hours) and a never-seen one are offline, greyed, not healthy.
     ms = timed(page, "const q = document.querySelector('[data-filters]').elements.q;"
@@ -198,13 +217,21 @@ def test_fleet_table_with_10000_devices(fleet_cloud: CloudServer, page: Page) ->
     assert page.errors() == []
 
 
+BUDGET_JS = "document.querySelector('[data-card=budget]').textContent.replace(/\\s+/g, ' ').trim()"
+
 CHARTS_JS = """(() => ({
   rendered: document.body.dataset.rendered || "",
+  totals: Object.fromEntries([...document.querySelectorAll("[data-total]")]
+    .map((n) => [n.dataset.total, n.textContent])),
   facts: Object.fromEntries([...document.querySelectorAll("[data-fact]")]
     .map((n) => [n.dataset.fact, n.textContent])),
   charts: [...document.querySelectorAll("figure[data-chart]")].map((f) => ({
     name: f.dataset.chart, points: Number(f.dataset.points), xmin: f.dataset.xmin, xmax: f.dataset.xmax,
-    caption: f.querySelector("figcaption").textContent, canvas: !!f.querySelector("canvas") })),
+    caption: f.querySelector("figcaption").textContent, canvas: !!f.querySelector("canvas"),
+    gaps: Number(f.dataset.gaps), markers: Number(f.dataset.markers), stepped: f.dataset.stepped === "true",
+    versions: Number(f.dataset.versionCount || 0),
+    overlaps: Number(f.querySelector(".uplot").dataset.overlaps),
+    ticks: Number(f.querySelector(".uplot").dataset.ticks) })),
   versions: [...document.querySelectorAll("tr[data-version]")].map((tr) => ({
     version: tr.dataset.version, reason: tr.querySelector("[data-col=reason]").textContent,
     monitor: tr.querySelector("[data-col=monitor]").textContent })),
@@ -216,22 +243,60 @@ def test_device_page_shares_one_time_axis(fleet_cloud: CloudServer, page: Page) 
     page.wait_js("document.body.dataset.rendered", "the fleet table")
     timed(page, f"location.hash = 'device={device_id(1)}';")
     snap = page.evaluate(CHARTS_JS)
-    assert snap["rendered"] == f"device {device_id(1)} 300 3"
+    kept = 300 - SILENCE[1]
+    assert snap["rendered"] == f"device {device_id(1)} {kept} 3 all"
     assert snap["facts"]["status"] == "online" and snap["facts"]["drifting now"] == "yes"
+    # the summary cards are filled on the device page too (opened directly or from the fleet)
+    assert snap["totals"]["devices"] == str(SEEDED + len(DEVICES)) and "–" not in snap["totals"].values()
     names = [c["name"] for c in snap["charts"]]
     assert names == ["metric", "recomputes", "warnings", "throughput", "drops"]
     assert all(c["canvas"] for c in snap["charts"])
     assert {(c["xmin"], c["xmax"]) for c in snap["charts"]} == {
         (snap["charts"][0]["xmin"], snap["charts"][0]["xmax"])
     }
-    assert snap["charts"][0]["caption"] == "accuracy" and snap["charts"][0]["points"] == 300
+    charts = {c["name"]: c for c in snap["charts"]}
+    metric = charts["metric"]
+    assert metric["caption"].startswith("accuracy") and metric["points"] == kept
+    assert metric["gaps"] == 1 and charts["throughput"]["gaps"] == 1, "the silence must stay a gap"
+    assert metric["markers"] == 3, "every recompute is marked on the quality chart"
+    assert charts["recomputes"]["stepped"] and charts["recomputes"]["versions"] == 3
+    assert all(c["overlaps"] == 0 and c["ticks"] >= 2 for c in snap["charts"]), snap["charts"]
     assert [v["version"] for v in snap["versions"]] == ["3", "2", "1"]
     assert all("threshold=0.5" in v["monitor"] for v in snap["versions"]) and snap["versions"][0]["reason"]
     page.screenshot(ARTIFACTS / "dashboard-device.png")
+    for width in WIDTHS:  # charts are sized when drawn: draw them again at each width
+        page.set_width(width)
+        renders = int(page.evaluate("Number(document.body.dataset.renders)"))
+        page.evaluate("window.dispatchEvent(new HashChangeEvent('hashchange'))")
+        page.wait_js(f"Number(document.body.dataset.renders) > {renders}", f"the device page at {width} px")
+        at_width = page.evaluate(CHARTS_JS)["charts"]
+        assert all(c["overlaps"] == 0 and c["ticks"] >= 2 for c in at_width), (width, at_width)
+        page.screenshot(DOCS_IMG / f"dashboard-device-{width}.png", width=width)
+    page.set_width(1280)
 
+    # The time range: the last 15 minutes of a device whose newest heartbeat is fresh.
+    timed(page, "const r = document.querySelector('[data-range]'); r.value = '900';"
+          " r.dispatchEvent(new Event('change'));")  # fmt: skip
+    snap = page.evaluate(CHARTS_JS)
+    points = snap["charts"][0]["points"]
+    assert snap["rendered"].endswith(" 900") and 0 < points < kept, snap["rendered"]
+    assert float(snap["charts"][0]["xmax"]) - float(snap["charts"][0]["xmin"]) == pytest.approx(900, abs=1)
+    timed(page, "const r = document.querySelector('[data-range]'); r.value = '';"
+          " r.dispatchEvent(new Event('change'));")  # fmt: skip
+
+    # Opened directly on a device: the summary cards are filled all the same (they showed "–").
+    page.evaluate(f"location.hash = 'device={device_id(2)}'; location.reload();")
+    page.wait_js(
+        "document.readyState === 'complete'"
+        f" && document.body.dataset.rendered?.startsWith('device {device_id(2)}')",
+        "the device page after a reload",
+    )
+    assert page.evaluate("Number(document.body.dataset.renders)") == 1, "a fresh page, opened on the device"
+    totals = page.evaluate(CHARTS_JS)["totals"]
+    assert totals["devices"] == str(SEEDED + len(DEVICES)) and "–" not in totals.values(), totals
     timed(page, f"location.hash = 'device={device_id(5)}';")  # a regression device
     snap = page.evaluate(CHARTS_JS)
-    assert snap["charts"][0]["caption"] == "RMSE" and snap["facts"]["RMSE"].startswith("RMSE ")
+    assert snap["charts"][0]["caption"].startswith("RMSE") and snap["facts"]["RMSE"].startswith("RMSE ")
     timed(page, f"location.hash = 'device={device_id(6)}';")  # stopped two hours ago
     assert page.evaluate(CHARTS_JS)["facts"]["status"] == "offline"
     assert only_local(page.requests()) == [] and page.errors() == []

@@ -116,11 +116,21 @@ class Page:
                 )
         return found
 
-    def screenshot(self, path: Path) -> None:
-        height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))
+    def set_width(self, width: int, height: int = 800) -> None:
+        """Lay the page out at ``width`` CSS pixels (as a window of that width would)."""
         self.send(
-            "Emulation.setDeviceMetricsOverride", width=1280, height=height, deviceScaleFactor=1, mobile=False
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
         )
+
+    def screenshot(self, path: Path, width: int = 1280) -> None:
+        """The whole page at ``width`` pixels (laid out at that width first) as a PNG."""
+        self.set_width(width)
+        height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))
+        self.set_width(width, height)
         data = self.send("Page.captureScreenshot", format="png")["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))

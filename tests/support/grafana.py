@@ -15,6 +15,9 @@ def dashboard_generator() -> ModuleType:
 
 
 def dashboard_queries() -> list[str]:
-    """Every PromQL expression of the generated dashboard."""
-    panels = dashboard_generator().dashboard()["panels"]
-    return [t["expr"] for p in panels for t in p.get("targets", [])]
+    """Every PromQL expression of the generated dashboard: its panels', annotations' and variables'."""
+    board = dashboard_generator().dashboard()
+    panels = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
+    annotations = [a["expr"] for a in board["annotations"]["list"]]
+    variables = [v["definition"] for v in board["templating"]["list"] if v["type"] == "query"]
+    return panels + annotations + variables

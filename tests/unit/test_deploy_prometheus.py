@@ -151,9 +151,28 @@ def test_dashboard_panels_use_the_provisioned_data_source_and_do_not_overlap() -
         covered = {(grid["x"] + dx, grid["y"] + dy) for dx in range(grid["w"]) for dy in range(grid["h"])}
         assert not covered & cells, f"{panel['title']} overlaps another panel"
         cells |= covered
+    assert uid not in generator.render(), "the dashboard must not hard-code the data source's uid"
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert (
+        variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    )
+    for name in ("gateway", "device"):
+        assert (
+            variables[name]["multi"] and variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
+        )
+        assert variables[name]["datasource"]["uid"] == "${datasource}"
+    assert "$gateway" in variables["device"]["definition"], "the device list follows the chosen gateways"
     for panel in panels:
-        assert panel["datasource"]["uid"] == uid and panel["targets"], panel["title"]
-        assert all(t["expr"] and t["datasource"]["uid"] == uid for t in panel["targets"])
+        assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"], panel["title"]
+        assert all(t["expr"] and t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
+        for target in panel["targets"]:
+            if "edgedrift_device_" in target["expr"] or "edgedrift_edge_" in target["expr"]:
+                assert "$device" in target["expr"] or "$gateway" in target["expr"], target["expr"]
+    quality = [p for p in panels if any("edgedrift_fleet_accuracy" in t["expr"] for t in p["targets"])]
+    assert quality and quality[0]["fieldConfig"]["defaults"]["unit"] == "percentunit"
+    annotations = board["annotations"]["list"]
+    assert any("edgedrift_recomputes_total" in a["expr"] for a in annotations)
+    assert all(a["enable"] and a["datasource"]["uid"] == "${datasource}" for a in annotations)
     provider = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "edgedrift.yml").read_text())
     grafana = load_compose(COMPOSE)["services"]["grafana"]
     path = provider["providers"][0]["options"]["path"]

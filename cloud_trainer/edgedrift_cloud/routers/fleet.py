@@ -108,10 +108,14 @@ async def get_device_page(
     versions: Annotated[int, Query(ge=1, le=200)] = 100,
     stale_after: StaleAfter = Thresholds.stale_after_s,
     offline_after: OfflineAfter = Thresholds.offline_after_s,
+    window_s: Annotated[
+        float | None,
+        Query(gt=0, le=90 * 86_400, description="Only the heartbeats of the last this many seconds."),
+    ] = None,
 ) -> DevicePage:
     thresholds = _thresholds(stale_after, offline_after)
     page = await state.read_view(
-        lambda session: device_page(session, device_id, points, versions, thresholds)
+        lambda session: device_page(session, device_id, points, versions, thresholds, window_s)
     )
     if page is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown device {device_id!r}")

@@ -29,7 +29,7 @@ from edgedrift.wire import (
     decode_window,
     window_arrays,
 )
-from edgedrift_cloud import budget, history, pricing, registry, versions
+from edgedrift_cloud import budget, history, pricing, registry, tracing, versions
 from edgedrift_cloud.admission import ClientGoneError
 from edgedrift_cloud.db.tables import ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
@@ -180,18 +180,25 @@ async def _admitted(
         return _reply(record, replayed=replayed, pinned=not replayed)
     state.metrics.recompute_admitted.inc()
     edge: dict[str, Any] | None = None
-    try:
-        if header.retune is None:
-            outcome = await state.trainings.run(request.is_disconnected, train_window, header, X, y)
-        elif state.trainings.queued > state.settings.retune_max_queued:
-            state.metrics.retune_deferred.inc()
-            plain = header.model_copy(update={"retune": None})
-            outcome = await state.trainings.run(request.is_disconnected, train_window, plain, X, y)
-        else:
-            outcome, edge = await _retune(state, request, device_id, header, X, y)
-    except Exception:
-        await anyio.to_thread.run_sync(_refund, state, device_id, admitted_in)
-        raise
+    attributes: dict[str, str | int] = {
+        "edgedrift.device_id": device_id,
+        "edgedrift.learner": header.learner,
+        "edgedrift.rows": len(y),
+    }
+    with tracing.child_span("edgedrift.train", attributes) as span:
+        try:
+            if header.retune is None:
+                outcome = await state.trainings.run(request.is_disconnected, train_window, header, X, y)
+            elif state.trainings.queued > state.settings.retune_max_queued:
+                state.metrics.retune_deferred.inc()
+                plain = header.model_copy(update={"retune": None})
+                outcome = await state.trainings.run(request.is_disconnected, train_window, plain, X, y)
+            else:
+                outcome, edge = await _retune(state, request, device_id, header, X, y)
+        except Exception:
+            await anyio.to_thread.run_sync(_refund, state, device_id, admitted_in)
+            raise
+        span.set_attribute("edgedrift.train_ms", outcome.train_ms)
     state.metrics.training_seconds.labels(header.learner).observe(outcome.train_ms / 1000.0)
     new = registry.NewModel(
         device_id=device_id,

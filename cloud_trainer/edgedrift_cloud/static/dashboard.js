@@ -1,6 +1,8 @@
 // EdgeDrift operations dashboard: the fleet table (one server-side page of /v1/fleet, sorted, filtered and
 // searched by the server) with the fleet summary, and a device page (/v1/fleet/devices/{id}) whose charts
-// share one time axis (uPlot, vendored beside this file). No network access other than this server.
+// share one time axis (uPlot, vendored beside this file) over the chosen time range: a gap in the
+// heartbeats stays a gap (no line across it), the model version is a step that holds until the next one,
+// and the quality chart marks every recompute. No network access other than this server.
 // The operator token comes from the URL fragment (#token=..., never sent to the server) or the form, and
 // is kept in this tab's sessionStorage only.
 "use strict";
@@ -101,8 +103,10 @@ function renderSummary(s) {
     const key = node.dataset.total;
     const value = s[key];
     node.dataset.value = value === null || value === undefined ? "" : String(value);
-    node.textContent = key === "budget_use" ? (value === null ? "no budget" : pct(value)) : String(value);
+    node.textContent = key === "budget_use" ? (value === null ? "no" : pct(value)) : String(value);
   }
+  // "no recompute budget" when none is set, else "12.0% of the recompute budget" (used this minute)
+  $("[data-budget-label]").textContent = s.budget_use === null ? "recompute budget" : "of the recompute budget";
   $("[data-summary]").hidden = false;
 }
 
@@ -147,32 +151,119 @@ async function showFleet(mine, withSummary) {
   $("main[data-view=device]").hidden = true;
   if (!document.body.dataset.firstRenderMs) document.body.dataset.firstRenderMs = performance.now().toFixed(0);
   document.body.dataset.rendered = `fleet ${fleetQuery()}`;
+  document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
 }
 
 // ------------------------------------------------------------------------------------------ device page
 
 const charts = [];
+const pad2 = (n) => String(n).padStart(2, "0");
 
-function chart(name, title, xs, series, range) {
-  const holder = el("figure", { "data-chart": name, "data-points": xs.length },
-    el("figcaption", {}, title));
-  $("[data-charts]").append(holder);
-  const opts = {
-    width: Math.min(1200, document.body.clientWidth - 40), height: 150,
-    cursor: { sync: { key: "device" } },
-    scales: { x: { time: true, range: () => range } },
-    legend: { show: true },
-    series: [{}, ...series.map(({ values, ...style }) => style)],
-  };
-  const u = new uPlot(opts, [xs, ...series.map((s) => s.values)], holder);
-  holder.dataset.xmin = u.scales.x.min;
-  holder.dataset.xmax = u.scales.x.max;
-  charts.push(u);
+// Axis labels on one line, as short as the shown span allows; uPlot keeps `space` px between ticks, so
+// labels never overlap, also on a phone.
+const measure = document.createElement("canvas").getContext("2d");
+measure.font = '12px system-ui, -apple-system, "Segoe UI", sans-serif';
+
+function timeLabels(u, ticks) {
+  const span = u.scales.x.max - u.scales.x.min;
+  const labels = ticks.map((t) => {
+    const d = new Date(t * 1000);
+    const hm = `${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
+    if (span <= 2 * 86400) return span <= 600 ? `${hm}:${pad2(d.getSeconds())}` : hm;
+    return `${d.getMonth() + 1}/${d.getDate()}${span <= 14 * 86400 ? " " + hm : ""}`;
+  });
+  // The chart records how many neighbouring labels would overlap (the dashboard test expects none).
+  const boxes = ticks.map((t, i) => {
+    const x = u.valToPos(t, "x");
+    const w = measure.measureText(labels[i]).width;
+    return [x - w / 2, x + w / 2];
+  });
+  const overlaps = boxes.slice(1).filter((b, i) => b[0] < boxes[i][1] + 4).length;
+  if (u.root.parentNode) u.root.parentNode.dataset.overlaps = overlaps;
+  u.root.dataset.overlaps = overlaps;
+  u.root.dataset.ticks = ticks.length;
+  return labels;
 }
 
-async function showDevice(id, mine) {
-  const page = await api(withThresholds(`/v1/fleet/devices/${encodeURIComponent(id)}?points=500`));
+// Heartbeats more than 3 times the usual interval apart (and 90 s at least) are a gap: a null point in
+// every series between them, so that no line is drawn across the silence.
+function withGaps(xs, columns) {
+  const steps = xs.slice(1).map((x, i) => x - xs[i]).sort((a, b) => a - b);
+  const limit = Math.max(90, 3 * (steps[Math.floor(steps.length / 2)] || 0));
+  const outX = [];
+  const outCols = columns.map(() => []);
+  let gaps = 0;
+  xs.forEach((x, i) => {
+    if (i > 0 && x - xs[i - 1] > limit) {
+      outX.push((x + xs[i - 1]) / 2);
+      outCols.forEach((c) => c.push(null));
+      gaps += 1;
+    }
+    outX.push(x);
+    columns.forEach((c, k) => outCols[k].push(c[i]));
+  });
+  return { xs: outX, columns: outCols, gaps };
+}
+
+// Dashed vertical lines at the recomputes' times, drawn over the chart.
+function markersPlugin(times) {
+  return {
+    hooks: {
+      draw: (u) => {
+        const { ctx } = u;
+        const { top, height } = u.bbox;
+        ctx.save();
+        ctx.strokeStyle = "#6a3fb5";
+        ctx.setLineDash([4, 4]);
+        ctx.lineWidth = Math.max(1, devicePixelRatio);
+        for (const t of times) {
+          if (t < u.scales.x.min || t > u.scales.x.max) continue;
+          const x = Math.round(u.valToPos(t, "x", true));
+          ctx.beginPath();
+          ctx.moveTo(x, top);
+          ctx.lineTo(x, top + height);
+          ctx.stroke();
+        }
+        ctx.restore();
+      },
+    },
+  };
+}
+
+function chart(name, title, xs, series, range, extra = {}) {
+  const gapped = extra.gaps === false ? { xs, columns: series.map((s) => s.values), gaps: 0 }
+    : withGaps(xs, series.map((s) => s.values));
+  const holder = el("figure", { "data-chart": name, "data-points": xs.length, "data-gaps": gapped.gaps,
+    "data-markers": (extra.markers || []).length }, el("figcaption", {}, title));
+  $("[data-charts]").append(holder);
+  const opts = {
+    width: Math.max(280, Math.min(1200, document.body.clientWidth - 40)), height: 150,
+    cursor: { sync: { key: "device" } },
+    scales: { x: { time: true, range: () => range } },
+    axes: [{ space: 90, values: timeLabels }, { size: 56 }],
+    legend: { show: true },
+    plugins: extra.markers ? [markersPlugin(extra.markers)] : [],
+    // the shown range, once drawn (uPlot draws after construction)
+    hooks: { draw: [(u) => { holder.dataset.xmin = u.scales.x.min; holder.dataset.xmax = u.scales.x.max; }] },
+    series: [{}, ...series.map(({ values, ...style }) => ({ spanGaps: false, ...style }))],
+  };
+  charts.push(new uPlot(opts, [gapped.xs, ...gapped.columns], holder));
+  return holder;
+}
+
+function rangeSeconds() {
+  const value = $("[data-range]").value;
+  return value ? Number(value) : null;
+}
+
+async function showDevice(id, mine, withSummary) {
+  const span = rangeSeconds();
+  const query = `points=2000${span ? `&window_s=${span}` : ""}`;
+  const [summary, page] = await Promise.all([
+    withSummary ? api(withThresholds("/v1/fleet/summary")) : null,
+    api(withThresholds(`/v1/fleet/devices/${encodeURIComponent(id)}?${query}`))]);
   if (mine !== generation) return;
+  if (summary) renderSummary(summary);
   const d = page.device;
   const beats = page.heartbeats;
   const versions = page.versions;
@@ -188,18 +279,31 @@ async function showDevice(id, mine) {
   $("[data-charts]").replaceChildren();
   const t = (iso) => new Date(iso).getTime() / 1000;
   const xs = beats.map((b) => t(b.t));
-  const vx = versions.map((v) => t(v.created_at));
+  const now = Date.now() / 1000;
+  // The versions in the range, and the one running at its start (the step enters from the left).
+  const before = span ? versions.filter((v) => t(v.created_at) < now - span) : [];
+  const shown = versions.filter((v) => !span || t(v.created_at) >= now - span);
+  const entering = before.length ? [before[before.length - 1]] : [];
+  const vx = shown.map((v) => t(v.created_at));
   const all = [...xs, ...vx];
-  const range = all.length ? [Math.min(...all), Math.max(...all, Math.min(...all) + 1)] : [0, 1];
+  const range = span ? [now - span, now]
+    : all.length ? [Math.min(...all), Math.max(...all, Math.min(...all) + 1)] : [0, 1];
+  // Steps: each version holds until the next one and to the end of the range.
+  const stepX = [...entering.map(() => range[0]), ...vx];
+  const stepY = [...entering, ...shown].map((v) => v.version);
+  if (stepY.length) { stepX.push(Math.max(range[1], stepX[stepX.length - 1])); stepY.push(stepY[stepY.length - 1]); }
   const regression = d.task === "regression";
   const quality = regression ? [{ label: "RMSE", stroke: "#b5401f", values: beats.map((b) => b.rmse) }]
     : [{ label: "accuracy", stroke: "#1f6fb5", values: beats.map((b) => b.accuracy) }];
   if (!regression && beats.some((b) => b.macro_f1 !== null && b.macro_f1 !== undefined)) {
     quality.push({ label: "macro-F1", stroke: "#2a8a3e", values: beats.map((b) => b.macro_f1 ?? null) });
   }
-  chart("metric", regression ? "RMSE" : "accuracy", xs, quality, range);
-  chart("recomputes", "model versions (recomputes)", vx,
-    [{ label: "version", stroke: "#6a3fb5", points: { size: 7 }, values: versions.map((v) => v.version) }], range);
+  chart("metric", `${regression ? "RMSE" : "accuracy"} (dashed: recomputes)`, xs, quality, range, { markers: vx });
+  const recomputes = chart("recomputes", "model version", stepX,
+    [{ label: "version", stroke: "#6a3fb5", width: 2, paths: uPlot.paths.stepped({ align: 1 }),
+      points: { show: false }, values: stepY }], range, { gaps: false });
+  recomputes.dataset.versionCount = vx.length;
+  recomputes.dataset.stepped = "true";
   chart("warnings", "drift warnings and events", xs,
     [{ label: "warning", stroke: "#d08a00", values: beats.map((b) => b.warnings) },
      { label: "drift events", stroke: "#b5401f", values: beats.map((b) => b.drift_events) }], range);
@@ -217,7 +321,8 @@ async function showDevice(id, mine) {
         .map(([k, x]) => `${k}=${typeof x === "number" ? Number(x.toPrecision(4)) : x}`).join(", ") || "–"))));
   $("main[data-view=device]").hidden = false;
   $("main[data-view=fleet]").hidden = true;
-  document.body.dataset.rendered = `device ${d.device_id} ${beats.length} ${versions.length}`;
+  document.body.dataset.rendered = `device ${d.device_id} ${beats.length} ${versions.length} ${span || "all"}`;
+  document.body.dataset.renders = String(Number(document.body.dataset.renders || 0) + 1);
 }
 
 // ------------------------------------------------------------------------------------------ wiring
@@ -233,7 +338,7 @@ async function refresh(withSummary = true) {
   $("[data-action=forget]").hidden = false;
   try {
     const device = hashParams().get("device");
-    if (device) await showDevice(device, mine);
+    if (device) await showDevice(device, mine, withSummary || $("[data-summary]").hidden);
     else await showFleet(mine, withSummary || $("[data-summary]").hidden);
     if (mine !== generation) return;
     showError(null);
@@ -287,6 +392,8 @@ function wire() {
       refresh(false);
     });
   }
+  $("[data-range]").addEventListener("change", () => refresh(false));
+  $("[data-range-form]").addEventListener("submit", (event) => event.preventDefault());
   window.addEventListener("hashchange", () => { takeTokenFromHash(); refresh(); });
 }
 
