@@ -78,11 +78,13 @@ def validate_tree_document(doc: dict[str, Any]) -> None:
             raise ValueError(f"{name!r} child indices of split nodes must be in [1, {m})")
     if not np.all(np.isfinite(threshold[split])):
         raise ValueError("thresholds of split nodes must be finite")
-    frontier = np.zeros(1, dtype=np.int64)
+    # The nodes at each depth, as sets (at most m per level): a few Python steps per node of a small
+    # tree, where a numpy call per level costs more than the whole walk.
+    is_split, lefts, rights = split.tolist(), left.tolist(), right.tolist()
+    frontier = {0}
     for _ in range(max_depth):
-        inner = frontier[split[frontier]]
-        frontier = np.unique(np.concatenate([left[inner], right[inner]]))  # unique: at most m per level
-    if np.any(split[frontier]):
+        frontier = {c for node in frontier if is_split[node] for c in (lefts[node], rights[node])}
+    if any(is_split[node] for node in frontier):
         raise ValueError(f"the tree is deeper than max_depth = {max_depth}")
     if task == "classification":
         classes = doc.get("classes")
