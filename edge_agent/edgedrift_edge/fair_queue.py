@@ -14,11 +14,12 @@ acknowledged at once, counted in ``dropped`` and ``overloaded``, and reported by
 per interval), which drains the window at the rate messages arrive instead of the rate they are handled.
 
 Refusing only helps someone when someone is *quiet*: a device that has sent for at least ``span``
-seconds, within the last ``span`` seconds, and never more than ``quiet_limit`` messages in one second
-(:class:`Arrivals`). When every busy device is over that rate (a replay of several devices at once, a
-backlog after a restart) nobody is refused and the window's back-pressure holds the rest at the broker, as
-for a single device; a device under its share, or any device while the window has room, is never
-refused. Pure: no threads, no I/O, the clock is passed in; the agent's worker owns one.
+seconds, within the last ``span`` seconds, at most ``quiet_limit`` messages a second on average and
+never ``PEAK`` times that in one second (:class:`Arrivals`). When every busy device is over that rate (a
+replay of several devices at once, a backlog after a restart) nobody is refused and the window's
+back-pressure holds the rest at the broker, as for a single device; a device under its share, or any
+device while the window has room, is never refused. Pure: no threads, no I/O, the clock is passed in;
+the agent's worker owns one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
+
+#: A quiet key's busiest second, in multiples of its average limit.
+PEAK = 5
 
 #: Seconds between two reckonings of which keys are quiet (a scan of every key).
 QUIET_REFRESH_S = 0.1
@@ -59,12 +63,15 @@ class Arrivals(Generic[K]):
         counts[second % self.span] += 1
 
     def quiet(self, key: K, now: float, limit: float) -> bool:
-        """Heard for ``span`` seconds and within the last ``span``, never above ``limit`` in a second."""
+        """Heard for ``span`` seconds and within the last ``span``, at most ``limit`` messages a second
+        on average over them and never ``PEAK`` times that in one second (arrivals bunch up when the
+        broker's window stalls, so one second alone says little)."""
         counts = self._counts.get(key)
         second, last = int(now), self._last.get(key, 0)
         if counts is None or now - self._first[key] < self.span or second - last >= self.span:
             return False
-        return max(counts[s % self.span] for s in range(second - self.span + 1, last + 1)) <= limit
+        window = [counts[s % self.span] for s in range(second - self.span + 1, last + 1)]
+        return sum(window) <= limit * self.span and max(window) <= PEAK * limit
 
     def heard(self) -> list[K]:
         """Every key heard so far."""

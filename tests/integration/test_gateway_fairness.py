@@ -11,7 +11,7 @@ import shutil
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,37 @@ def test_a_flooding_device_does_not_delay_its_quiet_neighbours(
     assert len(overloaded) < 60, "one summary event per second, not one per refused message"
 
 
+class OperatorView(Subscriber):
+    """Every device's predictions, events and statuses, seen by the operator (one login for all: the
+    shipped broker allows one connection per user)."""
+
+    def __init__(self, url: str) -> None:
+        self.seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        super().__init__(url, [("edgedrift/#", 1)])
+
+    def handle(self, topic: str, payload: bytes) -> None:
+        parts = topic.split("/")  # edgedrift/{device}/{kind} or edgedrift/gateways/{gateway}/status
+        key = (parts[2], "gateway") if parts[1] == "gateways" else (parts[1], parts[2])
+        if payload:
+            with self.lock:
+                self.seen.setdefault(key, []).append(json.loads(payload))
+
+    def of(self, device: str, kind: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.seen.get((device, kind), []))
+
+    def wait(self, found: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not found():
+            if time.monotonic() > deadline:
+                raise TimeoutError(what)
+            time.sleep(0.05)
+
+
+def events(view: OperatorView, device: str, kind: str) -> list[dict[str, Any]]:
+    return [e for e in view.of(device, "events") if e["type"] == kind]
+
+
 def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view(
     sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
@@ -181,13 +212,12 @@ def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view
         pytest.skip("needs mosquitto and its clients installed locally")
     tag = secrets.token_hex(3)
     granted, ungranted = [f"a{i}-{tag}" for i in range(2)], f"x-{tag}"
-    gateway_user = "gw-1"
     env = {
         "EDGEDRIFT_MODE": "production",
         "MQTT_OPERATOR_PASSWORD": PASSWORDS["operator"],
         "MQTT_REPLAY_PASSWORD": PASSWORDS["replay"],
-        "MQTT_GATEWAYS": gateway_user,
-        "MQTT_GW_1_PASSWORD": PASSWORDS[gateway_user],
+        "MQTT_GATEWAYS": "gw-1",
+        "MQTT_GW_1_PASSWORD": PASSWORDS["gw-1"],
         "MQTT_GW_1_DEVICES": ",".join(granted),
     }
     result = run_entrypoint(tmp_path, env, passwd=shutil.which("mosquitto_passwd"))
@@ -202,27 +232,55 @@ def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view
         gateway = AgentProcess(
             tmp_path / "gateway.log",
             {
-                "gateway_id": gateway_user,
+                "gateway_id": "gw-1",
                 "devices_file": tmp_path / "devices.json",
-                "broker_url": url[gateway_user],
+                "broker_url": url["gw-1"],
                 "cloud_url": sqlite_cloud.url,
                 "n_features": 2,
                 "checkpoint_dir": tmp_path / "state",
                 "heartbeat_every_s": 0.5,
-                "silent_after_s": 3,
+                "silent_after_s": 6,
                 "metrics_port": metrics_port,
                 "metrics_addr": "127.0.0.1",
             },
         )
-        watches = {d: DeviceWatcher(url["operator"], d) for d in table}
+        view = OperatorView(url["operator"])
+        sent = {d: 0 for d in table}
+        streaming = {granted[0]: True, granted[1]: True, ungranted: True}
+        stop = threading.Event()
+
+        def stream() -> None:
+            """2 samples/s for each device still streaming, as the replay user (one login)."""
+            client = make_client(url["replay"], f"replay-{tag}", clean_session=True)
+            host, port, _tls = broker_address(url["replay"])
+            client.connect(host, port)
+            client.loop_start()
+            while not stop.is_set():
+                for device, on in streaming.items():
+                    if on:
+                        topic = f"edgedrift/{device}/samples"
+                        client.publish(topic, sample(sent[device]), qos=1).wait_for_publish(10)
+                        sent[device] += 1
+                time.sleep(0.5)
+            client.disconnect()
+            client.loop_stop()
+
         gateway.start()
+        publisher = threading.Thread(target=stream)
+        publisher.start()
         try:
-            for device in table:
-                publish(url["replay"], f"edgedrift/{device}/samples", [sample(i) for i in range(20)])
-            for device in granted:
-                watches[device].wait_predictions(20)
-            event = watches[ungranted].wait_event("silent", 30)
-            status = watches[ungranted].wait_status("silent", 10)
+            # a1's publisher stops: silent on its own topics; x was never granted: silent in the gateway's
+            # status, the metrics and the fleet view (its own topics are not the gateway's to write)
+            time.sleep(2.0)
+            streaming[granted[1]] = False
+
+            def silent_listed() -> bool:
+                status = view.of("gw-1", "gateway")
+                return bool(status) and sorted(status[-1]["silent"]) == sorted([granted[1], ungranted])
+
+            view.wait(silent_listed, 60, "both silent devices in the gateway's status")
+            view.wait(lambda: bool(events(view, granted[1], "silent")), 10, "a1's silent event")
+            assert view.of(granted[1], "status")[-1]["state"] == "silent"
             scrape = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
             deadline = time.monotonic() + 30
             fleet: dict[str, str] = {}
@@ -235,17 +293,30 @@ def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view
                 ).json()
                 fleet = {row["device_id"]: row["status"] for row in page["devices"]}
                 time.sleep(0.3)
+            live = view.of(granted[0], "status")[-1]
+            streaming[granted[1]] = True  # its next message ends the silence
+            view.wait(lambda: bool(events(view, granted[1], "silent_ended")), 30, "a1's silent_ended event")
+            stop.set()
+            publisher.join(30)
+            for device in granted:
+                n = sent[device]
+                view.wait(lambda d=device, n=n: len(view.of(d, "predictions")) >= n, 60, f"{device} answered")
+            time.sleep(1.0)
         finally:
+            stop.set()
             code = gateway.stop()
-            for w in watches.values():
-                w.close()
+            view.close()
     assert code == 0
-    assert "ACL" in event["reason"] and event["silent_s"] >= 3
-    assert status["reason"] and status["counters"]["samples"] == 0
+    [event] = events(view, granted[1], "silent")
+    assert "ACL" in event["reason"] and event["silent_s"] >= 6
     assert f'edgedrift_edge_devices_silent{{device="{ungranted}"}} 1.0' in scrape
+    assert f'edgedrift_edge_devices_silent{{device="{granted[1]}"}} 1.0' in scrape
     assert f'edgedrift_edge_devices_silent{{device="{granted[0]}"}} 0.0' in scrape
-    assert fleet == {granted[0]: "online", granted[1]: "online", ungranted: "silent"}, fleet
-    for device in granted:
-        assert not watches[device].events("silent")
-        counters = final_counters(watches[device])
-        assert counters["predictions"] == counters["samples"] == 20 and counters["dropped"] == 0
+    assert fleet == {granted[0]: "online", granted[1]: "silent", ungranted: "silent"}, fleet
+    assert live["state"] == "online" and not events(view, granted[0], "silent")
+    assert sent[ungranted] > 0 and not view.of(ungranted, "predictions")
+    assert all(s["state"] in ("online", "offline") for s in view.of("gw-1", "gateway"))
+    for device in granted:  # the ledger: every sample published answered
+        final = next(s for s in reversed(view.of(device, "status")) if "counters" in s)["counters"]
+        assert len({p["id"] for p in view.of(device, "predictions")}) == sent[device]
+        assert final["predictions"] == final["samples"] == sent[device] and final["dropped"] == 0
