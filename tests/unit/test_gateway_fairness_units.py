@@ -29,7 +29,7 @@ def test_queues_are_drained_round_robin_so_a_quiet_key_waits_for_one_message_per
     assert first == [("flood", 0), ("quiet", -1)]
     assert len(queues) == 499 and queues.held("quiet") == 0
     rest = [queues.take() for _ in range(499)]
-    assert [item for _, item in rest if item is not None] == list(range(1, 500))  # FIFO per key
+    assert [taken[1] for taken in rest if taken is not None] == list(range(1, 500))  # FIFO per key
     assert queues.take() is None and len(queues) == 0
 
 
