@@ -1,6 +1,7 @@
 """A gateway's fairness between its devices (issue 30 row 1): 100 devices on one gateway process, 99 quiet
-ones at 5 labeled samples/s and one that floods, on the shipped Mosquitto configuration (its queue and
-in-flight limits; anonymous here) with the real cloud trainer.
+ones at 5 labeled samples/s and one that floods, on the shipped Mosquitto configuration (its queue,
+in-flight and persistence settings; anonymous here, so without the ACL and the user-name client ids)
+with the real cloud trainer.
 
 Phases, timed by when a quiet sample was published: ``before`` (quiet traffic only; the flooding device
 warms up and gets its model), ``burst`` (the flooder publishes ``--burst`` labeled samples as fast as the
@@ -91,7 +92,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     broker = ShippedMosquitto(
         workdir / "broker",
         {"bench": "bench-password-0123456789"},
-        overrides={"allow_anonymous": "true", "password_file": None, "acl_file": None},
+        overrides={
+            "allow_anonymous": "true",
+            "password_file": None,
+            "acl_file": None,
+            "use_username_as_clientid": "false",  # anonymous clients have no user name
+        },
     ).start()
     cloud = CloudProcess(
         f"sqlite:///{workdir / 'registry.db'}",

@@ -189,7 +189,8 @@ class DeviceRuntime:
     def refuse_overloaded(self, kind: str, payload: bytes) -> None:
         """A message refused because this device was past its share of the gateway's worker: its items
         count in ``overloaded`` and ``dropped``; :meth:`overload_events` reports them."""
-        count = count_items(payload)
+        batch = b'"samples"' in payload or b'"labels"' in payload  # else one item: no parse (a flood)
+        count = count_items(payload) if batch else 1
         self.session.counters.overloaded += count
         self.session.counters.dropped += count
         self._overload["messages"] += 1
