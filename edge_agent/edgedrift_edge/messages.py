@@ -24,8 +24,8 @@ import numpy.typing as npt
 
 from edgedrift import kernels
 from edgedrift.labels import ClassLabels
+from edgedrift.limits import MAX_FEATURES
 from edgedrift.models.losses import FloatArray
-from edgedrift.wire import MAX_FEATURES
 
 SAMPLE_FIELDS = frozenset({"id", "x", "y", "ts"})
 LABEL_FIELDS = frozenset({"id", "y"})

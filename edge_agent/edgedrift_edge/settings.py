@@ -28,8 +28,8 @@ from pydantic import (
 )
 
 from edgedrift.ids import DEVICE_ID_PATTERN
+from edgedrift.limits import MAX_FEATURES
 from edgedrift.secrets import SecretFileError, secrets_from_files, weak_secret_reason
-from edgedrift.wire import MAX_FEATURES
 
 ENV_PREFIX = "EDGEDRIFT_EDGE_"
 #: Settings that may be read from a file named by ``EDGEDRIFT_EDGE_<NAME>_FILE``.

@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.config import JsonDict
 
 from edgedrift.ids import DEVICE_ID_PATTERN as DEVICE_ID_PATTERN
+from edgedrift.limits import MAX_FEATURES as MAX_FEATURES
 from edgedrift.models.losses import FloatArray
 from edgedrift.wire_stats import INT64_MAX as INT64_MAX
 from edgedrift.wire_stats import NUMBER as NUMBER
@@ -38,10 +39,6 @@ from edgedrift.wire_stats import Extra, HeartbeatExtra, ShortText, Stats, Stored
 from edgedrift.wire_stats import StatValue as StatValue
 
 API_VERSION = "v1"
-#: The widest sample anywhere: the agent's ``n_features`` setting, a width locked from the data, and the
-#: cloud's windows (``max_features`` defaults to it) all stop here, so a width the edge accepts is one the
-#: cloud trains (a wider sample is rejected at the edge with a reason that names this limit).
-MAX_FEATURES = 4096
 WINDOW_CONTENT_TYPE = "application/x-edgedrift-window"
 WINDOW_MAGIC = b"EDW1"
 

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from edgedrift.wire import MAX_FEATURES
-from edgedrift_cloud.settings import CloudSettings
+from edgedrift.limits import MAX_FEATURES
 from edgedrift_edge.fair_queue import Arrivals, FairQueues
 from edgedrift_edge.id_index import id_key
 from edgedrift_edge.ledger import SessionConfig
@@ -113,7 +112,6 @@ def test_locking_a_wide_width_shrinks_the_window_and_counts_the_rows_it_lets_go(
 def test_one_width_limit_for_the_setting_the_data_and_the_cloud() -> None:
     with pytest.raises(ValidationError):
         AgentSettings.model_validate({"device_id": "d", "n_features": MAX_FEATURES + 1})
-    assert CloudSettings.model_fields["max_features"].default == MAX_FEATURES
     wide = json.dumps({"id": 1, "x": [0.5] * (MAX_FEATURES + 1)}).encode()
     parsed = parse_samples(wide, None, "classification", 0)
     assert parsed.ids == [] and f"limit of {MAX_FEATURES}" in parsed.rejected[0].reason
