@@ -172,7 +172,7 @@ class AgentSettings(BaseModel):
         "twice device_rate_per_s for 10 s), a device holding this many is refused further messages, "
         "counted in dropped and overloaded with one overloaded event per second, so that a flood cannot "
         "delay the quiet devices (otherwise, and in a single-device agent, back-pressure holds the rest)",
-        default=20,
+        default=8,
     )
     broker_inflight: Annotated[int, Field(ge=2)] = _described(
         "the broker's max_inflight_messages (deploy/mosquitto/mosquitto.conf: 1000): a gateway refuses a "

@@ -5,7 +5,6 @@ asserts the per-device ledger (published = predicted + rejected + dropped)."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import statistics
@@ -94,7 +93,6 @@ def test_a_flooding_device_does_not_delay_its_quiet_neighbours(
             "n_features": 2,
             "checkpoint_dir": tmp_path / "state",
             "heartbeat_every_s": 0.5,
-            "device_share": int(os.environ.get("SHARE", "20")),
         },
     )
     arrivals = Arrivals(broker.url)
