@@ -23,8 +23,9 @@ service (status ``error``), never another. Supervision: when no device can work 
 dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
 a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
 
-The module is a little over 500 lines: it is the one composition root of the edge process, and what it
-holds beyond the wiring (the worker's dispatch, the control queue, the status and heartbeat rounds) is
+The module is a little under 600 lines, so over 500 lines: it is the one composition root of the edge
+process, and what it holds beyond the wiring (the worker's dispatch and fair intake, the control queue,
+the status, silence and heartbeat rounds; the fairness rule itself is :mod:`~edgedrift_edge.fair_queue`) is
 the glue between the pieces above, which would only move into a module that reaches back into this one.
 """
 
