@@ -7,7 +7,9 @@ version (``devices.model_count`` numbers versions, so the unique ``(device_id, v
 and its recomputes of the last hour; each of these is an index probe per device.
 
 Status, first match wins: ``unauthorized`` (credential revoked), ``offline`` (never seen, or silent for
-``offline_after`` seconds), ``stale`` (silent for ``stale_after`` seconds), ``degraded`` (seen, but its
+``offline_after`` seconds), ``stale`` (silent for ``stale_after`` seconds), ``silent`` (its agent reports,
+in its latest heartbeat, that the broker delivered it nothing for ``silent_after_s``: typically an ACL
+that does not grant its gateway the device's topics), ``degraded`` (seen, but its
 dropped or rejected samples grew since the previous heartbeat), ``online``. A device is *drifting now*
 when it is online or degraded and its latest heartbeat reports a monitor warning or a new drift event.
 """
@@ -59,8 +61,8 @@ __all__ = [
     "fleet_summary",
 ]
 
-Status = Literal["online", "stale", "offline", "unauthorized", "degraded"]
-STATUSES: tuple[Status, ...] = ("online", "stale", "offline", "unauthorized", "degraded")
+Status = Literal["online", "stale", "offline", "unauthorized", "degraded", "silent"]
+STATUSES: tuple[Status, ...] = ("online", "stale", "offline", "unauthorized", "degraded", "silent")
 SortKey = Literal[
     "device_id", "status", "drifting", "last_seen", "accuracy", "rmse", "recomputes", "recent", "version"
 ]
@@ -123,6 +125,7 @@ class FleetSummary(BaseModel):
     offline: int
     unauthorized: int
     degraded: int
+    silent: int = 0
     drifting: int
     recomputes_total: int
     recomputes_last_minute: int
@@ -210,6 +213,7 @@ def _rows(
         (Device.revoked_at.is_not(None), literal("unauthorized")),
         (or_(last_seen.is_(None), last_seen < alive), literal("offline")),
         (last_seen < fresh, literal("stale")),
+        (_stored_flag(beat.extra, "silent", lateral), literal("silent")),
         (troubled, literal("degraded")),
         else_=literal("online"),
     )
@@ -278,6 +282,15 @@ def _stored_number(extra: Any, name: str, postgresql: bool) -> ColumnElement[Any
     return case((number, case((func.abs(value) <= MAX_STAT_ABS, value.cast(Float)))), else_=null())
 
 
+def _stored_flag(extra: Any, name: str, postgresql: bool) -> ColumnElement[Any]:
+    """Whether a heartbeat's ``extra[name]`` is JSON ``true`` (anything else, a map holding ``\\u0000``
+    included, is false: see :func:`_stored_number`)."""
+    if postgresql:
+        clean = func.strpos(extra.cast(Text), "\\u0000") == 0
+        return case((clean, extra.op("->>")(literal(name)) == literal("true")), else_=literal(False))
+    return func.coalesce(func.json_type(extra, f"$.{name}") == literal("true"), literal(False))
+
+
 def _lateral(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
@@ -287,7 +300,7 @@ def _at(when: datetime, name: str) -> Any:
     return bindparam(name, when, type_=UTCDateTime())
 
 
-_STATUS_RANK = {"unauthorized": 0, "offline": 1, "degraded": 2, "stale": 3, "online": 4}
+_STATUS_RANK = {"unauthorized": 0, "offline": 1, "silent": 2, "degraded": 3, "stale": 4, "online": 5}
 
 
 def _order(rows: Any, sort: SortKey, descending: bool) -> list[ColumnElement[Any]]:

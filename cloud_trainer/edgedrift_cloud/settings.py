@@ -34,7 +34,7 @@ from edgedrift.secrets import (
     secrets_from_files,
     weak_secret_reason,
 )
-from edgedrift.wire import DEVICE_ID_PATTERN, HISTORY_BODY_BYTES
+from edgedrift.wire import DEVICE_ID_PATTERN, HISTORY_BODY_BYTES, MAX_FEATURES
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -134,7 +134,7 @@ class CloudSettings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     #: Largest training window in rows and features (422 above them).
     max_rows: int = Field(default=100_000, ge=1)
-    max_features: int = Field(default=4096, ge=1)
+    max_features: int = Field(default=MAX_FEATURES, ge=1, le=MAX_FEATURES)
     #: Run the Alembic migrations at start (the ``serve`` command runs them once before the workers).
     auto_migrate: bool = True
     #: Log lines as JSON objects (one per line) or as plain text.

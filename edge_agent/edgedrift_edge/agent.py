@@ -23,8 +23,9 @@ service (status ``error``), never another. Supervision: when no device can work 
 dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
 a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
 
-The module is a little over 500 lines: it is the one composition root of the edge process, and what it
-holds beyond the wiring (the worker's dispatch, the control queue, the status and heartbeat rounds) is
+The module is a little under 600 lines, so over 500 lines: it is the one composition root of the edge
+process, and what it holds beyond the wiring (the worker's dispatch and fair intake, the control queue,
+the status, silence and heartbeat rounds; the fairness rule itself is :mod:`~edgedrift_edge.fair_queue`) is
 the glue between the pieces above, which would only move into a module that reaches back into this one.
 """
 
@@ -45,8 +46,9 @@ from typing import Any
 
 from edgedrift_edge import tracing
 from edgedrift_edge.cloud import CloudClient
-from edgedrift_edge.device import DeviceRuntime, configured_devices, session_config, spread
+from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, configured_devices, session_config, spread
 from edgedrift_edge.device_ids import DeviceIds
+from edgedrift_edge.fair_queue import FairQueues
 from edgedrift_edge.messages import count_items
 from edgedrift_edge.metrics import AgentMetrics
 from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
@@ -62,6 +64,9 @@ log = logging.getLogger("edgedrift_edge")
 #: Consecutive messages of one device whose handling raised before that device is given up on.
 MAX_CONSECUTIVE_ERRORS = 20
 BATCH = 256  #: messages the worker takes from the inbox at once (their publishes leave in one write)
+#: Messages a gateway's worker handles between two looks at the inbox: a quiet device's message that
+#: arrives behind a flood waits for at most this many before it is queued on its device's turn.
+ROUND = 32
 
 
 @dataclass
@@ -125,9 +130,14 @@ class EdgeAgent:
         self.fatal: str | None = None
         self.degraded: str | None = None
         self.progress = 0
-        self.in_hand = 0  # messages of the worker's batch not handled yet
+        self.in_hand = 0  # the message the worker is handling (0 or 1)
+        #: Messages taken from the inbox, per device, drained round-robin (issue 30 row 1).
+        self.queues: FairQueues[str, tuple[DeviceRuntime, str, Inbound]] = FairQueues(
+            settings.device_share, max(1, settings.broker_inflight // 2), 2 * settings.device_rate_per_s
+        )
         self._threads: list[threading.Thread] = []
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
+        self._connected_at = time.monotonic()
         #: Prometheus metrics (``metrics_port``); None: no server, nothing observed per message.
         self.metrics = (
             None if settings.metrics_port is None else AgentMetrics(self, settings.metrics_device_labels)
@@ -140,8 +150,8 @@ class EdgeAgent:
 
     @property
     def waiting(self) -> int:
-        """Messages received and not handled yet: in the inbox or in the worker's batch."""
-        return self.transport.queued + self.in_hand
+        """Messages received and not handled yet: in the inbox, in the devices' queues or in hand."""
+        return self.transport.queued + len(self.queues) + self.in_hand
 
     @property
     def session(self) -> DeviceSession:
@@ -174,6 +184,8 @@ class EdgeAgent:
         for thread in self._threads:
             thread.join(timeout=30)
         if self.fatal is None:
+            for device in self.devices.values():
+                self._publish_output(device, Output(events=device.overload_events(0.0, flush=True)), None)
             self.transport.wait_flushed(5.0)
             for device in self.devices.values():
                 device.checkpoint()
@@ -206,6 +218,7 @@ class EdgeAgent:
         self._next_periodic = 0.0
 
     def _on_connected(self) -> None:
+        self._connected_at = time.monotonic()  # silence is counted while connected only
         self.publish_all_status(None)
 
     # --- devices ------------------------------------------------------------------------------------------
@@ -276,21 +289,55 @@ class EdgeAgent:
                 self._publish_startup(device)
             while not self.stopping.is_set():
                 self._drain_control()
-                batch = self.transport.get_batch(timeout=0.05, limit=BATCH)
-                if not batch:
+                self._take_in()
+                if not self.queues:
                     self.idle.set()
                     self._periodic()
                     continue
                 self.idle.clear()
-                self.in_hand = len(batch)
-                for message in batch:
-                    if not self.stopping.is_set():  # the rest stays unacknowledged: delivered again
-                        self._handle(message)
-                        self.progress += 1
-                        self.in_hand -= 1
+                for _ in range(BATCH if len(self.devices) == 1 else ROUND):
+                    taken = self.queues.take()
+                    if taken is None or self.stopping.is_set():  # what stays queued is delivered again
+                        break
+                    self.in_hand = 1
+                    self._handle(*taken[1])
+                    self.progress += 1
+                    self.in_hand = 0
                 self._periodic()
         except Exception as exc:
             self.die(f"worker died: {type(exc).__name__}: {exc}", traceback.format_exc())
+
+    def _take_in(self) -> None:
+        """Messages from the inbox into their devices' queues. A single-device agent takes a batch only
+        once the last one is handled (the inbox's back-pressure then holds the rest at the broker); a
+        gateway takes what arrived after every round, refusing a device past its share under pressure
+        (:mod:`~edgedrift_edge.fair_queue`), so a quiet device's message is queued soon after it came."""
+        fair = len(self.devices) > 1
+        if self.queues and not fair:
+            return
+        batch = self.transport.get_batch(timeout=0.0 if self.queues else 0.05, limit=BATCH)
+        unacknowledged = self.transport.unacked if fair and batch else 0
+        now = time.monotonic()
+        for message in batch:
+            route = self._routes.get(message.topic)
+            if route is None:  # a device removed while its message was queued: the broker keeps no copy
+                log.warning("message on %s, which no device served any more, dropped", message.topic)
+                self.transport.done(message)
+                continue
+            device, kind = route
+            if device.silent:
+                self._set_silent(device, False, now)
+            device.heard = now
+            if not fair:
+                self.queues.put(device.device_id, (device, kind, message))
+                continue
+            self.queues.arrivals.add(device.device_id, now)
+            if not message.retain and self.queues.over_share(device.device_id, unacknowledged, now):
+                device.refuse_overloaded(kind, message.payload)
+                self.transport.done(message)  # refused is handled: acknowledged, so the window moves on
+                unacknowledged += 1
+                continue
+            self.queues.put(device.device_id, (device, kind, message))
 
     def die(self, reason: str, details: str = "") -> None:
         """Report the death (status ``error``, an event) and let :meth:`wait` return (exit non-zero)."""
@@ -312,14 +359,12 @@ class EdgeAgent:
         finally:
             self.finished.set()
 
-    def _handle(self, message: Inbound) -> None:
+    def _handle(self, device: DeviceRuntime, kind: str, message: Inbound) -> None:
         """One message through its device's session; its publishes and its acknowledgement."""
-        route = self._routes.get(message.topic)
-        if route is None:  # a device removed while its message was queued: the broker keeps no copy
+        if self.devices.get(device.device_id) is not device:  # removed while its message was queued
             log.warning("message on %s, which no device served any more, dropped", message.topic)
             self.transport.done(message)
             return
-        device, kind = route
         if message.retain:
             out = device.retained(kind, message.payload)
         elif device.failed is not None:
@@ -400,10 +445,17 @@ class EdgeAgent:
         self._next_periodic = now + 0.05
         self.transport.retry_failed()
         due: list[DeviceRuntime] = []
+        cutoff = now - self.settings.silent_after_s  # heard (or connected) before this: silent
+        watching = self.transport.connected.is_set() and self._connected_at <= cutoff
         for device in list(self.devices.values()):
+            if watching and not device.silent and device.heard <= cutoff and device.failed is None:
+                self._set_silent(device, True, now)
             device.sync_transport_counters()
             if device.session.summaries.pending:  # label misses and outliers held back by their interval
                 self._publish_output(device, Output(events=device.session.summaries.due()), None)
+            overloaded = device.overload_events(now)
+            if overloaded:
+                self._publish_output(device, Output(events=overloaded), None)
             if now >= device.next_heartbeat:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
                 due.append(device)
@@ -415,6 +467,20 @@ class EdgeAgent:
             self._next_sync = now + self.settings.gateway_sync_s
             self._syncing = True
             self.cloud.gateway_devices(*self._sync_request()).add_done_callback(self._sync_done)
+
+    def _set_silent(self, device: DeviceRuntime, silent: bool, now: float) -> None:
+        """A device starts or stops being ``silent`` (issue 30 row 5): an event, its status, the
+        gateway's status (and, with its next heartbeat, the cloud's fleet view)."""
+        device.silent = silent
+        if silent:
+            quiet = round(now - max(device.heard, self._connected_at), 1)
+            log.warning("%s: silent: nothing received for %.0f s while connected", device.device_id, quiet)
+            device.event("silent", silent_s=quiet, reason=SILENT_REASON)
+        else:
+            device.event("silent_ended", silent_s=round(now - max(device.heard, self._connected_at), 1))
+        device.publish_status(self.status(None, device))
+        if self.gateway_id is not None:
+            self.publish_all_status(None, devices=False)
 
     # --- recomputes -----------------------------------------------------------------------------------------
 
@@ -463,6 +529,8 @@ class EdgeAgent:
             return "degraded"
         if device is not None and device.session.unauthorized:
             return "unauthorized"
+        if device is not None and device.silent:
+            return "silent"
         return "online"
 
     def status(self, state: str | None = None, device: DeviceRuntime | None = None) -> dict[str, Any]:
@@ -471,14 +539,18 @@ class EdgeAgent:
         return {
             "state": state or self.state_name(device),
             **device.session.status(),
-            "reason": self.fatal or device.failed or self.degraded,
+            "reason": self.fatal
+            or device.failed
+            or self.degraded
+            or (SILENT_REASON if device.silent else None),
             "queue": self.waiting,
             "gateway": self.gateway_id,
             "ts": time.time(),
         }
 
-    def publish_all_status(self, state: str | None) -> None:
-        for device in list(self.devices.values()):
+    def publish_all_status(self, state: str | None, devices: bool = True) -> None:
+        """Every device's retained status (unless not ``devices``) and a gateway's own."""
+        for device in list(self.devices.values()) if devices else []:
             device.publish_status(self.status(state, device))
         if self.gateway_id is not None:
             body = {
@@ -486,6 +558,7 @@ class EdgeAgent:
                 "gateway": self.gateway_id,
                 "devices": len(self.devices),
                 "failed": sorted(d for d, rt in self.devices.items() if rt.failed),
+                "silent": sorted(d for d, rt in self.devices.items() if rt.silent),
                 "refused": self.ids.listing(),
                 "reason": self.fatal or self.degraded,
                 "ts": time.time(),
@@ -499,12 +572,12 @@ class EdgeAgent:
         for device in devices:
             device.save_counters()  # before they are reported: a restart goes on from here
             if secret is None:
-                future = self.cloud.heartbeat(device.device_id, device.secret, device.session.heartbeat())
+                future = self.cloud.heartbeat(device.device_id, device.secret, device.heartbeat())
                 future.add_done_callback(partial(self._hand_over, "heartbeat", device))
             if self.transport.connected.is_set():
                 device.publish_status(self.status(None, device), save=False)
         if secret is not None and self.gateway_id is not None:
-            beats = [(d.device_id, d.session.heartbeat()) for d in devices]
+            beats = [(d.device_id, d.heartbeat()) for d in devices]
             batch = self.cloud.gateway_heartbeats(self.gateway_id, secret.get_secret_value(), beats)
             for device in devices:
                 batch.add_done_callback(partial(self._hand_over, "batch", device))

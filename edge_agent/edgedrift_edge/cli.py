@@ -63,6 +63,9 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "gateway_sync_s",
         "label_delay_s",
         "device_rate_per_s",
+        "silent_after_s",
+        "device_share",
+        "broker_inflight",
     ),
     "broker and cloud": ("broker_url", "broker_password", "tls_ca_file", "topic_prefix", "qos", "cloud_url"),
     "learning": (
@@ -94,6 +97,7 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "publish_queue",
         "max_items_per_message",
         "recent_samples",
+        "recent_samples_mb",
         "outlier_threshold",
         "http_timeout_s",
         "http_deadline_s",

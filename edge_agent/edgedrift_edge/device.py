@@ -12,6 +12,7 @@ import concurrent.futures
 import hashlib
 import json
 import logging
+import math
 import time
 import zlib
 from collections.abc import Callable
@@ -20,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from edgedrift.window import delay_buffer_size
+from edgedrift.wire import Heartbeat
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
 from edgedrift_edge.cloud import CloudClient, CloudError
+from edgedrift_edge.event_summary import SUMMARY_INTERVAL_S
 from edgedrift_edge.ledger import Counters, Event, Output, SessionConfig
 from edgedrift_edge.messages import count_items
 from edgedrift_edge.recompute import LabelBatch, Trainer
@@ -40,6 +43,19 @@ SHARED_COUNTERS = ("backpressure_waits", "publish_failures", "reconnects")
 RETAINED_REASON = (
     "retained message ignored: the broker hands it to every new subscription again, so it would be "
     "answered and learned at each reconnect (publish samples and labels with retain=false)"
+)
+
+#: Why a gateway refused a device's messages (the ``overloaded`` event).
+OVERLOAD_REASON = (
+    "device past its share of the gateway's worker queue (device_share) while the broker's window was "
+    "full: refused so that the other devices' messages are not delayed behind this one's"
+)
+
+#: Why a device is reported ``silent`` (the event's reason and the status's).
+SILENT_REASON = (
+    "no message received for silent_after_s while connected to the broker: its publisher is down, or the "
+    "broker's ACL does not grant this gateway the device's topics (Mosquitto acknowledges the subscription "
+    "and delivers nothing; docs/edge-agent.md, 'Gateways and the broker's ACL')"
 )
 
 #: A single-device agent's recent samples when unset (one device can afford them).
@@ -70,6 +86,7 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
         C=settings.C,
         batch_mode=settings.batch_mode,
         recent_samples=recent_samples_size(settings),
+        recent_bytes=int(settings.recent_samples_mb * 1024 * 1024),
         accuracy_window=settings.accuracy_window,
         max_items=settings.max_items_per_message,
         outlier_threshold=settings.outlier_threshold,
@@ -127,8 +144,11 @@ class DeviceRuntime:
         self.failed: str | None = None
         self.errors = 0
         self.startup_events: list[Event] = []
-        self._base = {"dropped": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
-        self._dropped_reported = 0
+        self._base = {"dropped": 0, "overloaded": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
+        self._transport_dropped_reported = 0
+        #: Refused for overload since the last ``overloaded`` event: messages and items per topic.
+        self._overload = {"messages": 0, "samples": 0, "labels": 0}
+        self._overload_emitted = -math.inf
         now = time.monotonic()
         self.next_heartbeat = now
         self.next_checkpoint = now + settings.checkpoint_every_s
@@ -139,6 +159,17 @@ class DeviceRuntime:
         #: topic), so that its copies at later subscribes are not counted as new messages.
         self.retained_seen: dict[str, str] = {}
         self._counters_failing = False
+        #: When a message of this device last arrived (its start before the first): silence is measured
+        #: from here, or from the connection's start when that is later.
+        self.heard = now
+        #: Whether the device is reported ``silent`` (nothing received for ``silent_after_s``).
+        self.silent = False
+
+    def heartbeat(self) -> Heartbeat:
+        """The session's heartbeat with what only the runtime knows (``silent``)."""
+        beat = self.session.heartbeat()
+        beat.extra["silent"] = self.silent
+        return beat
 
     def retained(self, kind: str, payload: bytes) -> Output:
         """A retained message on the ``kind`` topic: rejected whole, with an event, the first time; its
@@ -154,6 +185,33 @@ class DeviceRuntime:
         c.retained += count
         event = {"type": "rejected", "topic": kind, "count": count, "message": digest}
         return Output(events=[{**event, "reasons": [{"id": None, "reason": RETAINED_REASON}]}])
+
+    def refuse_overloaded(self, kind: str, payload: bytes) -> None:
+        """A message refused because this device was past its share of the gateway's worker: its items
+        count in ``overloaded`` and ``dropped``; :meth:`overload_events` reports them."""
+        batch = b'"samples"' in payload or b'"labels"' in payload  # else one item: no parse (a flood)
+        count = count_items(payload) if batch else 1
+        self.session.counters.overloaded += count
+        self.session.counters.dropped += count
+        self._overload["messages"] += 1
+        self._overload[kind] += count
+
+    def overload_events(self, now: float, flush: bool = False) -> list[Event]:
+        """At most one ``overloaded`` event per interval (``flush``: now, at a stop), with what was
+        refused since the last one."""
+        pending = self._overload
+        if not pending["messages"] or (now - self._overload_emitted < SUMMARY_INTERVAL_S and not flush):
+            return []
+        self._overload_emitted = now
+        self._overload = {"messages": 0, "samples": 0, "labels": 0}
+        event = {
+            "type": "overloaded",
+            "count": pending["samples"] + pending["labels"],
+            **pending,
+            "total": self.session.counters.overloaded,
+            "reason": OVERLOAD_REASON,
+        }
+        return [event]
 
     # --- publishing -------------------------------------------------------------------------------------
 
@@ -184,18 +242,18 @@ class DeviceRuntime:
     def sync_transport_counters(self) -> None:
         """Copy the transport's counters into the session's (plus what a resumed checkpoint had)."""
         c, t = self.session.counters, self.transport.counters
-        c.dropped = self._base["dropped"] + self.transport.dropped_for(self.topics["samples"])
-        c.dropped += self.transport.dropped_for(self.topics["labels"])
+        lost = sum(self.transport.dropped_for(self.topics[kind]) for kind in ("samples", "labels"))
+        c.dropped = self._base["dropped"] + lost + c.overloaded - self._base["overloaded"]
         for name in SHARED_COUNTERS:
             setattr(c, name, self._base[name] + getattr(t, name))
-        if c.dropped > self._dropped_reported:
+        if lost > self._transport_dropped_reported:
             self.event(
                 "dropped",
-                count=c.dropped - self._dropped_reported,
+                count=lost - self._transport_dropped_reported,
                 total=c.dropped,
                 reason="inbox full (QoS 0 messages are not delivered again)",
             )
-            self._dropped_reported = c.dropped
+            self._transport_dropped_reported = lost
 
     def forward_history(self, cloud: CloudClient, batches: list[LabelBatch]) -> None:
         """Hand a re-tuning strategy's label batches to the cloud client (it posts them in order)."""
@@ -362,6 +420,5 @@ class DeviceRuntime:
         for name, value in ahead.items():
             setattr(c, name, value)
         self._base = {name: getattr(c, name) for name in self._base}
-        self._dropped_reported = c.dropped
         if ahead and not resumed:
             self.startup_events.append({"type": "counters_resumed", "samples": c.samples})

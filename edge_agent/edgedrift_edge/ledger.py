@@ -1,7 +1,8 @@
 """What a device's session is configured with and what it counts and returns: its ledger.
 
 Every sample of every message ends up in exactly one of ``predictions``, ``rejected`` or ``duplicates``
-(a redelivery, predicted again); the transport adds ``dropped``. A gateway keeps one of each per device.
+(a redelivery, predicted again); the transport and a gateway's fair queues add ``dropped``. A gateway
+keeps one of each per device.
 A retained message on an input topic is rejected whole (``rejected``, and ``retained``); the broker's
 copies of it at later subscribes are counted in ``retained_repeats`` only (they were published once).
 """
@@ -35,6 +36,8 @@ class SessionConfig:
     batch_mode: Literal["exact", "vectorised"] = "exact"
     #: Newest samples whose ids are remembered (redeliveries, late labels' joins).
     recent_samples: int = 50_000
+    #: Bytes those samples may take at the device's width (None: no bound beyond ``recent_samples``).
+    recent_bytes: int | None = None
     accuracy_window: int = 1000
     max_items: int = 10_000
     outlier_threshold: float = 100.0
@@ -55,6 +58,9 @@ class Counters:
     #: Of ``rejected``: samples and labels refused for their label (not in the task's encoding, ...).
     rejected_labels: int = 0
     dropped: int = 0
+    #: Of ``dropped``: items of messages a gateway refused because their device was past its share of
+    #: the worker's queue while the broker's window was full (:mod:`~edgedrift_edge.fair_queue`).
+    overloaded: int = 0
     duplicates: int = 0
     #: Items of retained messages on the samples or labels topic (ignored: counted in ``rejected`` too),
     #: and the broker's later copies of those messages (not in the ledger: published once).

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from edgedrift import kernels
 from edgedrift.labels import ClassLabels
+from edgedrift.limits import MAX_FEATURES
 from edgedrift.models.losses import FloatArray
 
 SAMPLE_FIELDS = frozenset({"id", "x", "y", "ts"})
@@ -283,6 +284,8 @@ def _sample(
         raise ValueError("x must be a non-empty list of numbers")
     if d is not None and len(x) != d:
         raise ValueError(f"x has {len(x)} values, expected {d}")
+    if len(x) > MAX_FEATURES:
+        raise ValueError(f"x has {len(x)} values, more than the limit of {MAX_FEATURES} features")
     y = item.get("y")
     if y is None:
         label = math.nan

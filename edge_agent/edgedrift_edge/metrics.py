@@ -37,7 +37,8 @@ DEVICE_COUNTERS: dict[str, str] = {
     "labeled": "Labels joined to a sample.",
     "predictions": "Predictions published.",
     "rejected": "Samples rejected (invalid, out of service), each with an event.",
-    "dropped": "QoS-0 messages dropped because the inbox was full.",
+    "dropped": "Items dropped: QoS-0 messages of a full inbox, and overloaded ones.",
+    "overloaded": "Items refused because the device was past its share of a gateway's worker.",
     "duplicates": "Redelivered samples, predicted again.",
     "outliers": "Samples the range guard kept out of learning.",
     "label_misses": "Labels whose sample was not found.",
@@ -144,6 +145,7 @@ class _AgentCollector(Collector):
         devices = list(agent.devices.values())
         totals: dict[str, dict[str, int]] = {}
         ages: dict[str, float] = {}
+        silents: dict[str, int] = {}
         now = time.time()
         for device in devices:
             label = self.metrics.label(device.device_id)
@@ -152,6 +154,7 @@ class _AgentCollector(Collector):
             for name in DEVICE_COUNTERS:
                 sums[name] += getattr(counters, name)
             ages[label] = max(ages.get(label, 0.0), now - device.checkpointed_at)
+            silents[label] = silents.get(label, 0) + device.silent
         families: list[Metric] = []
         for name, text in DEVICE_COUNTERS.items():
             family = CounterMetricFamily(f"edgedrift_edge_{name}", text, labels=["device"])
@@ -171,6 +174,13 @@ class _AgentCollector(Collector):
         )
         for label, seconds in ages.items():
             age.add_metric([label], seconds)
+        silent = GaugeMetricFamily(
+            "edgedrift_edge_devices_silent",
+            "Devices that received no message for silent_after_s while connected (the broker's ACL?).",
+            labels=["device"],
+        )
+        for label, count in silents.items():
+            silent.add_metric([label], count)
         state = "error" if agent.fatal else "degraded" if agent.degraded else "online"
         states = GaugeMetricFamily("edgedrift_edge_state", "1 for the agent's state.", labels=["state"])
         for name in ("online", "degraded", "error"):
@@ -194,5 +204,6 @@ class _AgentCollector(Collector):
                 "Devices taken out of service (a systematic error).",
                 value=sum(1 for d in devices if d.failed is not None),
             ),
+            silent,
         ]
         return families

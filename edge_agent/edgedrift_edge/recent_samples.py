@@ -10,6 +10,12 @@ unlabeled sample's id leaves the window, its row goes with it (a counted join ev
 (slots, d) float64 matrix (exact: a label that joins later trains on the very row that was predicted),
 grown with the index's slots up to the capacity.
 
+Memory is bounded in bytes, not only in samples (issue 30 row 8: 30k samples of 1,000 features took
+234 MB): with ``max_bytes``, the window holds at most ``max_bytes // (8 d + ENTRY_BYTES)`` samples once
+the width ``d`` is known, so wide samples keep fewer ids and rows (:meth:`RecentSamples.fitted`). A
+device configured without ``n_features`` keeps its warm-up's samples at their width until the width is
+locked (the session holds those rows anyway); the lock shrinks the window to the budget.
+
 Before a device's width is known, warm-up rows of another width than the matrix's are kept aside in a
 small dict by slot (the only per-entry Python objects, normally none); :meth:`RecentSamples.lock_width`
 re-lays the rows out once the width is decided.
@@ -35,12 +41,17 @@ from edgedrift_edge.id_index import IdIndex, IntArray, WordArray, grown, id_key
 from edgedrift_edge.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId
 from edgedrift_edge.session_codec import pack_rows, unpack_rows
 
+#: Bytes one sample takes besides its row: content key, prediction, flag, the index's words and links.
+ENTRY_BYTES = 48
+
 
 class RecentSamples:
     """Sample id -> content key for the newest ``capacity`` ids, and (x, y_hat) for those awaiting a
-    label (see the module)."""
+    label (see the module); ``max_bytes`` bounds their memory at the device's width."""
 
-    def __init__(self, capacity: int, width: int | None = None) -> None:
+    def __init__(self, capacity: int, width: int | None = None, max_bytes: int | None = None) -> None:
+        self.max_bytes = max_bytes
+        capacity = self.fitted(capacity, width, max_bytes)
         self.index = IdIndex(capacity)
         self.capacity = capacity
         #: The matrix's width: the device's width, or the first row's until it is known.
@@ -60,6 +71,21 @@ class RecentSamples:
 
     def __len__(self) -> int:
         return len(self.index)
+
+    @staticmethod
+    def fitted(capacity: int, width: int | None, max_bytes: int | None) -> int:
+        """The samples that fit ``max_bytes`` at ``width`` (at most ``capacity``, at least one)."""
+        if width is None or max_bytes is None:
+            return capacity
+        return max(1, min(capacity, max_bytes // (8 * width + ENTRY_BYTES)))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays the window holds (rows, content keys, predictions, flags, index words)."""
+        index = self.index
+        return int(self._X.nbytes + self._content.nbytes + self._y_hat.nbytes + self._waiting.nbytes) + int(
+            index.keys.nbytes + index.checks.nbytes + 2 * index._prev.nbytes + index._table.nbytes
+        )
 
     @property
     def waiting(self) -> int:
@@ -161,15 +187,21 @@ class RecentSamples:
         slot = self.index.find(*id_key(sid))
         return slot >= 0 and bool(self._w[slot])
 
-    def lock_width(self, width: int) -> None:
-        """The device's width is decided: rows of that width go into the matrix from now on."""
-        if width == self.width:
-            return
-        slots = np.flatnonzero(self._waiting).tolist()
-        rows = {slot: self._row(slot).copy() for slot in slots}
-        self.width, self._X, self._ragged = width, np.zeros((len(self._content), width)), {}
-        for slot, row in rows.items():
-            self._store(slot, row)
+    def lock_width(self, width: int) -> int:
+        """The device's width is decided: rows of that width go into the matrix from now on, and the
+        window shrinks to the byte budget at that width; returns the unlabeled samples it evicted."""
+        if width != self.width:
+            slots = np.flatnonzero(self._waiting).tolist()
+            rows = {slot: self._row(slot).copy() for slot in slots}
+            self.width, self._X, self._ragged = width, np.zeros((len(self._content), width)), {}
+            for slot, row in rows.items():
+                self._store(slot, row)
+        fitted = self.fitted(self.capacity, width, self.max_bytes)
+        if fitted >= self.capacity:
+            return 0
+        smaller, evicted = RecentSamples.restore(self.snapshot(), fitted, width, self.max_bytes)
+        vars(self).update(vars(smaller))
+        return evicted
 
     def _forget(self, slot: int) -> None:
         """``slot`` no longer awaits a label."""
@@ -224,11 +256,13 @@ class RecentSamples:
         }
 
     @classmethod
-    def restore(cls, tree: dict[str, Any], capacity: int, width: int | None) -> tuple[RecentSamples, int]:
-        """A window of ``capacity`` with the newest ids of a :meth:`snapshot`, and the number of unlabeled
-        samples left out (older than the window)."""
+    def restore(
+        cls, tree: dict[str, Any], capacity: int, width: int | None, max_bytes: int | None = None
+    ) -> tuple[RecentSamples, int]:
+        """A window of ``capacity`` (within ``max_bytes``) with the newest ids of a :meth:`snapshot`, and
+        the number of unlabeled samples left out (older than the window)."""
         keys, checks = tree["id_keys"].tolist(), tree["id_checks"].tolist()
-        window = cls(capacity, width)
+        window = cls(capacity, width, max_bytes)
         window._put_all(keys, checks, _contents(tree))
         dropped = window._remember_all(
             [(keys[i], checks[i]) for i in tree["waiting"].tolist()], unpack_rows(tree["X"]), tree["y_hat"]
@@ -237,13 +271,18 @@ class RecentSamples:
 
     @classmethod
     def restore_former(
-        cls, joins: dict[str, Any], recent_ids: dict[str, Any], capacity: int, width: int | None
+        cls,
+        joins: dict[str, Any],
+        recent_ids: dict[str, Any],
+        capacity: int,
+        width: int | None,
+        max_bytes: int | None = None,
     ) -> tuple[RecentSamples, int]:
         """A window from the former separate trees: the duplicate window's ids and content keys
         (``{"id_keys", "id_checks", "keys"}``, or ``{"ids", "keys"}``) and the join buffer's entries
         (``{"id_keys", "id_checks", "X", "y_hat"}``, or ``{"ids", "X", "y_hat"}``); an entry whose id is not
         among the newest ``capacity`` ids counts as left out."""
-        window = cls(capacity, width)
+        window = cls(capacity, width, max_bytes)
         window._put_all(*_words(recent_ids), _contents(recent_ids))
         join_keys, join_checks = _words(joins)
         dropped = window._remember_all(

@@ -87,7 +87,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         self.model_version: int | None = None
         #: The newest samples' ids with their content digests (redeliveries are told from reused ids) and,
         #: for the unlabeled ones, x and y_hat awaiting a late label (bounded, oldest evicted).
-        self.recent_samples = RecentSamples(config.recent_samples, config.n_features)
+        self.recent_samples = RecentSamples(config.recent_samples, config.n_features, config.recent_bytes)
         #: 1.0/0.0 per recent labeled prediction (classification) or squared error (regression).
         self.recent = ScoreWindow(config.accuracy_window)
         self.recent_sum = 0.0
@@ -290,7 +290,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
             self.n_features = d
             self._emit("width_locked", n_features=d, from_samples=len(self.warm_rows))
         self._stall = None
-        self.recent_samples.lock_width(d)
+        self.counters.join_evictions += self.recent_samples.lock_width(d)
         if len(pairs) < len(self.warm_rows):
             self._emit("width_discarded", n_features=d, discarded=len(self.warm_rows) - len(pairs))
         X0 = np.array([r for r, y in pairs if not math.isnan(y)]).reshape(len(y0), d)
@@ -538,12 +538,12 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
             setattr(self, name, tree[name])
         self.warm_rows = PackedRows(codec.unpack_rows(tree["warm_rows"]))
         # the newest entries that fit this config (older ones count as evicted)
-        size, width = self.config.recent_samples, self.n_features
+        size, width, budget = self.config.recent_samples, self.n_features, self.config.recent_bytes
         if "recent_samples" in tree:
-            self.recent_samples, dropped = RecentSamples.restore(tree["recent_samples"], size, width)
+            self.recent_samples, dropped = RecentSamples.restore(tree["recent_samples"], size, width, budget)
         else:  # written before the join buffer and the duplicate window became one
             former = tree["joins"], tree["recent_ids"]
-            self.recent_samples, dropped = RecentSamples.restore_former(*former, size, width)
+            self.recent_samples, dropped = RecentSamples.restore_former(*former, size, width, budget)
         self.recent = ScoreWindow(self.config.accuracy_window, tree["recent"].tolist())
         self._restore_cells(tree)
         self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from edgedrift.ids import DEVICE_ID_PATTERN
+from edgedrift.limits import MAX_FEATURES
 from edgedrift.secrets import SecretFileError, secrets_from_files, weak_secret_reason
 
 ENV_PREFIX = "EDGEDRIFT_EDGE_"
@@ -124,8 +125,10 @@ class AgentSettings(BaseModel):
         "are -1/+1",
         default=None,
     )
-    n_features: Annotated[int, Field(ge=1, le=4096)] | None = _described(
-        "features per sample; unset = the majority width of the warm-up samples", default=None
+    n_features: Annotated[int, Field(ge=1, le=MAX_FEATURES)] | None = _described(
+        f"features per sample, at most {MAX_FEATURES} (the one width limit: a wider sample is rejected); "
+        "unset = the majority width of the warm-up samples",
+        default=None,
     )
     warmup_samples: Annotated[int, Field(ge=1)] = _described(
         "samples of the first window (its labeled ones train the first model and tune the learner)",
@@ -157,6 +160,25 @@ class AgentSettings(BaseModel):
         "messages the inbox holds between the MQTT I/O thread and the worker (then back-pressure)",
         default=20_000,
     )
+    silent_after_s: Annotated[float, Field(gt=0)] = _described(
+        "a device that received no message for this long while connected to the broker is reported "
+        "silent (status, event, metric, the cloud's fleet view): its publisher is down or the broker's "
+        "ACL does not grant this gateway its topics",
+        default=300.0,
+    )
+    device_share: Annotated[int, Field(ge=1)] = _described(
+        "a gateway's fairness: messages of one device its worker holds waiting (drained round-robin "
+        "between devices); while the broker's window is half full and another device is quiet (under "
+        "twice device_rate_per_s for 10 s), a device holding this many is refused further messages, "
+        "counted in dropped and overloaded with one overloaded event per second, so that a flood cannot "
+        "delay the quiet devices (otherwise, and in a single-device agent, back-pressure holds the rest)",
+        default=8,
+    )
+    broker_inflight: Annotated[int, Field(ge=2)] = _described(
+        "the broker's max_inflight_messages (deploy/mosquitto/mosquitto.conf: 1000): a gateway refuses a "
+        "device past device_share only while half of this many of its messages are unacknowledged",
+        default=1000,
+    )
     max_inbox_mb: Annotated[float, Field(gt=0)] = _described(
         "payload megabytes the inbox holds (then back-pressure; QoS 0 messages are dropped and counted)",
         default=256.0,
@@ -177,13 +199,20 @@ class AgentSettings(BaseModel):
         "unset = 50,000 for one device, for a gateway sized from label_delay_s and device_rate_per_s",
         default=None,
     )
+    recent_samples_mb: Annotated[float, Field(gt=0)] = _described(
+        "megabytes the recent samples of one device may take (their rows are 8 bytes per feature): "
+        "wide samples keep fewer than recent_samples, so 50,000 samples of 5,000 features do not take 2 GB",
+        default=64.0,
+    )
     label_delay_s: Annotated[float, Field(ge=0)] = _described(
         "the longest a label arrives after its sample, in seconds: with device_rate_per_s it sizes a "
         "gateway's per-device recent samples (edgedrift.window.delay_buffer_size)",
         default=60.0,
     )
     device_rate_per_s: Annotated[float, Field(gt=0)] = _described(
-        "samples per second one device sends at most (sizes the buffers with label_delay_s)", default=10.0
+        "samples per second one device sends at most: sizes the buffers with label_delay_s, and a gateway "
+        "protects a device that keeps under twice this rate from a flooding neighbour (device_share)",
+        default=10.0,
     )
     outlier_threshold: Annotated[float, Field(gt=0)] = _described(
         "robust z-score above which a sample is an outlier (predicted, not learned)", default=100.0

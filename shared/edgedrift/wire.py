@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.config import JsonDict
 
 from edgedrift.ids import DEVICE_ID_PATTERN as DEVICE_ID_PATTERN
+from edgedrift.limits import MAX_FEATURES as MAX_FEATURES
 from edgedrift.models.losses import FloatArray
 from edgedrift.wire_stats import INT64_MAX as INT64_MAX
 from edgedrift.wire_stats import NUMBER as NUMBER

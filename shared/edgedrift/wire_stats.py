@@ -100,7 +100,7 @@ class HeartbeatExtra(TypedDict, total=False, extra_items=StatValue):  # type: ig
     """A heartbeat's statistics beyond the counters: the ones the agent sends (its heartbeat's ``extra``)
     are typed, any other is a bounded :data:`StatValue`. ``rmse`` is what the fleet views sort and show
     for a regression device; ``macro_f1`` and ``n_classes`` what they show beside the accuracy of a
-    device configured with classes."""
+    device configured with classes; ``silent`` what makes a device ``silent`` in them."""
 
     phase: ShortText
     rmse: Annotated[float, Field(ge=0, le=MAX_STAT_ABS, allow_inf_nan=False), NUMBER] | None
@@ -110,6 +110,9 @@ class HeartbeatExtra(TypedDict, total=False, extra_items=StatValue):  # type: ig
     duplicates: Count64
     outliers: Count64
     id_reused: Count64
+    #: The agent received nothing for this device for ``silent_after_s`` while connected (the fleet
+    #: views' ``silent`` status: often a broker ACL that does not grant the gateway the device).
+    silent: bool
 
 
 #: The statistics map of a request in JSON Schema terms (what :func:`_stat_names` checks).

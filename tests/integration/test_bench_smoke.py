@@ -30,6 +30,7 @@ QUICK: dict[str, list[str]] = {
     "fleet_sim.py": ["--quick", "--json", "{tmp}/fleet_sim.json"],
     "fleet_storm.py": ["--quick", "--retune-history", "300", "--json", "{tmp}/storm.json"],
     "footprint.py": ["--quick", "--json", "{tmp}/footprint.json"],
+    "gateway_fairness.py": ["--quick", "--json", "{tmp}/gateway_fairness.json"],
     "heartbeat_store.py": ["--quick", "--json", "{tmp}/heartbeat_store.json"],
     "hostile_device.py": ["--quick", "--json", "{tmp}/hostile.json"],
     "liblinear_speed.py": ["--quick"],

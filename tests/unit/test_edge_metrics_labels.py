@@ -21,7 +21,11 @@ from edgedrift_edge.transport import TransportCounters
 def fake_agent(devices: dict[str, Counters], checkpointed: dict[str, float]) -> Any:
     runtimes = {
         d: SimpleNamespace(
-            device_id=d, session=SimpleNamespace(counters=c), checkpointed_at=checkpointed[d], failed=None
+            device_id=d,
+            session=SimpleNamespace(counters=c),
+            checkpointed_at=checkpointed[d],
+            failed=None,
+            silent=False,
         )
         for d, c in devices.items()
     }

@@ -1,0 +1,269 @@
+"""A gateway's fairness between its devices (issue 30 row 1): 100 devices on one gateway process, 99 quiet
+ones at 5 labeled samples/s and one that floods, on the shipped Mosquitto configuration (its queue,
+in-flight and persistence settings; anonymous here, so without the ACL and the user-name client ids)
+with the real cloud trainer.
+
+Phases, timed by when a quiet sample was published: ``before`` (quiet traffic only; the flooding device
+warms up and gets its model), ``burst`` (the flooder publishes ``--burst`` labeled samples as fast as the
+broker takes them), ``labels`` (it publishes ``--labels`` late labels for ids it never sent), ``after``
+(until the quiet stream ends). Reported per phase: the quiet samples' latency (publish to prediction,
+p50/p99/max) and how many are still unanswered; per device the ledger from its final status (published
+= predicted + rejected + dropped, labels: + label misses) and what is lost; the gateway's peak RSS.
+
+    python bench/gateway_fairness.py --json results/gateway_fairness.json
+    python bench/gateway_fairness.py --quick          # 20 devices, smaller floods (the smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from edgedrift_edge.mqtt import broker_address, make_client
+from edgedrift_harness.agent import AgentProcess
+from edgedrift_harness.cloud import CloudProcess
+from edgedrift_harness.mosquitto import ShippedMosquitto
+from edgedrift_harness.mqtt import Subscriber, publish
+from edgedrift_harness.results import write_json
+
+OPERATOR = "bench-operator-token-" + "x" * 24
+
+
+def sample(i: int) -> bytes:
+    x = [((i * 7919) % 200 - 100) / 50.0, (i % 13) / 6.0 - 1.0]
+    return json.dumps({"id": i, "x": x, "y": 1 if x[0] > 0 else -1}).encode()
+
+
+class Watch(Subscriber):
+    """Prediction arrival times by device and id, and every device's latest status with counters."""
+
+    def __init__(self, url: str) -> None:
+        self.at: dict[str, dict[int, float]] = {}
+        self.status: dict[str, dict[str, Any]] = {}
+        super().__init__(url, [("edgedrift/+/predictions", 1), ("edgedrift/+/status", 1)])
+
+    def handle(self, topic: str, payload: bytes) -> None:
+        now = time.monotonic()
+        _, device, kind = topic.split("/")
+        if not payload:
+            return
+        body = json.loads(payload)
+        with self.lock:
+            if kind == "status":
+                if "counters" in body:
+                    self.status[device] = body
+                return
+            seen = self.at.setdefault(device, {})
+            for p in body.get("predictions", [body]):
+                seen.setdefault(p["id"], now)
+
+    def answered(self, device: str) -> dict[int, float]:
+        with self.lock:
+            return dict(self.at.get(device, {}))
+
+    def counters(self, device: str) -> dict[str, int]:
+        with self.lock:
+            return dict(self.status.get(device, {}).get("counters", {}))
+
+
+def accounted(c: dict[str, int]) -> int:
+    """Items a device's counters account for: predicted, rejected, dropped, labels that missed."""
+    return sum(c.get(k, 0) for k in ("predictions", "rejected", "dropped", "label_misses"))
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """The process's resident set and its peak, in MB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    tag = secrets.token_hex(3)
+    flood, quiet = f"flood-{tag}", [f"q{i:03d}-{tag}" for i in range(args.devices - 1)]
+    devices = {d: secrets.token_urlsafe(24) for d in [flood, *quiet]}
+    (workdir / "devices.json").write_text(json.dumps(devices))
+    broker = ShippedMosquitto(
+        workdir / "broker",
+        {"bench": "bench-password-0123456789"},
+        overrides={
+            "allow_anonymous": "true",
+            "password_file": None,
+            "acl_file": None,
+            "use_username_as_clientid": "false",  # anonymous clients have no user name
+        },
+    ).start()
+    cloud = CloudProcess(
+        f"sqlite:///{workdir / 'registry.db'}",
+        workdir,
+        operator_token=OPERATOR,
+        devices=devices,
+        env={"EDGEDRIFT_CLOUD_AUTH_FAILURES_PER_10S": "1000000"},
+    ).start()
+    url = f"mqtt://127.0.0.1:{broker.port}"
+    settings: dict[str, Any] = {
+        "gateway_id": f"gw-{tag}",
+        "devices_file": workdir / "devices.json",
+        "broker_url": url,
+        "cloud_url": cloud.url,
+        "warmup_samples": 200,
+        "window_labels": 50,
+        "n_features": 2,
+        "checkpoint_dir": workdir / "state",
+    }
+    if args.share is not None:
+        settings["device_share"] = args.share
+    gateway = AgentProcess(workdir / "gateway.log", settings)
+    watch = Watch(url)
+    sent: dict[str, dict[int, float]] = {d: {} for d in quiet}
+    marks: dict[str, float] = {}
+    stop = threading.Event()
+    peak = [0.0]
+
+    def stream() -> None:
+        client = make_client(url, f"quiet-{tag}", clean_session=True)
+        host, port, _tls = broker_address(url)
+        client.connect(host, port)
+        client.loop_start()
+        start, r = time.monotonic(), 0
+        while not stop.is_set():
+            for device in quiet:
+                sent[device][r] = time.monotonic()
+                client.publish(f"edgedrift/{device}/samples", sample(r), qos=1)
+            r += 1
+            time.sleep(max(0.0, start + r / args.rate - time.monotonic()))
+        client.disconnect()
+        client.loop_stop()
+
+    def sample_rss() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_mb(gateway.pid)[0])
+            time.sleep(0.5)
+
+    gateway.start(timeout=120)
+    threads = [threading.Thread(target=stream), threading.Thread(target=sample_rss)]
+    warm = 300
+    try:
+        marks["before"] = time.monotonic()
+        for t in threads:
+            t.start()
+        publish(url, f"edgedrift/{flood}/samples", [sample(i) for i in range(warm)])
+        time.sleep(max(0.0, marks["before"] + args.lead_s - time.monotonic()))
+        marks["burst"] = time.monotonic()
+        burst = [sample(i) for i in range(warm, warm + args.burst)]
+        publish(url, f"edgedrift/{flood}/samples", burst, timeout=600)
+        time.sleep(3.0)
+        marks["labels"] = time.monotonic()
+        labels = [json.dumps({"id": 10**9 + i, "y": 1}).encode() for i in range(args.labels)]
+        publish(url, f"edgedrift/{flood}/labels", labels, timeout=600)
+        time.sleep(3.0)
+        marks["after"] = time.monotonic()
+        time.sleep(args.after_s)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        marks["end"] = time.monotonic()
+        deadline = time.monotonic() + args.drain_s
+        while time.monotonic() < deadline and any(len(watch.answered(d)) < len(sent[d]) for d in quiet):
+            time.sleep(0.2)
+        flood_items = warm + args.burst + args.labels
+
+        def accounted(c: dict[str, int]) -> int:
+            return (
+                c.get("predictions", 0)
+                + c.get("rejected", 0)
+                + c.get("dropped", 0)
+                + c.get("label_misses", 0)
+            )
+
+        while time.monotonic() < deadline and accounted(watch.counters(flood)) < flood_items:
+            time.sleep(0.2)
+        rss, hwm = rss_mb(gateway.pid)
+    finally:
+        stop.set()
+        code = gateway.stop(timeout=60)
+        time.sleep(1.0)
+        watch.close()
+        cloud.stop()
+        broker.stop()
+    phases = ["before", "burst", "labels", "after"]
+    bounds = [marks[p] for p in phases] + [marks["end"]]
+    latency: dict[str, list[float]] = {p: [] for p in phases}
+    unanswered = dict.fromkeys(phases, 0)
+    for device in quiet:
+        got = watch.answered(device)
+        for r, at in sent[device].items():
+            phase = next(p for p, lo, hi in zip(phases, bounds, bounds[1:], strict=False) if lo <= at < hi)
+            if r in got:
+                latency[phase].append(got[r] - at)
+            else:
+                unanswered[phase] += 1
+    per_phase = {}
+    for phase, values in latency.items():
+        values.sort()
+        per_phase[phase] = {
+            "seconds": round(bounds[phases.index(phase) + 1] - bounds[phases.index(phase)], 1),
+            "quiet_samples": len(values) + unanswered[phase],
+            "p50_s": round(statistics.median(values), 4) if values else None,
+            "p99_s": round(values[int(0.99 * (len(values) - 1))], 4) if values else None,
+            "max_s": round(values[-1], 4) if values else None,
+            "unanswered": unanswered[phase],
+        }
+    ledger = {}
+    for device in [flood, *quiet]:
+        c = watch.counters(device)
+        published = flood_items if device == flood else len(sent[device])
+        ledger[device] = {
+            "published": published,
+            **{k: c.get(k, 0) for k in ("predictions", "rejected", "dropped", "overloaded", "label_misses")},
+            "lost": published - accounted(c),
+        }
+    quiet_lost = sum(ledger[d]["lost"] for d in quiet)
+    return {
+        "devices": args.devices,
+        "quiet_rate_per_s": args.rate,
+        "burst": args.burst,
+        "labels": args.labels,
+        "device_share": args.share,
+        "exit_code": code,
+        "phases": per_phase,
+        "flood": ledger[flood],
+        "quiet_lost": quiet_lost,
+        "quiet_dropped": sum(ledger[d]["dropped"] for d in quiet),
+        "rss_mb": round(rss, 1),
+        "rss_peak_mb": round(max(hwm, peak[0]), 1),
+        "ledger": ledger,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--devices", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=5.0, help="samples/s of each quiet device")
+    parser.add_argument("--burst", type=int, default=60_000, help="samples of the burst phase")
+    parser.add_argument("--labels", type=int, default=100_000, help="labels for unknown ids (label flood)")
+    parser.add_argument("--lead-s", type=float, default=15.0, help="quiet traffic before the burst")
+    parser.add_argument("--after-s", type=float, default=5.0, help="quiet traffic after the floods")
+    parser.add_argument("--drain-s", type=float, default=300.0, help="longest wait for the last answers")
+    parser.add_argument("--share", type=int, default=None, help="device_share (default: the agent's)")
+    parser.add_argument("--quick", action="store_true", help="20 devices, 5,000 samples and labels")
+    args = parser.parse_args()
+    if args.quick:
+        args.devices, args.burst, args.labels, args.lead_s = 20, 5_000, 5_000, 11.0
+    with tempfile.TemporaryDirectory(prefix="edgedrift-fairness-") as tmp:
+        result = run(args, Path(tmp))
+    summary = {k: v for k, v in result.items() if k != "ledger"}
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        write_json(args.json, result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The pure parts of issue 30 rows 1 and 8, without a broker: the per-device round-robin queues and their
+refusal rule, recent samples bounded in bytes, and the one width limit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from edgedrift.limits import MAX_FEATURES
+from edgedrift_edge.fair_queue import Arrivals, FairQueues
+from edgedrift_edge.id_index import id_key
+from edgedrift_edge.ledger import SessionConfig
+from edgedrift_edge.messages import parse_samples
+from edgedrift_edge.recent_samples import ENTRY_BYTES, RecentSamples
+from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.settings import AgentSettings
+
+
+def test_queues_are_drained_round_robin_so_a_quiet_key_waits_for_one_message_per_key() -> None:
+    queues: FairQueues[str, int] = FairQueues(share=1000, pressure=1000)
+    for i in range(500):
+        queues.put("flood", i)
+    queues.put("quiet", -1)
+    first = [queues.take() for _ in range(2)]
+    assert first == [("flood", 0), ("quiet", -1)]
+    assert len(queues) == 499 and queues.held("quiet") == 0
+    rest = [queues.take() for _ in range(499)]
+    assert [taken[1] for taken in rest if taken is not None] == list(range(1, 500))  # FIFO per key
+    assert queues.take() is None and len(queues) == 0
+
+
+def test_a_key_is_refused_only_past_its_share_under_pressure_while_another_is_quiet() -> None:
+    queues: FairQueues[str, int] = FairQueues(share=3, pressure=10, quiet_limit=10)
+    for t in range(12):  # "quiet" sends 5 messages a second for 12 s
+        for k in range(5):
+            queues.arrivals.add("quiet", t + k / 5)
+    now = 12.0
+    for i in range(3):
+        assert not queues.over_share("a", unacknowledged=100, now=now)
+        queues.arrivals.add("a", now)
+        queues.put("a", i)
+    assert not queues.over_share("a", unacknowledged=6, now=now), "the window has room: never refused"
+    assert queues.over_share("a", unacknowledged=7, now=now), "3 queued + 7 unacknowledged reach the pressure"
+    assert not queues.over_share("b", unacknowledged=100, now=now), "a key under its share is never refused"
+    with pytest.raises(ValueError):
+        FairQueues(share=0, pressure=1)
+
+
+def test_nobody_is_refused_when_no_other_device_is_quiet() -> None:
+    """Several devices replaying at once, or one alone: back-pressure, not refusals."""
+    queues: FairQueues[str, int] = FairQueues(share=3, pressure=10, quiet_limit=10)
+    for t in range(30):
+        for k in range(50):  # both over the quiet limit
+            queues.arrivals.add("a", t + k / 50)
+            queues.arrivals.add("b", t + k / 50)
+    for i in range(5):
+        queues.put("a", i)
+        queues.put("b", i)
+    assert not queues.over_share("a", unacknowledged=1000, now=30.0)
+    queues.arrivals.add("new", 30.0)  # heard for less than the span: not quiet yet
+    assert not queues.over_share("a", unacknowledged=1000, now=30.5)
+
+
+def test_a_device_is_quiet_after_a_span_under_the_limit_and_stops_being_after_a_burst() -> None:
+    arrivals: Arrivals[str] = Arrivals(span=10)
+    for t in range(10):
+        arrivals.add("d", float(t))
+    assert not arrivals.quiet("d", 9.5, 2), "heard for less than the span"
+    arrivals.add("d", 10.0)
+    assert arrivals.quiet("d", 10.5, 2)
+    for _ in range(5):
+        arrivals.add("d", 11.0)
+    assert arrivals.quiet("d", 11.5, 2), "a few bunched up: still quiet on average"
+    for _ in range(20):
+        arrivals.add("d", 11.0)
+    assert not arrivals.quiet("d", 11.5, 2), "a burst above the peak"
+    arrivals.add("d", 22.0)
+    assert arrivals.quiet("d", 22.5, 2), "the burst left the span"
+    assert not arrivals.quiet("d", 40.0, 2), "not heard within the span"
+
+
+def test_recent_samples_are_bounded_in_bytes_at_the_devices_width() -> None:
+    budget = 8 * 1024 * 1024
+    wide = RecentSamples(50_000, 1000, budget)
+    assert wide.capacity == budget // (8 * 1000 + ENTRY_BYTES) < 50_000
+    for i in range(3000):
+        wide.put(i, i + 1)
+        wide.remember(wide.index.find(*id_key(i)), np.full(1000, float(i)), 0.5)
+    assert len(wide) == wide.capacity
+    assert wide.nbytes <= budget * 1.1
+    assert RecentSamples(50_000, 2, budget).capacity == 50_000, "narrow samples keep every row"
+    assert RecentSamples(50_000, None, budget).capacity == 50_000, "no width yet: the count decides"
+
+
+def test_locking_a_wide_width_shrinks_the_window_and_counts_the_rows_it_lets_go() -> None:
+    budget = 1024 * 1024
+    window = RecentSamples(10_000, None, budget)
+    for i in range(1000):
+        window.put(i, i + 1)
+        window.remember(window.index.find(*id_key(i)), np.full(500, float(i)), 0.0)
+    evicted = window.lock_width(500)
+    fitted = budget // (8 * 500 + ENTRY_BYTES)
+    assert window.capacity == fitted and len(window) == fitted and evicted == 1000 - fitted
+    assert window.awaits(999) and not window.awaits(0), "the newest samples stay"
+    taken = window.take(999)
+    assert taken is not None and taken[0][0] == 999.0
+
+
+def test_one_width_limit_for_the_setting_the_data_and_the_cloud() -> None:
+    with pytest.raises(ValidationError):
+        AgentSettings.model_validate({"device_id": "d", "n_features": MAX_FEATURES + 1})
+    wide = json.dumps({"id": 1, "x": [0.5] * (MAX_FEATURES + 1)}).encode()
+    parsed = parse_samples(wide, None, "classification", 0)
+    assert parsed.ids == [] and f"limit of {MAX_FEATURES}" in parsed.rejected[0].reason
+    session = DeviceSession(SessionConfig(device_id="d", warmup_samples=3), lambda _r: None, lambda: 0.0)
+    session.handle("samples", wide)
+    assert session.counters.rejected == 1 and session.counters.samples == 0
+    assert session.n_features is None, "a width above the limit is never locked from the data"
