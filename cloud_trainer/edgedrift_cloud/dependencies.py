@@ -65,6 +65,24 @@ class AppState:
         """The operator token's sha256, compared with a presented token's in constant time."""
         return hash_secret(self.settings.operator_token.get_secret_value())
 
+    @property
+    def credential_generation(self) -> int:
+        """The credential generation this worker heard last (see :meth:`wait_heard`)."""
+        return self.credentials.generation if self.credentials is not None else 0
+
+    def wait_heard(self, before: int, timeout_s: float = 2.0) -> None:
+        """Called in a request thread after it committed a credential change: return once this worker
+        heard the database's notification of it (a generation after ``before``) or after ``timeout_s``.
+        The commit signals every worker's listening connection at the same moment, so the operator's
+        call answers only once the change is heard, not while a notification may still be on its way."""
+        watch = self.credentials
+        deadline = time.monotonic() + timeout_s
+        while watch is not None and watch.listening and time.monotonic() < deadline:
+            anyio.from_thread.run_sync(watch.check)
+            if watch.generation != before:
+                return
+            time.sleep(0.002)
+
     def note_database_error(self, reason: str) -> None:
         self.database_error = (time.monotonic(), reason)
 
