@@ -66,23 +66,30 @@ class Principal:
 
 
 class TokenCache:
-    """token hash → device id for a few seconds, so a burst of requests does not hit the database."""
+    """(presented secret's sha256) → device id, for at most ``ttl`` seconds and only under the credential
+    generation it was looked up in (:class:`edgedrift_cloud.credential_watch.CredentialWatch`: any
+    credential change heard from the database starts a new one, so every entry is void at once); a burst
+    of requests does not ask the database. At most ``size`` entries (the oldest are dropped past it)."""
 
-    def __init__(self, ttl: float) -> None:
+    def __init__(self, ttl: float, size: int = 50_000) -> None:
         self.ttl = ttl
-        self._entries: dict[str, tuple[str, float]] = {}
+        self.size = size
+        self._entries: dict[str, tuple[str, float, int]] = {}
 
-    def get(self, token_hash: str) -> str | None:
+    def get(self, token_hash: str, generation: int = 0) -> str | None:
         entry = self._entries.get(token_hash)
-        if entry is None or entry[1] < time.monotonic():
+        if entry is None or entry[1] < time.monotonic() or entry[2] != generation:
             return None
         return entry[0]
 
-    def put(self, token_hash: str, device_id: str) -> None:
+    def put(self, token_hash: str, device_id: str, generation: int = 0) -> None:
         if self.ttl > 0:
-            if len(self._entries) > 10_000:
-                self._entries.clear()
-            self._entries[token_hash] = (device_id, time.monotonic() + self.ttl)
+            if len(self._entries) >= self.size:
+                now = time.monotonic()
+                self._entries = {k: v for k, v in self._entries.items() if v[1] >= now and v[2] == generation}
+                while len(self._entries) >= self.size:
+                    del self._entries[next(iter(self._entries))]
+            self._entries[token_hash] = (device_id, time.monotonic() + self.ttl, generation)
 
     def forget_device(self, device_id: str) -> None:
         self._entries = {k: v for k, v in self._entries.items() if v[0] != device_id}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -18,7 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from edgedrift.wire import DEVICE_ID_PATTERN
 from edgedrift_cloud import registry
 from edgedrift_cloud.admission import TrainingPool
-from edgedrift_cloud.auth import Principal, TokenCache, hash_secret, same_secret
+from edgedrift_cloud.auth import Principal, TokenCache, hash_secret
+from edgedrift_cloud.credential_watch import CredentialWatch
 from edgedrift_cloud.fleet_query import FleetSummary
 from edgedrift_cloud.gate import MissCache
 from edgedrift_cloud.history import FleetHistoryBytes, HistoryLimits
@@ -45,6 +47,8 @@ class AppState:
     database_error: tuple[float, str] | None = None
     #: Credentials the registry did not know, remembered for ``auth_miss_cache_seconds``.
     misses: MissCache = field(default_factory=lambda: MissCache(0.0))
+    #: Whether :attr:`tokens` may be trusted (PostgreSQL's credential notifications); None: never.
+    credentials: CredentialWatch | None = None
     #: Per-device rate limits of this worker: heartbeats, history uploads and their bytes.
     limits: DeviceLimits = field(default_factory=DeviceLimits)
     #: The fleet summary at default thresholds, computed at most every ``fleet_summary_max_age_s``.
@@ -55,6 +59,29 @@ class AppState:
     @property
     def history_limits(self) -> HistoryLimits:
         return HistoryLimits(self.settings.history_labels, self.settings.history_bytes_per_device)
+
+    @cached_property
+    def operator_hash(self) -> str:
+        """The operator token's sha256, compared with a presented token's in constant time."""
+        return hash_secret(self.settings.operator_token.get_secret_value())
+
+    @property
+    def credential_generation(self) -> int:
+        """The credential generation this worker heard last (see :meth:`wait_heard`)."""
+        return self.credentials.generation if self.credentials is not None else 0
+
+    def wait_heard(self, before: int, timeout_s: float = 2.0) -> None:
+        """Called in a request thread after it committed a credential change: return once this worker
+        heard the database's notification of it (a generation after ``before``) or after ``timeout_s``.
+        The commit signals every worker's listening connection at the same moment, so the operator's
+        call answers only once the change is heard, not while a notification may still be on its way."""
+        watch = self.credentials
+        deadline = time.monotonic() + timeout_s
+        while watch is not None and watch.listening and time.monotonic() < deadline:
+            anyio.from_thread.run_sync(watch.check)
+            if watch.generation != before:
+                return
+            time.sleep(0.002)
 
     def note_database_error(self, reason: str) -> None:
         self.database_error = (time.monotonic(), reason)
@@ -127,25 +154,36 @@ _verified: ContextVar[tuple[str, Principal] | None] = ContextVar("edgedrift_veri
 
 
 async def known_credential(state: AppState, token: str) -> Principal | None:
-    """The principal of a bearer token, or None. A device secret is looked up in the registry on every
-    request (once per request), so a revoked or rotated secret stops working at once in every worker and
-    replica; ``auth_cache_seconds`` > 0 caches it per worker instead (a revocation then takes up to that
-    long elsewhere). Unknown tokens are remembered for ``auth_miss_cache_seconds``."""
-    if same_secret(token, state.settings.operator_token.get_secret_value()):
+    """The principal of a bearer token, or None (checked once per request, on the event loop).
+
+    A device secret found in the registry is cached per worker for ``auth_cache_seconds``, but only used
+    while the worker hears the database's credential notifications (PostgreSQL): any rotation,
+    revocation or registration, made by any worker, replica or the CLI, voids every cached entry when it
+    commits, so a revoked or rotated secret stops working at once everywhere. Without them (SQLite, or
+    the listening connection lost) the registry is asked on every request. Unknown tokens are remembered
+    for ``auth_miss_cache_seconds`` (voided by the same notifications)."""
+    token_hash = hash_secret(token)
+    if hmac.compare_digest(token_hash, state.operator_hash):
         return Principal("operator")
     verified = _verified.get()
     if verified is not None and verified[0] == token:
         return verified[1]
-    token_hash = hash_secret(token)
-    device_id = state.tokens.get(token_hash)
+    watch = state.credentials
+    trusted = watch is not None and watch.check()
+    generation = watch.generation if watch is not None else 0
+    device_id = state.tokens.get(token_hash, generation) if trusted else None
     if device_id is None:
-        if state.misses.known_miss(token_hash):
+        if state.misses.known_miss(token_hash, generation):
             return None
+        state.metrics.credential_checks.labels("registry").inc()
         device_id = await anyio.to_thread.run_sync(_lookup_token, state, token_hash)
         if device_id is None:
-            state.misses.add(token_hash)
+            state.misses.add(token_hash, generation)
             return None
-        state.tokens.put(token_hash, device_id)
+        if trusted:
+            state.tokens.put(token_hash, device_id, generation)
+    else:
+        state.metrics.credential_checks.labels("cache").inc()
     principal = Principal("device", device_id)
     _verified.set((token, principal))
     return principal

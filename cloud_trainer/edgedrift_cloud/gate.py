@@ -56,22 +56,23 @@ def subject_of(path: str) -> Subject:
 
 
 class MissCache:
-    """Token hashes the registry does not know, for ``ttl`` seconds (0: off)."""
+    """Token hashes the registry does not know, for ``ttl`` seconds (0: off) and only under the credential
+    generation they were looked up in (a registration heard from the database voids them)."""
 
     def __init__(self, ttl: float, size: int = 100_000) -> None:
         self.ttl = ttl
         self.size = size
-        self._until: dict[str, float] = {}
+        self._until: dict[str, tuple[float, int]] = {}
 
-    def known_miss(self, token_hash: str) -> bool:
-        until = self._until.get(token_hash)
-        return until is not None and until > time.monotonic()
+    def known_miss(self, token_hash: str, generation: int = 0) -> bool:
+        entry = self._until.get(token_hash)
+        return entry is not None and entry[0] > time.monotonic() and entry[1] == generation
 
-    def add(self, token_hash: str) -> None:
+    def add(self, token_hash: str, generation: int = 0) -> None:
         if self.ttl > 0:
             if len(self._until) >= self.size:
                 self._until.clear()
-            self._until[token_hash] = time.monotonic() + self.ttl
+            self._until[token_hash] = (time.monotonic() + self.ttl, generation)
 
     def clear(self) -> None:
         """A device was registered or rotated: any remembered miss may now be valid."""

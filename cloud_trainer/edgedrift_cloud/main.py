@@ -24,6 +24,7 @@ from edgedrift.wire import DEVICE_ID_PATTERN
 from edgedrift_cloud import gateway_registry, openapi, registry, retention, tracing
 from edgedrift_cloud.admission import TrainingPool
 from edgedrift_cloud.auth import TokenCache, same_secret
+from edgedrift_cloud.credential_watch import CredentialWatch
 from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_cloud.dependencies import AppState, known_credential
 from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
@@ -78,6 +79,7 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
         tokens=TokenCache(settings.auth_cache_seconds),
         trainings=trainings,
         misses=MissCache(settings.auth_miss_cache_seconds),
+        credentials=CredentialWatch(engine),
         summary=ViewCache(settings.fleet_summary_max_age_s),
         limits=DeviceLimits(
             RateLimiter(settings.heartbeats_per_minute),
@@ -105,12 +107,20 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
             },
         )
         trainings.start_in_background()
+        credentials = state.credentials
+        listener = None
+        if credentials is not None and credentials.enabled and settings.auth_cache_seconds > 0:
+            listener = asyncio.create_task(credentials.keep_listening(), name="credential-watch")
         keeper = None
         if settings.heartbeat_retention_hours > 0:
             keeper = asyncio.create_task(retention.keep_heartbeats(state), name="heartbeat-retention")
         yield
         if keeper is not None:
             keeper.cancel()
+        if listener is not None:
+            listener.cancel()
+        if credentials is not None:
+            credentials.close()
         trainings.shutdown()
         engine.dispose()
         if tracer_provider is not None:

@@ -178,6 +178,13 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.credential_checks = Counter(
+            "edgedrift_credential_checks",
+            "Device credentials checked, by where the answer came from: cache (this worker's, voided at "
+            "every credential change the database notifies) or registry (a database round trip).",
+            ["source"],
+            registry=self.registry,
+        )
 
         self.retune_deferred = Counter(
             "edgedrift_retune_deferred",

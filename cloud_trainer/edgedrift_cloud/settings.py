@@ -140,10 +140,12 @@ class CloudSettings(BaseSettings):
     #: Log lines as JSON objects (one per line) or as plain text.
     log_json: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    #: Seconds a verified device credential is cached per worker. 0 (the default): the registry is asked
-    #: on every request, so a revoked or rotated secret stops working at once in every worker and
-    #: replica; with a cache it keeps working up to this long in the workers that cached it.
-    auth_cache_seconds: float = Field(default=0.0, ge=0.0)
+    #: Seconds a verified device credential is cached per worker, used only while the worker hears
+    #: PostgreSQL's credential notifications (any rotation, revocation or registration voids every cached
+    #: credential in every worker when it commits, so a revoked or rotated secret still stops working at
+    #: once). On SQLite, or while the notifications are not heard, the registry is asked on every
+    #: request; 0: always.
+    auth_cache_seconds: float = Field(default=60.0, ge=0.0)
     #: Seconds an unknown credential is remembered per worker (a flood of wrong tokens does not reach the
     #: database); 0: off.
     auth_miss_cache_seconds: float = Field(default=5.0, ge=0.0)

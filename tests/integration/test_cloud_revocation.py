@@ -5,6 +5,9 @@ are serialised (a pinned or aliased version is never pruned, whatever the interl
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,10 +15,12 @@ from typing import Any
 
 import httpx
 import numpy as np
+import psycopg
 import pytest
 from support.cloud import DEVICES, OPERATOR, UNLIMITED, CloudServer
 
 from edgedrift.wire import WINDOW_CONTENT_TYPE, WindowHeader, encode_window
+from edgedrift_cloud.auth import hash_secret
 from edgedrift_harness.cloud import CloudProcess
 
 GATEWAY_SECRET = "gateway-secret-0123456789abcdef"
@@ -44,11 +49,17 @@ def fresh(url: str, token: str) -> httpx.Client:
     )
 
 
-@pytest.fixture
-def two_workers(postgres_url_fresh: str, tmp_path: Path) -> Iterator[CloudProcess]:
-    """Two workers on PostgreSQL with the credential settings at their defaults."""
+@pytest.fixture(params=["sqlite", "postgresql"])
+def two_workers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CloudProcess]:
+    """Two workers with the credential settings at their defaults (on PostgreSQL: the credential cache
+    on, voided by the database's notifications; on SQLite: the registry asked on every request)."""
+    url = (
+        f"sqlite:///{tmp_path / 'registry.db'}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("postgres_url_fresh")
+    )
     server = CloudProcess(
-        postgres_url_fresh,
+        url,
         tmp_path,
         operator_token=OPERATOR,
         devices=DEVICES,
@@ -138,6 +149,65 @@ def test_a_revocation_holds_until_an_operator_lifts_it(two_workers: CloudProcess
         # The operator lifts it: the device is registered again, and its gateway may sync it.
         assert op.put("/v1/devices/d-1", json={"secret": "lifted-secret-of-d-1-0123456"}).status_code == 200
     assert sync(url, ["d-2"]).get("d-1"), "after the operator lifted it, the gateway serves it again"
+
+
+def credential_checks(url: str) -> dict[str, float]:
+    """``edgedrift_credential_checks_total`` by source, summed over the workers."""
+    with fresh(url, OPERATOR) as op:
+        text = op.get("/metrics").text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("edgedrift_credential_checks_total{"):
+            source = line.split('source="', 1)[1].split('"', 1)[0]
+            out[source] = out.get(source, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def test_with_the_cache_on_a_secret_changed_by_anyone_is_refused_at_once_by_every_worker(
+    postgres_url_fresh: str, tmp_path: Path
+) -> None:
+    """Two workers on PostgreSQL caching credentials for 10 minutes: a rotation made by neither worker
+    (the CLI, then a plain SQL statement, as an operator's psql session) voids the cached secret in both
+    when it commits; a device registered meanwhile is known at once although its secret was a cached miss."""
+    server = CloudProcess(
+        postgres_url_fresh,
+        tmp_path,
+        operator_token=OPERATOR,
+        devices=DEVICES,
+        workers=2,
+        env={**ENV, **{f"EDGEDRIFT_CLOUD_AUTH_{k}_SECONDS": "600" for k in ("CACHE", "MISS_CACHE")}},
+    )
+    server.start()
+    try:
+        url, path = server.url, "/v1/devices/dev-a/counters"
+        old = DEVICES["dev-a"]
+        assert set(statuses(url, old, path, 40)) == {200}
+        assert credential_checks(url).get("cache", 0) >= 30, "the workers answered from their caches"
+        rotated = "rotated-by-the-cli-0123456789abcd"
+        env = {**os.environ, "EDGEDRIFT_CLOUD_DATABASE_URL": postgres_url_fresh}
+        done = subprocess.run(
+            [sys.executable, "-m", "edgedrift_cloud.cli", "add-device", "dev-a", "--secret-file", "-"],
+            input=rotated + "\n", capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert set(statuses(url, old, path, 40)) == {401}, "the CLI's rotation must void every worker's cache"
+        assert set(statuses(url, rotated, path, 40)) == {200}
+        by_sql = "rotated-by-sql-0123456789abcdefgh"
+        with psycopg.connect(postgres_url_fresh, autocommit=True) as conn:
+            conn.execute("UPDATE devices SET token_hash = %s WHERE id = 'dev-a'", (hash_secret(by_sql),))
+        assert set(statuses(url, rotated, path, 40)) == {401}, "a psql session's rotation too"
+        assert set(statuses(url, by_sql, path, 40)) == {200}
+        newcomer, secret = "dev-new", "secret-of-the-newcomer-0123456789"
+        newcomer_path = f"/v1/devices/{newcomer}/counters"
+        assert set(statuses(url, secret, newcomer_path, 10)) == {401}, "unknown: remembered as a miss"
+        with psycopg.connect(postgres_url_fresh, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO devices (id, token_hash, model_count, created_at) VALUES (%s, %s, 0, now())",
+                (newcomer, hash_secret(secret)),
+            )
+        assert set(statuses(url, secret, newcomer_path, 20)) == {200}, "a registration voids the misses"
+    finally:
+        server.stop()
 
 
 # --- row 7: pin, prune, rollback, alias and new versions serialised per device -----------------------------

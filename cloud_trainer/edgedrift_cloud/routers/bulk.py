@@ -71,8 +71,10 @@ def register_devices(
         raise HTTPException(status.HTTP_409_CONFLICT, conflict)
     generated = {d.device_id: new_secret() for d in registration.devices if d.secret is None}
     secrets = {d.device_id: d.secret or generated[d.device_id] for d in registration.devices}
+    before = state.credential_generation
     with committed_or_409(session, "secret: a given secret is already used by another device"):
         done = bulk.register_devices(session, secrets)
+    state.wait_heard(before)
     state.tokens.forget_devices(set(secrets))
     state.misses.clear()
     return BulkRegistered(created=done.created, rotated=done.rotated, secrets=generated)

@@ -65,8 +65,10 @@ def register_device(
     given = registration.secret if registration is not None else None
     refuse_weak(state.settings.mode != "development", [(["secret"], given)])
     secret = given or new_secret()
+    before = state.credential_generation
     with committed_or_409(session, "secret: another device already uses this secret; choose another"):
         created = registry.upsert_device(session, device_id, secret)
+    state.wait_heard(before)
     state.tokens.forget_device(device_id)
     state.misses.clear()
     return DeviceCredential(device_id=device_id, created=created, secret=None if given else secret)
@@ -85,11 +87,13 @@ def deregister_device(
     state: StateDep,
     purge: Annotated[bool, Query(description="Also delete its versions and heartbeats.")] = False,
 ) -> versions.Deregistration:
+    before = state.credential_generation
     try:
         result = versions.deregister(session, device_id, purge)
     except versions.VersionNotFoundError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
     session.commit()
+    state.wait_heard(before)
     state.tokens.forget_device(device_id)
     return result
 

@@ -182,9 +182,13 @@ def sync_gateway(
 ) -> GatewayDevices:
     if caller != "gateway":
         raise HTTPException(status.HTTP_403_FORBIDDEN, "only the gateway receives its devices' secrets")
+    before = state.credential_generation
     rows = gateway_registry.sync(session, gateway_id, set(body.known))
     session.commit()
-    state.tokens.forget_devices({device_id for device_id, secret in rows if secret is not None})
+    issued = {device_id for device_id, secret in rows if secret is not None}
+    if issued:
+        state.wait_heard(before)
+    state.tokens.forget_devices(issued)
     return GatewayDevices(
         gateway_id=gateway_id, devices=[GatewayDevice(device_id=d, secret=s) for d, s in rows]
     )
