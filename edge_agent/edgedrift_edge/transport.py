@@ -338,7 +338,7 @@ class MqttTransport:
             try:
                 rc = client.loop(timeout=LOOP_TIMEOUT_S)
             except Exception as exc:  # a packet paho cannot decode: the broker is broken or hostile
-                self._handle_events()
+                self._handle_events()  # what came before it (a RuntimeError if a callback of ours failed)
                 log.error(
                     "protocol error from %s: %s: %s; reconnecting", self._where, type(exc).__name__, exc
                 )
@@ -375,10 +375,15 @@ class MqttTransport:
     ) -> None:
         """paho's thread: limit publishes in flight to the broker's Receive Maximum before paho resends
         (MQTT 5), then queue the event."""
-        maximum = getattr(properties, "ReceiveMaximum", None)
-        if maximum:
-            client.max_inflight_messages_set(min(self.publish_queue, int(maximum)))
-        self._events.append(("connack", (flags.session_present, reason)))
+        try:
+            maximum = getattr(properties, "ReceiveMaximum", None)
+            if maximum:
+                # paho 2.2 neither applies a broker's Receive Maximum nor lets max_inflight_messages_set
+                # change the limit once connected: the attribute it reads is set here, before it resends.
+                client._max_inflight_messages = min(self.publish_queue, int(maximum))
+            self._events.append(("connack", (flags.session_present, reason)))
+        except Exception as exc:  # a bug here must not pass for the broker's protocol error
+            self._events.append(("fatal", f"on_connect failed: {type(exc).__name__}: {exc}"))
 
     def _handle_events(self) -> None:
         """What paho's callbacks queued, in order; messages and confirmations of one read together."""
@@ -401,6 +406,8 @@ class MqttTransport:
                 self._on_suback(*value)
             elif kind == "lost":
                 self._lost(str(value))
+            elif kind == "fatal":
+                raise RuntimeError(value)
         self._traffic(messages, confirmed)
 
     def _on_connack(self, session_present: bool, reason: Any) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "find_mosquitto",
     "local_config",
     "local_mosquitto",
+    "make_certs",
     "parse_config",
     "supports_websockets",
     "tls_listeners",
@@ -269,6 +270,18 @@ def local_config(
             lines.append(raw)
     lines += [f"{key} {value}" for key, value in wanted.items() if value is not None]
     return "\n".join(lines) + "\n" + _as_root()
+
+
+def make_certs(out: Path, server: str, ids: list[str]) -> Path:
+    """A CA, a server certificate for ``server`` and one client certificate per id in ``out``, made by the
+    shipped deploy/mosquitto/make-certs.sh (returns ``out``)."""
+    subprocess.run(
+        ["sh", str(SHIPPED_DIR / "make-certs.sh"), str(out), server, *ids],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return out
 
 
 def supports_websockets(binary: str | None = None) -> bool:

@@ -11,9 +11,10 @@ import socket
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import MQTTErrorCode
 import pytest
+from paho.mqtt.enums import MQTTErrorCode
 
+from edgedrift_edge.mqtt import parse_broker_url
 from edgedrift_edge.settings import AgentSettings, SettingsError
 from edgedrift_edge.transport import Inbound, MqttTransport
 
@@ -221,6 +222,50 @@ def test_settings_errors_never_show_a_secret(tmp_path: pytest.TempPathFactory) -
     text = str(err.value)
     assert "--broker-url / EDGEDRIFT_EDGE_BROKER_URL" in text
     assert "hunter2" not in text and "short-s3cret" not in text
+
+
+def test_a_raw_password_with_a_slash_is_never_printed() -> None:
+    with pytest.raises(SettingsError) as err:
+        AgentSettings.load(
+            environ={
+                "EDGEDRIFT_EDGE_DEVICE_ID": "d",
+                "EDGEDRIFT_EDGE_BROKER_URL": "mqtt://u:pa/ss-hunter2@h:1883",
+            }
+        )
+    assert (
+        "--broker-url" in str(err.value) and "hunter2" not in str(err.value) and "pa/ss" not in str(err.value)
+    )
+
+
+def test_ipv6_urls_keep_their_brackets_when_a_password_is_put_in() -> None:
+    from edgedrift_edge.cli import replay_broker_url
+    from edgedrift_edge.mqtt import parse_broker_url, redact
+
+    s = AgentSettings.load(
+        {"broker_password": "pa/ss"},
+        environ={"EDGEDRIFT_EDGE_DEVICE_ID": "d", "EDGEDRIFT_EDGE_BROKER_URL": "mqtt://u@[::1]:1884"},
+    )
+    assert s.effective_broker_url == "mqtt://u:pa%2Fss@[::1]:1884"
+    assert replay_broker_url(
+        "mqtts://replay@[fd00::5]", None, {"EDGEDRIFT_REPLAY_BROKER_PASSWORD": "x/y"}
+    ) == ("mqtts://replay:x%2Fy@[fd00::5]")
+    address = parse_broker_url(s.effective_broker_url)
+    assert (address.host, address.port, address.password) == ("::1", 1884, "pa/ss")
+    assert redact(s.effective_broker_url) == "mqtt://[::1]:1884"
+
+
+def test_new_connection_settings_are_checked() -> None:
+    base = {"EDGEDRIFT_EDGE_DEVICE_ID": "d"}
+    with pytest.raises(SettingsError, match="needs TLS"):
+        AgentSettings.load({"tls_cert_file": "/c.pem"}, environ=base)
+    with pytest.raises(SettingsError, match="tls_key_file needs tls_cert_file"):
+        AgentSettings.load({"broker_url": "mqtts://h", "tls_key_file": "/k.pem"}, environ=base)
+    with pytest.raises(SettingsError, match="MQTT_VERSION"):
+        AgentSettings.load({"mqtt_version": "4"}, environ=base)
+    s = AgentSettings.load(
+        {"broker_url": "wss://h/mqtt", "tls_cert_file": "/c.pem", "mqtt_version": "5"}, environ=base
+    )
+    assert (s.mqtt_version, parse_broker_url(s.broker_url).transport) == ("5", "websockets")
 
 
 def test_production_refuses_default_and_short_secrets_and_reads_secret_files(tmp_path: object) -> None:
