@@ -47,7 +47,9 @@ class Seen:
 
     def __init__(self, url: str, topic: str) -> None:
         self.payloads: list[bytes] = []
-        self.sub = Subscriber(url, [(topic, 1)], on_message=lambda _c, _u, m: self.payloads.append(m.payload))
+        self.sub = Subscriber(
+            url, [(topic, 1)], on_message=lambda _c, _u, m: self.payloads.append(bytes(m.payload))
+        )
 
     def ids(self, n: int, timeout: float = TIMEOUT_S) -> list[int]:
         deadline = time.monotonic() + timeout
