@@ -34,6 +34,10 @@ the agent publishes. Reconnects back off from ``reconnect_delay[0]`` doubling to
 and the backoff starts over only after a connection held for ``STABLE_S`` (a broker that accepts and
 then drops every connection is not hammered). A broker sending something paho cannot decode gets the
 same reconnect with backoff; the agent never exits for it.
+
+One module of over 500 lines: the inbox, the acknowledgement bookkeeping and the I/O thread share one lock
+and one invariant (a message is acknowledged on the connection it came on, after its publishes), which
+reads best in one place.
 """
 
 from __future__ import annotations
