@@ -91,6 +91,12 @@ def parse_args(description: str) -> tuple[Config, bool]:
         "--gateway-devices", help="devices of each gateway row (default 1,1000; --quick 1,10; none: skip)"
     )
     parser.add_argument(
+        "--gateway-processes",
+        type=int,
+        default=1,
+        help="gateway processes sharing each row's devices (default 1; e.g. one per core)",
+    )
+    parser.add_argument(
         "--gateway-rss",
         help="samples after which a gateway row reads its RSS (default 1000000,3000000)",
     )
@@ -112,7 +118,7 @@ def parse_args(description: str) -> tuple[Config, bool]:
         [int(q) for q in args.qos.split(",") if q.strip() not in ("", "none")],
         args.agent_pythonpath, args.switch_interval,
         [int(n) for n in args.gateway_devices.split(",") if n.strip() not in ("", "none")],
-        tuple(int(n) for n in args.gateway_rss.split(",")), args.json,
+        tuple(int(n) for n in args.gateway_rss.split(",")), args.json, args.gateway_processes,
     )  # fmt: skip
     return cfg, bool(args.keep)
 
@@ -152,8 +158,8 @@ def main(description: str) -> int:
                 if 1 not in peers:
                     peers[1] = Sink(workdir, lab.broker.url, "bench/peer-q1/samples", 1, "samples")
                 for n in cfg.gateway_devices:
-                    print(f"gateway with {n} devices (QoS 1)", flush=True)
-                    rows.append(gateway_row(cfg, lab, peers[1], n, cfg.gateway_rss))
+                    print(f"gateway with {n} devices (QoS 1, {cfg.gateway_processes} processes)", flush=True)
+                    rows.append(gateway_row(cfg, lab, peers[1], n, cfg.gateway_rss, cfg.gateway_processes))
                     print(describe_row(rows[-1]), flush=True)
         finally:
             for sink in peers.values():

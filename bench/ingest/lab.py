@@ -40,6 +40,8 @@ class Config:
     gateway_devices: list[int] = field(default_factory=list)
     gateway_rss: tuple[int, ...] = (1_000_000, 3_000_000)
     json: Path | None = None
+    #: Gateway processes sharing each row's devices.
+    gateway_processes: int = 1
 
 
 def topic(device: str, kind: str) -> str:
