@@ -100,6 +100,7 @@ def make_client(
     tls_key_file: str | None = None,
     mqtt_version: str = "3.1.1",
     manual_ack: bool = False,
+    client_class: type[mqtt.Client] | None = None,
 ) -> mqtt.Client:
     """A VERSION2-callback client with the URL's credentials and transport, TLS (server verified; a client
     certificate and key when given) for mqtts and wss, and reconnect backoff. MQTT 5 has no clean-session
@@ -111,7 +112,7 @@ def make_client(
     if mqtt_version not in MQTT_VERSIONS:
         raise ValueError(f"MQTT version {mqtt_version}: one of {', '.join(MQTT_VERSIONS)}")
     v5 = mqtt_version == "5"
-    client = mqtt.Client(
+    client = (client_class or mqtt.Client)(
         CallbackAPIVersion.VERSION2,
         client_id=client_id,
         clean_session=None if v5 else clean_session,

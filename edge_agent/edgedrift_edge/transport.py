@@ -71,6 +71,11 @@ TOPICS_PER_SUBSCRIBE = 100
 CONNECT_TIMEOUT_S = 10.0
 #: Longest wait in one ``Client.loop`` call: how late a keep-alive check or a new subscription can be.
 LOOP_TIMEOUT_S = 0.25
+#: Bytes asked for per ``recv``.
+CHUNK = 65_536
+#: Packets read per turn of the I/O thread at most (paho's ``loop`` reads about one): the worker then
+#: gets a read's messages together, as one batch.
+READ_BURST = 1000
 #: A connection that held this long starts the reconnect backoff over (one dropped sooner does not).
 STABLE_S = 10.0
 #: How long a broker keeps an MQTT 5 session of an agent that is away (as the shipped Mosquitto does).
@@ -123,6 +128,32 @@ class TransportCounters:
     backpressure_waits: int = 0
     publish_failures: int = 0
     reconnects: int = 0
+
+
+class _BufferedClient(mqtt.Client):
+    """paho's client reading the socket in chunks: paho asks for a packet's first byte, its length bytes and
+    its body in separate ``recv`` calls, each a system call that gives up the GIL and waits to get it back
+    from a busy worker; served from one ``recv`` of up to 64 KiB instead. Everything else is paho's."""
+
+    _buffer = b""
+    _at = 0
+
+    def _sock_recv(self, bufsize: int) -> bytes:
+        at = self._at
+        if at >= len(self._buffer):
+            data = super()._sock_recv(CHUNK)  # raises what paho expects when nothing is there
+            if len(data) <= bufsize:
+                return data  # all of it asked for, or b"": the connection was closed
+            self._buffer, at = data, 0
+        self._at = at + bufsize
+        return self._buffer[at : at + bufsize]
+
+    def buffered(self) -> bool:
+        """Whether bytes are read and not handled yet (a select on the socket would not see them)."""
+        return self._at < len(self._buffer)
+
+    def forget_buffer(self) -> None:
+        self._buffer, self._at = b"", 0
 
 
 class MqttTransport:
@@ -181,6 +212,7 @@ class MqttTransport:
         self.client = client = make_client(
             broker_url,
             client_id,
+            client_class=_BufferedClient,
             clean_session=False,
             tls_ca_file=tls_ca_file,
             tls_cert_file=tls_cert_file,
@@ -189,7 +221,9 @@ class MqttTransport:
             manual_ack=True,
         )
         client.will_set(status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
-        client.max_inflight_messages_set(publish_queue)
+        # Unconfirmed publishes are bounded by the queue limit; an in-flight limit as well would make paho
+        # walk every unconfirmed publish at each PUBACK (its _update_inflight).
+        client.max_inflight_messages_set(0)
         client.max_queued_messages_set(publish_queue)
         client.connect_timeout = CONNECT_TIMEOUT_S
         # paho's callbacks only queue what happened (module docstring: no lock of ours under paho's).
@@ -315,6 +349,7 @@ class MqttTransport:
         """Open a connection and send CONNECT (publishes made meanwhile are held, then queued after it)."""
         with self._lock:
             self._reconnecting = True
+        self.client.forget_buffer()
         try:
             self.client.reconnect()
             opened = True
@@ -341,6 +376,10 @@ class MqttTransport:
                 continue
             try:
                 rc = client.loop(timeout=LOOP_TIMEOUT_S)
+                if rc == _OK:  # paho's loop reads about one packet: take what else the socket holds
+                    rc = client.loop_read(max_packets=READ_BURST)
+                while rc == _OK and client.buffered():
+                    rc = client.loop_read(max_packets=READ_BURST)
             except Exception as exc:  # a packet paho cannot decode: the broker is broken or hostile
                 self._handle_events()  # what came before it (a RuntimeError if a callback of ours failed)
                 log.error(
