@@ -258,7 +258,6 @@ class MqttTransport:
         self._subscribing: dict[int, list[str]] = {}
         self._sent: set[str] = set()  # topics subscribed (or being subscribed) on this connection
         self._granted: set[str] = set()  # topics the broker's session holds
-        self._subscriptions_changed = self._subscriptions_synced = 0
         self._dropped_by_topic: dict[str, int] = {}
         self.reconnects = 0
 
@@ -288,11 +287,10 @@ class MqttTransport:
             self._thread.join(drain_s + 5)
 
     def subscribe(self, topics: list[str]) -> None:
-        """Add subscriptions (a gateway's new device); sent by the I/O thread when connected, else on
-        connect."""
+        """Add subscriptions (a gateway's new device); sent at once when connected, else on connect."""
         with self._lock:
             self.subscriptions = [*self.subscriptions, *(t for t in topics if t not in self.subscriptions)]
-            self._subscriptions_changed += 1
+            self._sync_subscriptions()
 
     def unsubscribe(self, topics: list[str]) -> None:
         """Drop subscriptions (a device a gateway no longer serves)."""
@@ -300,7 +298,7 @@ class MqttTransport:
         with self._lock:
             self.subscriptions = [t for t in self.subscriptions if t not in gone]
             self._granted -= gone
-            self._subscriptions_changed += 1
+            self._sync_subscriptions()
 
     def dropped_for(self, topic: str) -> int:
         """QoS-0 messages of ``topic`` dropped because the inbox was full."""
@@ -399,8 +397,6 @@ class MqttTransport:
                 self._close_socket()
                 self._lost("no CONNACK")
                 return
-            if self._connected_at is not None and self._subscriptions_changed != self._subscriptions_synced:
-                self._sync_subscriptions()
         if self._up and self._connected_at is not None:
             client.disconnect()
             deadline = time.monotonic() + 1.0
@@ -465,23 +461,24 @@ class MqttTransport:
                 self._granted.clear()
             self._sent = set(self._granted)
             self._subscribing.clear()
-        self.connected.set()
-        if not self._sync_subscriptions():  # everything held by the broker's session, or no device yet
-            self.subscribed.set()
+            self.connected.set()
+            if not self._sync_subscriptions():  # everything held by the broker's session, or no device yet
+                self.subscribed.set()
         log.info("connected to %s (MQTT %s)", self._where, self.mqtt_version)
         if self.on_connected is not None:
             self.on_connected()
 
     def _sync_subscriptions(self) -> bool:
-        """Subscribe to what is wanted and not sent on this connection, unsubscribe what is no longer
-        wanted; whether a SUBSCRIBE went out."""
-        with self._lock:
-            self._subscriptions_synced = self._subscriptions_changed
-            wanted = self.subscriptions
-            new = [t for t in wanted if t not in self._sent]
-            gone = self._sent - set(wanted)
-            self._sent.update(new)
-            self._sent -= gone
+        """Lock held: subscribe to what is wanted and not sent on this connection, unsubscribe what is no
+        longer wanted (nothing before the CONNACK or while paho reconnects: the CONNACK does it); whether
+        a SUBSCRIBE went out."""
+        if not self.connected.is_set() or self._reconnecting or not self._up:
+            return False
+        wanted = self.subscriptions
+        new = [t for t in wanted if t not in self._sent]
+        gone = self._sent - set(wanted)
+        self._sent.update(new)
+        self._sent -= gone
         for start in range(0, len(gone), TOPICS_PER_SUBSCRIBE):
             self.client.unsubscribe(sorted(gone)[start : start + TOPICS_PER_SUBSCRIBE])
         for start in range(0, len(new), TOPICS_PER_SUBSCRIBE):
@@ -494,14 +491,14 @@ class MqttTransport:
     def _on_suback(self, mid: int, codes: list[Any]) -> None:
         if any(code.is_failure for code in codes):
             log.error("the broker refused a subscription (SUBACK failure): check its ACL for this client")
-        topics = self._subscribing.pop(mid, [])
         with self._lock:
+            topics = self._subscribing.pop(mid, [])
             current = set(self.subscriptions)
             self._granted.update(
                 t for t, code in zip(topics, codes, strict=False) if not code.is_failure and t in current
             )
-        if not self._subscribing:
-            self.subscribed.set()
+            if not self._subscribing:
+                self.subscribed.set()
 
     def _lost(self, why: str | None) -> None:
         """The connection is gone: nothing received on it may be acknowledged any more."""
