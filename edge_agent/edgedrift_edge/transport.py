@@ -209,7 +209,7 @@ class MqttTransport:
         self.refused: str | None = None
         self._address = parse_broker_url(broker_url)
         self._where = redact(broker_url)
-        self.client = client = make_client(
+        client = make_client(
             broker_url,
             client_id,
             client_class=_BufferedClient,
@@ -220,6 +220,8 @@ class MqttTransport:
             mqtt_version=mqtt_version,
             manual_ack=True,
         )
+        assert isinstance(client, _BufferedClient)
+        self.client: _BufferedClient = client
         client.will_set(status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
         # Unconfirmed publishes are bounded by the queue limit; an in-flight limit as well would make paho
         # walk every unconfirmed publish at each PUBACK (its _update_inflight).
