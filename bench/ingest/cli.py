@@ -91,6 +91,12 @@ def parse_args(description: str) -> tuple[Config, bool]:
         "--gateway-devices", help="devices of each gateway row (default 1,1000; --quick 1,10; none: skip)"
     )
     parser.add_argument(
+        "--gateway-processes",
+        type=int,
+        default=1,
+        help="gateway processes sharing each row's devices (default 1; e.g. one per core)",
+    )
+    parser.add_argument(
         "--gateway-rss",
         help="samples after which a gateway row reads its RSS (default 1000000,3000000)",
     )
@@ -119,7 +125,7 @@ def parse_args(description: str) -> tuple[Config, bool]:
         args.agent_pythonpath, args.switch_interval,
         [int(n) for n in args.gateway_devices.split(",") if n.strip() not in ("", "none")],
         tuple(int(n) for n in args.gateway_rss.split(",")), args.json,
-        tuple(m.strip() for m in args.gateway_modes.split(",") if m.strip()),
+        tuple(m.strip() for m in args.gateway_modes.split(",") if m.strip()), args.gateway_processes,
     )  # fmt: skip
     if unknown := set(cfg.gateway_modes) - {"exact", "vectorised"}:
         parser.error(f"--gateway-modes: unknown mode(s) {', '.join(sorted(unknown))}")
@@ -161,8 +167,14 @@ def main(description: str) -> int:
                 if 1 not in peers:
                     peers[1] = Sink(workdir, lab.broker.url, "bench/peer-q1/samples", 1, "samples")
                 for n, mode in [(n, m) for n in cfg.gateway_devices for m in cfg.gateway_modes]:
-                    print(f"gateway with {n} devices (QoS 1, batch_mode={mode})", flush=True)
-                    rows.append(gateway_row(cfg, lab, peers[1], n, cfg.gateway_rss, mode))
+                    print(
+                        f"gateway with {n} devices (QoS 1, batch_mode={mode}, "
+                        f"{cfg.gateway_processes} processes)",
+                        flush=True,
+                    )
+                    rows.append(
+                        gateway_row(cfg, lab, peers[1], n, cfg.gateway_rss, mode, cfg.gateway_processes)
+                    )
                     print(describe_row(rows[-1]), flush=True)
         finally:
             for sink in peers.values():

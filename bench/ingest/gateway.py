@@ -1,5 +1,7 @@
 """The gateway rows of the ingest benchmark: one gateway process serving N devices over one MQTT connection,
 provisioned through the cloud's gateway API (``/v1/gateways``), against the bare paho peer in the same run.
+With ``--gateway-processes P`` the N devices are shared by P gateway processes (N/P each, one connection
+each), as a host with P cores runs them; the rates are the sum, the RSS the sum of the processes'.
 
 Per row: single-sample messages spread round-robin over the N devices (messages/s), batches of 100
 spread the same way (samples/s), the peer's figures for the same messages right before, and the gateway's
@@ -28,7 +30,7 @@ class GatewayRow:
     """One row of ``--json``: the acceptance fields, plus the peer's batched figure and the losses."""
 
     devices: int
-    #: The gateway's ``batch_mode``: exact (per-sample semantics) or vectorised (the opt-in).
+    #: The gateways' ``batch_mode``: exact (per-sample semantics) or vectorised (the opt-in).
     batch_mode: str
     single_msgs_per_s: float
     peer_msgs_per_s: float
@@ -40,6 +42,7 @@ class GatewayRow:
     rss_points: list[tuple[int, float]]
     warmup_s: float
     lost: int
+    processes: int = 1
 
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)
@@ -85,20 +88,37 @@ def gateway_row(
     n_devices: int,
     rss_points: tuple[int, ...],
     batch_mode: str = "exact",
+    processes: int = 1,
 ) -> GatewayRow:
-    """One gateway with ``n_devices`` devices, measured as described in the module docstring."""
-    gateway = f"gw-{secrets.token_hex(3)}"
-    devices = [f"{gateway}-{i}" for i in range(n_devices)]
+    """``processes`` gateways sharing ``n_devices`` devices, measured as described in the module docstring."""
+    tag = secrets.token_hex(3)
+    devices = [f"gw-{tag}-{i % processes}-{i}" for i in range(n_devices)]  # round-robin over the gateways
+    shares = {f"gw-{tag}-{p}": devices[p::processes] for p in range(processes)}
+    secrets_of: dict[str, str] = {}
     with httpx.Client(
         base_url=lab.cloud.url, headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=120
     ) as op:
-        secret = op.put(f"/v1/gateways/{gateway}").raise_for_status().json()["secret"]
-        for k in range(0, n_devices, 5000):
-            op.post(
-                f"/v1/gateways/{gateway}/devices", json={"devices": devices[k : k + 5000]}
-            ).raise_for_status()
+        for gateway, served in shares.items():
+            secrets_of[gateway] = op.put(f"/v1/gateways/{gateway}").raise_for_status().json()["secret"]
+            for k in range(0, len(served), 5000):
+                op.post(
+                    f"/v1/gateways/{gateway}/devices", json={"devices": served[k : k + 5000]}
+                ).raise_for_status()
     warmup = 200
-    values = {
+    agents = [
+        AgentProcess(
+            lab.workdir / f"{gateway}.log",
+            {**_gateway_values(cfg, lab, gateway, secrets_of[gateway], warmup), "batch_mode": batch_mode},
+            env=lab.agent_env(),
+        ).spawn()
+        for gateway in shares
+    ]
+    return _measure(cfg, lab, peer, agents, devices, warmup, rss_points, batch_mode)
+
+
+def _gateway_values(cfg: Config, lab: IngestLab, gateway: str, secret: str, warmup: int) -> dict[str, Any]:
+    """The settings of one gateway process."""
+    values: dict[str, Any] = {
         "gateway_id": gateway,
         "gateway_secret": secret,
         "broker_url": lab.broker.url,
@@ -112,17 +132,35 @@ def gateway_row(
         "checkpoint_every_s": 600,
         "gateway_sync_s": 60,
         "log_level": "WARNING",
-        "batch_mode": batch_mode,
     }
-    agent = AgentProcess(lab.workdir / f"{gateway}.log", values, env=lab.agent_env()).spawn()
+    return values
+
+
+def _measure(
+    cfg: Config,
+    lab: IngestLab,
+    peer: Sink,
+    agents: list[AgentProcess],
+    devices: list[str],
+    warmup: int,
+    rss_points: tuple[int, ...],
+    batch_mode: str,
+) -> GatewayRow:
+    """The phases of one row against the running gateways."""
+    n_devices = len(devices)
+
+    def rss() -> float:
+        return sum(rss_mb(a.pid) for a in agents)
+
     total = n_devices * (warmup + 100) + 4 * cfg.samples + rss_points[1]
     data = Data(total, cfg.d, cfg.seed + n_devices)
     pub = Publisher(lab.broker.port, 1)
     preds: Sink | None = None
     try:
-        agent.wait_ready(300)
+        for agent in agents:
+            agent.wait_ready(300)
         time.sleep(1.0)
-        rss_ready = rss_mb(agent.pid)
+        rss_ready = rss()
         preds = Sink(lab.workdir, lab.broker.url, "edgedrift/+/predictions", 1, "predictions")
         topics = [f"edgedrift/{d}/samples" for d in devices]
         t0 = time.monotonic()
@@ -151,7 +189,7 @@ def gateway_row(
         )
         lost += cfg.samples - got
         fed += 2 * cfg.samples
-        points = [(fed, rss_mb(agent.pid))]
+        points = [(fed, rss())]
         for target in rss_points:
             while fed < target:
                 step = min(100_000, target - fed)
@@ -159,12 +197,13 @@ def gateway_row(
                 _, got = _timed(pub, packets, preds, step, cfg.batch_window)
                 lost += step - got
                 fed += step
-            points.append((fed, rss_mb(agent.pid)))
+            points.append((fed, rss()))
     finally:
         if preds is not None:
             preds.stop()
         pub.close()
-        agent.stop(60)
+        for agent in agents:
+            agent.stop(60)
     return GatewayRow(
         devices=n_devices,
         batch_mode=batch_mode,
@@ -178,12 +217,14 @@ def gateway_row(
         rss_points=points,
         warmup_s=warmup_s,
         lost=lost,
+        processes=len(agents),
     )
 
 
 def describe_row(row: GatewayRow) -> str:
+    processes = "" if row.processes == 1 else f" x{row.processes} processes"
     return (
-        f"  gateway, {row.devices:>5} devices, {row.batch_mode}: "
+        f"  gateway{processes}, {row.devices:>5} devices, {row.batch_mode}: "
         f"single {row.single_msgs_per_s:>9,.0f} msgs/s "
         f"(peer {row.peer_msgs_per_s:,.0f}, {row.single_msgs_per_s / row.peer_msgs_per_s:.2f}x), "
         f"batches of 100 {row.batched_samples_per_s:>9,.0f} samples/s "

@@ -42,6 +42,8 @@ class Config:
     json: Path | None = None
     #: The gateway rows' ``batch_mode`` values: one row per (devices, mode).
     gateway_modes: tuple[str, ...] = ("exact",)
+    #: Gateway processes sharing each row's devices.
+    gateway_processes: int = 1
 
 
 def topic(device: str, kind: str) -> str:

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from edgedrift_edge import mqtt_packets as mp
+from ingest import packets as mp
 
 
 class Publisher:

@@ -117,6 +117,10 @@ class EdgeAgent:
             publish_queue=settings.publish_queue,
             max_inbox_bytes=int(settings.max_inbox_mb * 1024 * 1024),
             tls_ca_file=settings.tls_ca_file,
+            tls_cert_file=settings.tls_cert_file,
+            tls_key_file=settings.tls_key_file,
+            mqtt_version=settings.mqtt_version,
+            keepalive=settings.keepalive_s,
             on_connected=self._on_connected,
             on_fatal=self.die,
         )

@@ -20,13 +20,13 @@ import sys
 import threading
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, get_args
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
 
 from edgedrift.cli import Formatter, Parser, add_version, run_command
 from edgedrift.secrets import secrets_from_files
+from edgedrift_edge.mqtt import with_password
 from edgedrift_edge.settings import ENV_PREFIX, SECRET_FIELDS, AgentSettings, SettingsError
 
 #: The thread-count variables of the BLAS and OpenMP runtimes numpy may load.
@@ -67,7 +67,17 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "device_share",
         "broker_inflight",
     ),
-    "broker and cloud": ("broker_url", "broker_password", "tls_ca_file", "topic_prefix", "qos", "cloud_url"),
+    "broker and cloud": (
+        "broker_url",
+        "broker_password",
+        "tls_ca_file",
+        "tls_cert_file",
+        "tls_key_file",
+        "mqtt_version",
+        "topic_prefix",
+        "qos",
+        "cloud_url",
+    ),
     "learning": (
         "strategy",
         "strategy_param",
@@ -109,6 +119,7 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "history_batch",
         "history_outbox",
         "watchdog_s",
+        "keepalive_s",
         "switch_interval_s",
     ),
 }
@@ -312,10 +323,7 @@ def replay_broker_url(url: str, password_file: str | None, environ: Mapping[str,
     password = password or env.get("EDGEDRIFT_REPLAY_BROKER_PASSWORD") or None
     if password is None:
         return url
-    parts = urlsplit(url)
-    user = parts.username or ""
-    netloc = f"{user}:{quote(password, safe='')}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return with_password(url, password)
 
 
 def register_agent(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

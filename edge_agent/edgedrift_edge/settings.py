@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -30,6 +30,7 @@ from pydantic import (
 from edgedrift.ids import DEVICE_ID_PATTERN
 from edgedrift.limits import MAX_FEATURES
 from edgedrift.secrets import SecretFileError, secrets_from_files, weak_secret_reason
+from edgedrift_edge.mqtt import parse_broker_url, with_password
 
 ENV_PREFIX = "EDGEDRIFT_EDGE_"
 #: Settings that may be read from a file named by ``EDGEDRIFT_EDGE_<NAME>_FILE``.
@@ -37,8 +38,8 @@ SECRET_FIELDS = ("device_secret", "broker_password", "gateway_secret")
 #: Former settings, now one: ``recent_samples``.
 MERGED_INTO_RECENT_SAMPLES = ("join_buffer", "dedup_window")
 MERGED_MESSAGE = "the join buffer and the duplicate window are one window now: set recent_samples instead"
-#: Most unconfirmed QoS-1 publishes one connection can hold: packet ids 1-65,000 (the connection's
-#: SUBSCRIBE and UNSUBSCRIBE use 65,001-65,535).
+#: Most unconfirmed QoS-1 publishes one connection can hold: paho numbers them with 16-bit packet ids
+#: and never skips one still in use, so some are left for subscriptions and acknowledgements.
 MAX_PUBLISH_QUEUE = 65_000
 
 
@@ -93,13 +94,29 @@ class AgentSettings(BaseModel):
         default=None,
     )
     broker_url: str = _described(
-        "mqtt://[user[:password]@]host:port, or mqtts://... for TLS", default="mqtt://127.0.0.1:1883"
+        "mqtt://[user[:password]@]host:port; mqtts://... for TLS, ws://host:port/path or wss://... for "
+        "WebSockets; an IPv6 host in brackets (mqtt://[::1]:1883)",
+        default="mqtt://127.0.0.1:1883",
     )
     broker_password: SecretStr | None = _described(
         "the broker password (overrides one in the URL; better: EDGEDRIFT_EDGE_BROKER_PASSWORD_FILE)",
         default=None,
     )
-    tls_ca_file: str | None = _described("CA file for mqtts (the system store when unset)", default=None)
+    tls_ca_file: str | None = _described(
+        "CA file that verifies the broker over mqtts and wss (the system store when unset)", default=None
+    )
+    tls_cert_file: str | None = _described(
+        "client certificate (PEM) for mutual TLS, as AWS IoT Core and the shipped TLS listener require",
+        default=None,
+    )
+    tls_key_file: str | None = _described(
+        "the client certificate's private key (PEM; unset: the key is in --tls-cert-file)", default=None
+    )
+    mqtt_version: Literal["3.1.1", "5"] = _described(
+        "MQTT protocol version: 5 adds a session expiry and a Receive Maximum (the broker holds what the "
+        "inbox cannot take)",
+        default="3.1.1",
+    )
     topic_prefix: str = _described("first level of every topic", default="edgedrift")
     qos: Annotated[int, Field(ge=0, le=1)] = _described(
         "QoS of the subscriptions and of the predictions and events published: 0 or 1 (samples carry ids "
@@ -185,8 +202,7 @@ class AgentSettings(BaseModel):
     )
     publish_queue: Annotated[int, Field(ge=1, le=MAX_PUBLISH_QUEUE)] = _described(
         "QoS-1 publishes the broker has not confirmed yet that the agent holds (at most 65000: MQTT "
-        "packet ids are 16 bits and the connection keeps the rest for its subscriptions); a publish "
-        "beyond it is counted and retried",
+        "packet ids are 16 bits); a publish beyond it is counted and retried",
         default=MAX_PUBLISH_QUEUE,
     )
     max_items_per_message: Annotated[int, Field(ge=1)] = _described(
@@ -270,6 +286,11 @@ class AgentSettings(BaseModel):
         default=100,
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = _described("log level", default="INFO")
+    keepalive_s: Annotated[int, Field(ge=2, le=65535)] = _described(
+        "MQTT keep-alive: a connection that carries nothing from the broker for this long (a half-open "
+        "connection) is given up and reconnected",
+        default=30,
+    )
     switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
         "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: short, so "
         "the MQTT I/O thread gets the GIL back from a busy worker soon (Python's 5 ms cost a third of "
@@ -280,10 +301,21 @@ class AgentSettings(BaseModel):
     @field_validator("broker_url")
     @classmethod
     def _broker_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl") or not parts.hostname:
-            raise ValueError("must look like mqtt://[user:password@]host:port or mqtts://...")
+        try:
+            parse_broker_url(value)
+        except ValueError as exc:  # its message never holds the URL (which may hold a password)
+            raise ValueError(
+                f"must look like mqtt://[user:password@]host:port (or mqtts, ws, wss): {exc}"
+            ) from None
         return value
+
+    @model_validator(mode="after")
+    def _client_certificate_needs_tls(self) -> AgentSettings:
+        if self.tls_key_file and not self.tls_cert_file:
+            raise ValueError("tls_key_file needs tls_cert_file")
+        if self.tls_cert_file and not parse_broker_url(self.broker_url).tls:
+            raise ValueError("tls_cert_file needs TLS: an mqtts:// or wss:// broker URL")
+        return self
 
     @field_validator("strategy")
     @classmethod
@@ -391,11 +423,7 @@ class AgentSettings(BaseModel):
         """The broker URL with ``broker_password`` in it (for the client only; log :func:`redact`)."""
         if self.broker_password is None:
             return self.broker_url
-        parts = urlsplit(self.broker_url)
-        user = quote(unquote(parts.username or ""), safe="")
-        secret = quote(self.broker_password.get_secret_value(), safe="")
-        netloc = f"{user}:{secret}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        return with_password(self.broker_url, self.broker_password.get_secret_value())
 
     @classmethod
     def env_names(cls) -> list[str]:

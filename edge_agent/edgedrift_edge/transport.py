@@ -1,29 +1,43 @@
-"""The agent's side of MQTT: a bounded inbox, acknowledgements after processing, checked publishes.
+"""The agent's side of MQTT: a paho-mqtt 2.x client with a bounded inbox, acknowledgements after processing
+and checked publishes.
 
-Threads. :class:`~edgedrift_edge.mqtt_connection.MqttConnection` keeps the connection on an asyncio loop
-in a thread of its own (the *I/O thread*) and hands every read's messages over at once; the worker takes
-them in batches (:meth:`MqttTransport.get_batch`), and what it publishes is coalesced into one write per
-batch. Per message the I/O thread runs a few microseconds of Python, so the worker and it seldom fight for
-the GIL (paho's network thread, with three ``recv`` calls and a callback per packet, held the GIL half the
-time: docs/benchmarks-history.md, §6).
+Threads. One thread of the transport's own (the *I/O thread*) drives paho (``Client.loop``), connects,
+and reconnects with backoff. paho's callbacks only append to a queue; the I/O thread handles that queue
+after each ``loop`` call, outside paho's locks, so the worker can call paho (publish, ack) under the
+transport's lock without a lock-order cycle. The worker takes messages in batches
+(:meth:`MqttTransport.get_batch`).
 
-At-least-once, end to end. A QoS-1 message is acknowledged (PUBACK) only once the worker processed it and
-the broker has confirmed every one of its publishes (their PUBACKs). An agent killed at any moment
-therefore leaves every sample it has not answered unacknowledged, and the broker delivers it again to the
-restarted agent (persistent session, ``clean_session=False``). Acknowledgements go out in the order the
-messages came in, as MQTT requires. QoS-1 publishes the broker has not confirmed are sent again, with the
-DUP flag, after a reconnect (MQTT 3.1.1, 4.4).
+At-least-once, end to end. Acknowledgements are manual (``manual_ack=True``): a QoS-1 message is
+acknowledged (``Client.ack``) only once the worker processed it and the broker has confirmed every one of
+its publishes (their PUBACKs), in the order the messages came in, as MQTT requires. An agent killed at any
+moment therefore leaves every sample it has not answered unacknowledged, and the broker delivers it again
+to the restarted agent (persistent session: ``clean_session=False``, or MQTT 5 ``clean_start=False`` with
+a session expiry). Messages of a lost connection are never acknowledged on the next one (their packet ids
+may be reused); paho sends the QoS-1 publishes the broker has not confirmed again, with DUP, after a
+reconnect.
 
-Back-pressure instead of drops. The broker sends at most ``max_inflight_messages`` unacknowledged QoS-1
-messages (deploy/mosquitto/mosquitto.conf) and keeps the rest queued for the agent. When a QoS-1 message
-finds the inbox holding ``inbox_size`` messages or ``max_inbox_bytes`` (it is kept, with the rest of that
-read), the I/O thread stops reading the socket (``backpressure_waits``) until the worker has taken half:
-the broker then holds the messages. Only QoS-0 messages, which the broker will never send again, are
-dropped when the inbox is full, and every drop is counted.
+Back-pressure instead of drops. The broker holds what the agent has not acknowledged beyond a bound: MQTT
+5's Receive Maximum (sent in CONNECT: the inbox size, at most 65,535) or, over MQTT 3.1.1, the broker's
+``max_inflight_messages`` (deploy/mosquitto/mosquitto.conf). Should a QoS-1 message still find the inbox
+full (``inbox_size`` messages or ``max_inbox_bytes``) it is kept and the I/O thread stops reading the
+socket (``backpressure_waits``) until the worker has taken half. Only QoS-0 messages, which the broker
+never sends again, are dropped when the inbox is full, and every drop is counted.
 
-Publishes are checked: a publish that cannot be queued (``publish_queue`` unconfirmed QoS-1 publishes, or
+Publishes are checked: a publish paho cannot queue (``publish_queue`` unconfirmed QoS-1 publishes, or
 QoS 0 while disconnected) is counted and retried by the worker, and the message that produced it stays
 unacknowledged until it went out.
+
+Liveness. paho pings when nothing came in for its keep-alive and gives the connection up when the ping is
+not answered within another one: it is given half the agent's ``keepalive``, so a half-open connection
+(the flow silently dropped by a NAT or a load balancer) is noticed within the agent's keep-alive whatever
+the agent publishes. Reconnects back off from ``reconnect_delay[0]`` doubling to ``reconnect_delay[1]``,
+and the backoff starts over only after a connection held for ``STABLE_S`` (a broker that accepts and
+then drops every connection is not hammered). A broker sending something paho cannot decode gets the
+same reconnect with backoff; the agent never exits for it.
+
+One module of over 500 lines: the inbox, the acknowledgement bookkeeping and the I/O thread share one lock
+and one invariant (a message is acknowledged on the connection it came on, after its publishes), which
+reads best in one place.
 """
 
 from __future__ import annotations
@@ -38,16 +52,36 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import msgspec
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
-from edgedrift_edge import mqtt_packets as mp
-from edgedrift_edge.mqtt_connection import CONTROL_IDS, Link, MqttConnection
+from edgedrift_edge.mqtt import make_client, parse_broker_url, redact
 
 log = logging.getLogger("edgedrift_edge.transport")
 
 _encode = msgspec.json.Encoder().encode
 
-#: Packet ids of publishes: 1 to this (the connection's SUBSCRIBE and UNSUBSCRIBE use the ids above).
-MAX_UNCONFIRMED = CONTROL_IDS - 1
+#: Most unconfirmed QoS-1 publishes: paho numbers them with 16-bit packet ids and never skips one in use.
+MAX_UNCONFIRMED = 65_000
+#: Topic filters per SUBSCRIBE packet (a gateway may serve thousands of devices).
+TOPICS_PER_SUBSCRIBE = 100
+#: Seconds to wait for the TCP (and TLS, WebSocket) connection, and then for the CONNACK.
+CONNECT_TIMEOUT_S = 10.0
+#: Longest wait in one ``Client.loop`` call: how late a keep-alive check or a new subscription can be.
+LOOP_TIMEOUT_S = 0.25
+#: Bytes asked for per ``recv``.
+CHUNK = 65_536
+#: Packets read per turn of the I/O thread at most (paho's ``loop`` reads about one): the worker then
+#: gets a read's messages together, as one batch.
+READ_BURST = 1000
+#: A connection that held this long starts the reconnect backoff over (one dropped sooner does not).
+STABLE_S = 10.0
+#: How long a broker keeps an MQTT 5 session of an agent that is away (as the shipped Mosquitto does).
+SESSION_EXPIRY_S = 7 * 24 * 3600
+_OK = MQTTErrorCode.MQTT_ERR_SUCCESS
+_NO_CONN = MQTTErrorCode.MQTT_ERR_NO_CONN
 
 
 class Inbound(NamedTuple):
@@ -96,9 +130,35 @@ class TransportCounters:
     reconnects: int = 0
 
 
+class _BufferedClient(mqtt.Client):
+    """paho's client reading the socket in chunks: paho asks for a packet's first byte, its length bytes and
+    its body in separate ``recv`` calls, each a system call that gives up the GIL and waits to get it back
+    from a busy worker; served from one ``recv`` of up to 64 KiB instead. Everything else is paho's."""
+
+    _buffer = b""
+    _at = 0
+
+    def _sock_recv(self, bufsize: int) -> bytes:
+        at = self._at
+        if at >= len(self._buffer):
+            data = super()._sock_recv(CHUNK)  # raises what paho expects when nothing is there
+            if len(data) <= bufsize:
+                return data  # all of it asked for, or b"": the connection was closed
+            self._buffer, at = data, 0
+        self._at = at + bufsize
+        return self._buffer[at : at + bufsize]
+
+    def buffered(self) -> bool:
+        """Whether bytes are read and not handled yet (a select on the socket would not see them)."""
+        return self._at < len(self._buffer)
+
+    def forget_buffer(self) -> None:
+        self._buffer, self._at = b"", 0
+
+
 class MqttTransport:
     """The worker's MQTT client: inbox, acknowledgements after processing, checked publishes (module
-    docstring); the connection itself is :attr:`connection`."""
+    docstring); paho's client is :attr:`client`."""
 
     def __init__(
         self,
@@ -112,6 +172,9 @@ class MqttTransport:
         publish_queue: int = MAX_UNCONFIRMED,
         max_inbox_bytes: int = 256 * 1024 * 1024,
         tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+        mqtt_version: str = "3.1.1",
         keepalive: int = 30,
         reconnect_delay: tuple[float, float] = (1.0, 30.0),
         on_connected: Callable[[], None] | None = None,
@@ -126,132 +189,376 @@ class MqttTransport:
             )
         self.broker_url = broker_url
         self.status_topic = status_topic
+        self.subscriptions = list(subscriptions)
         self.qos = qos
         self.inbox_size = inbox_size
         self.max_inbox_bytes = max_inbox_bytes
         self.publish_queue = publish_queue
+        self.mqtt_version = mqtt_version
+        self.keepalive = keepalive
+        self.reconnect_delay = reconnect_delay
+        self.on_connected = on_connected
+        self.on_fatal = on_fatal
         self.counters = TransportCounters()
-        self.connection = MqttConnection(
+        self.connected = threading.Event()
+        self.subscribed = threading.Event()
+        self.stopping = threading.Event()
+        #: Why the I/O thread can no longer be trusted (an exception in it), or None.
+        self.failure: str | None = None
+        #: Why the broker refused the last connection (its reason code), or None.
+        self.refused: str | None = None
+        self._address = parse_broker_url(broker_url)
+        self._where = redact(broker_url)
+        client = make_client(
             broker_url,
             client_id,
-            self,
-            subscriptions=subscriptions,
-            qos=qos,
-            will=mp.Will(status_topic, json.dumps({"state": "offline"}).encode(), qos=1, retain=True),
-            keepalive=keepalive,
-            reconnect_delay=reconnect_delay,
+            client_class=_BufferedClient,
+            clean_session=False,
             tls_ca_file=tls_ca_file,
-            max_packet=max_inbox_bytes,
-            on_connected=on_connected,
-            on_fatal=on_fatal,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+            mqtt_version=mqtt_version,
+            manual_ack=True,
         )
-        self.connected = self.connection.connected
-        self.subscribed = self.connection.subscribed
-        self.stopping = self.connection.stopping
+        assert isinstance(client, _BufferedClient)
+        self.client: _BufferedClient = client
+        client.will_set(status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
+        # Unconfirmed publishes are bounded by the queue limit; an in-flight limit as well would make paho
+        # walk every unconfirmed publish at each PUBACK (its _update_inflight).
+        client.max_inflight_messages_set(0)
+        client.max_queued_messages_set(publish_queue)
+        client.connect_timeout = CONNECT_TIMEOUT_S
+        # paho's callbacks only queue what happened (module docstring: no lock of ours under paho's).
+        events: deque[tuple[str, Any]] = deque()
+        self._events = events
+        client.on_message = lambda _c, _u, m: events.append(("message", m))
+        client.on_publish = lambda _c, _u, mid, _rc, _p: events.append(("confirmed", mid))
+        client.on_connect = self._on_connect_callback
+        client.on_disconnect = lambda _c, _u, _f, reason, _p: events.append(("lost", reason))
+        client.on_subscribe = lambda _c, _u, mid, codes, _p: events.append(("suback", (mid, codes)))
+        # Set, so that paho never writes to the socket from the worker's thread: its loop (the I/O
+        # thread) writes everything, woken by paho's socket pair.
+        client.on_socket_register_write = lambda *_: None
         self._lock = threading.Lock()
         self._has_mail = threading.Condition(self._lock)
+        self._resume = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._io_ident: int | None = None
         self._generation = 0
         self._inbox: deque[Inbound] = deque()
         self._inbox_bytes = 0
         self._paused = False
         self._pending: deque[_Pending] = deque()
         self._entries: dict[int, _Pending] = {}  # id(Inbound) -> its entry in _pending
-        self._unconfirmed: dict[int, bytes] = {}  # packet id of a QoS-1 publish -> the packet
-        self._by_mid: dict[int, _Pending | None] = {}  # packet id -> the message waiting for it
-        self._next_mid = 1
-        self._out = bytearray()
-        self._flush_scheduled = False
+        self._by_mid: dict[int, _Pending | None] = {}  # packet id of a QoS-1 publish -> its message
         self._retry: deque[_Retry] = deque()
+        self._held: deque[_Retry] = deque()  # publishes made while paho reconnects
+        self._reconnecting = True
+        self._up = False
+        self._connected_at: float | None = None
+        self._subscribing: dict[int, list[str]] = {}
+        self._sent: set[str] = set()  # topics subscribed (or being subscribed) on this connection
+        self._granted: set[str] = set()  # topics the broker's session holds
         self._dropped_by_topic: dict[str, int] = {}
-        self._topic_bytes: dict[str, bytes] = {}
-
-    @property
-    def failure(self) -> str | None:
-        """Why the I/O thread can no longer be trusted, or None."""
-        return self.connection.failure
-
-    @property
-    def refused(self) -> str | None:
-        """Why the broker refused the last connection, or None."""
-        return self.connection.refused
+        self.reconnects = 0
 
     # --- connection -------------------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> None:
         """Connect in the background and return once subscribed (TimeoutError otherwise)."""
-        self.connection.start(timeout)
+        self._thread = threading.Thread(target=self._run, name="edgedrift-mqtt", daemon=True)
+        self._thread.start()
+        if not self.subscribed.wait(timeout):
+            why = f": the broker refused the connection ({self.refused})" if self.refused else ""
+            raise TimeoutError(f"not subscribed to {self._where} after {timeout} s{why}")
 
     def stop(self, drain_s: float = 5.0) -> None:
-        """Wait up to ``drain_s`` for the broker to confirm what was published, then disconnect."""
-        self.stopping.set()
+        """Wait up to ``drain_s`` for the broker to confirm what was published, then DISCONNECT (the broker
+        then publishes no last will) and end the I/O thread."""
         deadline = time.monotonic() + drain_s
         while time.monotonic() < deadline and self.connected.is_set():
             with self._lock:
-                if not self._unconfirmed and not self._retry:
+                if not self._by_mid and not self._retry and not self._held:
                     break
             time.sleep(0.01)
-        self.connection.call_soon(self._flush_now)
-        self.connection.stop(drain_s + 5)
+        self.stopping.set()
+        self._wake.set()
+        self._resume.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(drain_s + 5)
 
     def subscribe(self, topics: list[str]) -> None:
         """Add subscriptions (a gateway's new device); sent at once when connected, else on connect."""
-        self.connection.subscribe(topics)
+        with self._lock:
+            self.subscriptions = [*self.subscriptions, *(t for t in topics if t not in self.subscriptions)]
+            self._sync_subscriptions()
 
     def unsubscribe(self, topics: list[str]) -> None:
         """Drop subscriptions (a device a gateway no longer serves)."""
-        self.connection.unsubscribe(topics)
+        gone = set(topics)
+        with self._lock:
+            self.subscriptions = [t for t in self.subscriptions if t not in gone]
+            self._granted -= gone
+            self._sync_subscriptions()
 
     def dropped_for(self, topic: str) -> int:
         """QoS-0 messages of ``topic`` dropped because the inbox was full."""
         return self._dropped_by_topic.get(topic, 0)
 
-    # --- the I/O thread (the connection's session) ------------------------------------------------------
+    def in_io_thread(self) -> bool:
+        return threading.get_ident() == self._io_ident
 
-    def resend(self) -> bytes:
-        """A new connection: the publishes the broker has not confirmed, in the order they were made."""
+    # --- the I/O thread ---------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        self._io_ident = threading.get_ident()
+        address = self._address
+        properties = None
+        if self.mqtt_version == "5":
+            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            properties.SessionExpiryInterval = SESSION_EXPIRY_S
+            properties.ReceiveMaximum = max(1, min(self.inbox_size, 65_535))
+        self.client.connect_async(
+            address.host,
+            address.port,
+            keepalive=max(1, self.keepalive // 2),
+            clean_start=False if self.mqtt_version == "5" else mqtt.MQTT_CLEAN_START_FIRST_ONLY,
+            properties=properties,
+        )
+        delay = self.reconnect_delay[0]
+        try:
+            while not self.stopping.is_set():
+                self._connected_at = None
+                if self._connect():
+                    self._serve()
+                held = self._connected_at is not None and (time.monotonic() - self._connected_at >= STABLE_S)
+                if held:
+                    delay = self.reconnect_delay[0]
+                if self.stopping.is_set():
+                    break
+                self._wake.wait(delay)
+                delay = min(delay * 2, self.reconnect_delay[1])
+        except Exception as exc:
+            self.fail(f"MQTT connection thread failed: {type(exc).__name__}: {exc}")
+        finally:
+            self.connected.clear()
+            self._close_socket()
+
+    def _connect(self) -> bool:
+        """Open a connection and send CONNECT (publishes made meanwhile are held, then queued after it)."""
         with self._lock:
-            self._out.clear()
-            return b"".join(mp.as_duplicate(p) for p in self._unconfirmed.values())
-
-    def traffic(self, link: Link, messages: list[mp.Publish], confirmed: list[int]) -> None:
-        """One read: confirmations release their messages, messages go into the inbox; one write."""
-        if confirmed or messages:
-            with self._lock:
-                for mid in confirmed:
-                    self._confirm(mid)
-                if messages:
-                    self._enqueue(messages)
-        self._flush_now()
-
-    def lost(self, exc: Exception | None) -> None:
+            self._reconnecting = True
+        self.client.forget_buffer()
+        try:
+            self.client.reconnect()
+            opened = True
+        except Exception as exc:  # OSError, ssl.SSLError, a WebSocket handshake refused, ...
+            log.warning("cannot connect to %s: %s", self._where, exc or type(exc).__name__)
+            opened = False
         with self._lock:
+            self._reconnecting = False
+            self._up = opened
+            held, self._held = self._held, deque()
+        for h in held:
+            self._attempt(h.topic, h.body, h.qos, h.retain, h.entry, held=True)
+        return opened
+
+    def _serve(self) -> None:
+        """Drive paho until the connection ends (or the agent stops)."""
+        client = self.client
+        answer_by = time.monotonic() + CONNECT_TIMEOUT_S
+        while not self.stopping.is_set():
+            if self._paused:  # back-pressure: nothing is read, what the worker sends still goes out
+                self._resume.wait(LOOP_TIMEOUT_S / 5)
+                if client.want_write():
+                    client.loop_write()
+                continue
+            try:
+                rc = client.loop(timeout=LOOP_TIMEOUT_S)
+                if rc == _OK:  # paho's loop reads about one packet: take what else the socket holds
+                    rc = client.loop_read(max_packets=READ_BURST)
+                while rc == _OK and client.buffered():
+                    rc = client.loop_read(max_packets=READ_BURST)
+            except Exception as exc:  # a packet paho cannot decode: the broker is broken or hostile
+                self._handle_events()  # what came before it (a RuntimeError if a callback of ours failed)
+                log.error(
+                    "protocol error from %s: %s: %s; reconnecting", self._where, type(exc).__name__, exc
+                )
+                self._close_socket()
+                self._lost(f"protocol error: {type(exc).__name__}")
+                return
+            self._handle_events()
+            if not self._up:
+                return
+            if rc != _OK:
+                self._lost(mqtt.error_string(rc))
+                return
+            if self._connected_at is None and time.monotonic() > answer_by:
+                log.error("no CONNACK within %.0f s from %s", CONNECT_TIMEOUT_S, self._where)
+                self._close_socket()
+                self._lost("no CONNACK")
+                return
+        if self._up and self._connected_at is not None:
+            client.disconnect()
+            deadline = time.monotonic() + 1.0
+            while client.want_write() and time.monotonic() < deadline:
+                client.loop_write()
+        self._lost(None)
+
+    def _close_socket(self) -> None:
+        sock = self.client.socket()
+        if sock is not None:
+            sock.close()
+
+    def _on_connect_callback(
+        self, client: mqtt.Client, _u: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
+        """paho's thread: limit publishes in flight to the broker's Receive Maximum before paho resends
+        (MQTT 5), then queue the event."""
+        try:
+            maximum = getattr(properties, "ReceiveMaximum", None)
+            if maximum:
+                # paho 2.2 neither applies a broker's Receive Maximum nor lets max_inflight_messages_set
+                # change the limit once connected: the attribute it reads is set here, before it resends.
+                client._max_inflight_messages = min(self.publish_queue, int(maximum))
+            self._events.append(("connack", (flags.session_present, reason)))
+        except Exception as exc:  # a bug here must not pass for the broker's protocol error
+            self._events.append(("fatal", f"on_connect failed: {type(exc).__name__}: {exc}"))
+
+    def _handle_events(self) -> None:
+        """What paho's callbacks queued, in order; messages and confirmations of one read together."""
+        events = self._events
+        messages: list[mqtt.MQTTMessage] = []
+        confirmed: list[int] = []
+        while events:
+            kind, value = events.popleft()
+            if kind == "message":
+                messages.append(value)
+                continue
+            if kind == "confirmed":
+                confirmed.append(value)
+                continue
+            self._traffic(messages, confirmed)
+            messages, confirmed = [], []
+            if kind == "connack":
+                self._on_connack(*value)
+            elif kind == "suback":
+                self._on_suback(*value)
+            elif kind == "lost":
+                self._lost(str(value))
+            elif kind == "fatal":
+                raise RuntimeError(value)
+        self._traffic(messages, confirmed)
+
+    def _on_connack(self, session_present: bool, reason: Any) -> None:
+        if reason.is_failure:
+            self.refused = str(reason).lower()
+            log.error("broker refused the connection: %s", self.refused)
+            return
+        self.refused = None
+        self._connected_at = time.monotonic()
+        with self._lock:
+            if not session_present:  # the broker holds no subscription
+                self._granted.clear()
+            self._sent = set(self._granted)
+            self._subscribing.clear()
+            self.connected.set()
+            if not self._sync_subscriptions():  # everything held by the broker's session, or no device yet
+                self.subscribed.set()
+        log.info("connected to %s (MQTT %s)", self._where, self.mqtt_version)
+        if self.on_connected is not None:
+            self.on_connected()
+
+    def _sync_subscriptions(self) -> bool:
+        """Lock held: subscribe to what is wanted and not sent on this connection, unsubscribe what is no
+        longer wanted (nothing before the CONNACK or while paho reconnects: the CONNACK does it); whether
+        a SUBSCRIBE went out."""
+        if not self.connected.is_set() or self._reconnecting or not self._up:
+            return False
+        wanted = self.subscriptions
+        new = [t for t in wanted if t not in self._sent]
+        gone = self._sent - set(wanted)
+        self._sent.update(new)
+        self._sent -= gone
+        for start in range(0, len(gone), TOPICS_PER_SUBSCRIBE):
+            self.client.unsubscribe(sorted(gone)[start : start + TOPICS_PER_SUBSCRIBE])
+        for start in range(0, len(new), TOPICS_PER_SUBSCRIBE):
+            part = new[start : start + TOPICS_PER_SUBSCRIBE]
+            rc, mid = self.client.subscribe([(t, self.qos) for t in part])
+            if rc == _OK and mid is not None:
+                self._subscribing[mid] = part
+        return bool(new)
+
+    def _on_suback(self, mid: int, codes: list[Any]) -> None:
+        if any(code.is_failure for code in codes):
+            log.error("the broker refused a subscription (SUBACK failure): check its ACL for this client")
+        with self._lock:
+            topics = self._subscribing.pop(mid, [])
+            current = set(self.subscriptions)
+            self._granted.update(
+                t for t, code in zip(topics, codes, strict=False) if not code.is_failure and t in current
+            )
+            if not self._subscribing:
+                self.subscribed.set()
+
+    def _lost(self, why: str | None) -> None:
+        """The connection is gone: nothing received on it may be acknowledged any more."""
+        if not self._up:
+            return
+        was_connected = self._connected_at is not None
+        self.connected.clear()
+        with self._lock:
+            self._up = False
             # Messages of the lost connection are delivered again on the next one (and deduplicated
             # there); their packet ids may be reused, so they must never be acknowledged now.
             self._generation += 1
-            self._out.clear()
             self._paused = False
             self._ack_ready()  # forgets them
-        self.counters.reconnects = self.connection.reconnects
+        self._resume.set()
+        if was_connected and not self.stopping.is_set():
+            self.reconnects += 1
+            self.counters.reconnects = self.reconnects
+            log.warning("disconnected from %s (%s); reconnecting with backoff", self._where, why or "closed")
 
-    def _enqueue(self, messages: list[mp.Publish]) -> None:
+    def _traffic(self, messages: list[mqtt.MQTTMessage], confirmed: list[int]) -> None:
+        """One read: confirmations release their messages, messages go into the inbox."""
+        if not messages and not confirmed:
+            return
+        with self._lock:
+            for mid in confirmed:
+                self._confirm(mid)
+            if messages:
+                self._enqueue(messages)
+
+    def _enqueue(self, messages: list[mqtt.MQTTMessage]) -> None:
         """Lock held: into the inbox (QoS 0 dropped and counted when full; QoS 1 pauses the reading)."""
         generation = self._generation
         inbox = self._inbox
         full = False
         now = time.monotonic()
         for m in messages:
-            size = len(m.payload)
+            payload = bytes(m.payload)
+            size = len(payload)
+            try:
+                topic = m.topic
+            except UnicodeDecodeError:  # not a topic the agent subscribed to: drop it, never see it again
+                log.error("a message with a topic that is not UTF-8: dropped")
+                self._drop("")
+                if m.qos and self._up:
+                    self.client.ack(m.mid, m.qos)
+                continue
             over = len(inbox) >= self.inbox_size or self._inbox_bytes + size > self.max_inbox_bytes
             if over and m.qos == 0:
-                self._drop(m.topic)
+                self._drop(topic)
                 continue
             full = full or over
-            inbox.append(Inbound(m.topic, m.payload, m.packet_id, m.qos, generation, now, m.retain))
+            inbox.append(Inbound(topic, payload, m.mid, m.qos, generation, now, m.retain))
             self._inbox_bytes += size
         if full and not self._paused:
             self._paused = True
+            self._resume.clear()
             self.counters.backpressure_waits += 1
-            self.connection.pause_reading()
         self._has_mail.notify()
 
     # --- the worker: messages in ------------------------------------------------------------------------
@@ -270,7 +577,7 @@ class MqttTransport:
                 and self._inbox_bytes <= self.max_inbox_bytes // 2
             ):
                 self._paused = False
-                self.connection.call_soon(self.connection.resume_reading)
+                self._resume.set()
         return batch
 
     @property
@@ -315,46 +622,43 @@ class MqttTransport:
             self._pending.append(entry)
         return entry
 
-    def _allocate_mid(self) -> int:
-        """A packet id not in use (lock held; fewer than MAX_UNCONFIRMED are)."""
-        mid = self._next_mid
-        while mid in self._unconfirmed:
-            mid = mid % MAX_UNCONFIRMED + 1
-        self._next_mid = mid % MAX_UNCONFIRMED + 1
-        return mid
-
-    def _attempt(self, topic: str, body: bytes, qos: int, retain: bool, entry: _Pending | None) -> bool:
-        """One publish into the outgoing buffer; the broker's PUBACK releases ``entry`` later."""
-        encoded = self._topic_bytes.get(topic)
-        if encoded is None:
-            encoded = self._topic_bytes[topic] = topic.encode()
+    def _attempt(
+        self, topic: str, body: bytes, qos: int, retain: bool, entry: _Pending | None, *, held: bool = False
+    ) -> bool:
+        """One publish handed to paho; the broker's PUBACK releases ``entry`` later. While paho reconnects
+        it is held (and handed over right after the CONNECT). ``held``: ``entry`` counts it already."""
         with self._lock:
-            refused = len(self._unconfirmed) >= self.publish_queue if qos else not self.connected.is_set()
-            if refused:
+            if self._reconnecting:
+                if entry is not None and not held:
+                    entry.outstanding += 1
+                self._held.append(_Retry(topic, body, qos, retain, entry))
+                return True
+            if held and entry is not None:
+                entry.outstanding -= 1
+            rc = _NO_CONN
+            mid = 0
+            if qos or self._up:
+                info = self.client.publish(topic, body, qos, retain)
+                rc, mid = info.rc, info.mid
+            # QoS 1 without a connection: paho keeps it and sends it after the CONNACK.
+            accepted = rc == _OK or (qos and rc == _NO_CONN)
+            if not accepted:
                 self.counters.publish_failures += 1
                 if entry is not None:
                     entry.outstanding += 1
                 self._retry.append(_Retry(topic, body, qos, retain, entry))
                 return False
             if qos:
-                mid = self._allocate_mid()
-                packet = mp.publish(encoded, body, qos, mid, retain)
-                self._unconfirmed[mid] = packet
                 self._by_mid[mid] = entry
                 if entry is not None:
                     entry.outstanding += 1
-            else:
-                packet = mp.publish(encoded, body, 0, 0, retain)
-            if self.connected.is_set():
-                self._out += packet
-                self._schedule_flush()
         return True
 
     def _confirm(self, mid: int) -> None:
         """Lock held: the broker confirmed publish ``mid``; release its message."""
-        if self._unconfirmed.pop(mid, None) is None:
-            return
-        entry = self._by_mid.pop(mid, None)
+        if mid not in self._by_mid:
+            return  # a QoS-0 publish written
+        entry = self._by_mid.pop(mid)
         if entry is not None:
             entry.outstanding -= 1
             if entry.done and not entry.outstanding and self._pending and self._pending[0] is entry:
@@ -374,7 +678,6 @@ class MqttTransport:
     def _ack_ready(self) -> None:
         """Acknowledge finished messages from the head of the queue, in arrival order (lock held)."""
         pending = self._pending
-        acked = False
         while pending:
             head = pending[0]
             stale = head.message.generation != self._generation
@@ -383,28 +686,7 @@ class MqttTransport:
             pending.popleft()
             del self._entries[id(head.message)]
             if not stale:
-                self._out += mp.puback(head.message.mid)
-                acked = True
-        if acked:
-            self._schedule_flush()
-
-    def _schedule_flush(self) -> None:
-        """Lock held: write the outgoing buffer soon (once per batch of publishes from the worker; the
-        I/O thread writes at the end of what it is doing)."""
-        if self._flush_scheduled or self.connection.in_io_thread():
-            return
-        self._flush_scheduled = True
-        self.connection.call_soon(self._flush_now)
-
-    def _flush_now(self) -> None:
-        """I/O thread: write what was queued, in one call."""
-        with self._lock:
-            self._flush_scheduled = False
-            if not self._out:
-                return
-            data = bytes(self._out)
-            self._out.clear()
-        self.connection.write(data)
+                self.client.ack(head.message.mid, head.message.qos)
 
     def _drop(self, topic: str) -> None:
         self.counters.dropped += 1
@@ -416,6 +698,8 @@ class MqttTransport:
             waiting = len(self._retry)
         for _ in range(waiting):
             with self._lock:
+                if not self._retry:
+                    break
                 retry = self._retry.popleft()
                 if retry.entry is not None:
                     retry.entry.outstanding -= 1
@@ -436,7 +720,14 @@ class MqttTransport:
         while time.monotonic() < deadline:
             self.retry_failed()
             with self._lock:
-                if not self._pending and not self._retry:
+                if not self._pending and not self._retry and not self._held:
                     return True
             time.sleep(0.01)
         return False
+
+    def fail(self, reason: str) -> None:
+        """An exception in the I/O thread: the agent must not go on looking alive (reported as fatal)."""
+        self.failure = reason
+        log.error(reason)
+        if self.on_fatal is not None:
+            self.on_fatal(reason)

@@ -67,8 +67,10 @@ def _install_amqtt_log_filter() -> None:
 class EmbeddedBroker:
     """amqtt's broker on its own asyncio loop in a daemon thread; ``port`` is set once ``start()`` returns."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, websockets: bool = False) -> None:
         self.port = 0
+        #: Listen for MQTT over WebSockets (``ws://``) instead of plain TCP.
+        self.websockets = websockets
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,7 +116,7 @@ class EmbeddedBroker:
         from amqtt.broker import Broker as AmqttBroker
 
         config: dict[str, Any] = {
-            "listeners": {"default": {"type": "tcp", "bind": f"{HOST}:0"}},
+            "listeners": {"default": {"type": "ws" if self.websockets else "tcp", "bind": f"{HOST}:0"}},
             "plugins": {_open_auth_plugin_path(): {}},
         }
         broker = AmqttBroker(config, loop=asyncio.get_running_loop())

@@ -40,7 +40,10 @@ __all__ = [
     "find_mosquitto",
     "local_config",
     "local_mosquitto",
+    "make_certs",
     "parse_config",
+    "supports_websockets",
+    "tls_listeners",
 ]
 
 #: The files a deployment mounts at /mosquitto/config (present in a checkout of the repository).
@@ -247,11 +250,13 @@ def local_config(
         "password_file": str(auth_dir / "passwd"),
         "acl_file": str(auth_dir / "acl"),
         "persistence_location": f"{data_dir}/",
+        "include_dir": str(auth_dir / "conf.d"),
     }
     present = parse_config(shipped)
     for key in moved:
-        if key not in present:
+        if key not in present and key != "include_dir":
             raise ValueError(f"the shipped mosquitto.conf has no {key} line to rewrite")
+    (auth_dir / "conf.d").mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     for raw in shipped.splitlines():
         key = raw.strip().partition(" ")[0] if not raw.strip().startswith("#") else ""
@@ -267,9 +272,59 @@ def local_config(
     return "\n".join(lines) + "\n" + _as_root()
 
 
+def make_certs(out: Path, server: str, ids: list[str]) -> Path:
+    """A CA, a server certificate for ``server`` and one client certificate per id in ``out``, made by the
+    shipped deploy/mosquitto/make-certs.sh (returns ``out``)."""
+    subprocess.run(
+        ["sh", str(SHIPPED_DIR / "make-certs.sh"), str(out), server, *ids],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return out
+
+
+def supports_websockets(binary: str | None = None) -> bool:
+    """Whether this Mosquitto was built with WebSockets (linked to libwebsockets)."""
+    binary = binary or find_mosquitto()
+    if binary is None or shutil.which("ldd") is None:
+        return False
+    linked = subprocess.run(["ldd", binary], capture_output=True, text=True, check=False).stdout
+    return "libwebsockets" in linked
+
+
+def tls_listeners(shipped: str, *, certs: Path, tls_port: int, wss_port: int | None) -> str:
+    """The shipped tls.conf for a local broker: its listeners on ``127.0.0.1`` at the given ports (the
+    WebSockets one dropped when ``wss_port`` is None) and its certificates taken from ``certs``."""
+    blocks: list[list[str]] = []
+    for raw in shipped.splitlines():
+        line = raw.strip()
+        if line.startswith("listener "):
+            blocks.append([])
+        if blocks and line and not line.startswith("#"):
+            blocks[-1].append(line)
+    out: list[str] = []
+    for block in blocks:
+        websockets = "protocol websockets" in block
+        port = wss_port if websockets else tls_port
+        if port is None:
+            continue
+        for line in block:
+            key, _, value = line.partition(" ")
+            if key == "listener":
+                line = f"listener {port} {HOST}"
+            elif key in ("cafile", "certfile", "keyfile"):
+                line = f"{key} {certs / Path(value).name}"
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 class ShippedMosquitto(MosquittoProcess):
     """deploy/mosquitto run locally (not started) with ``users`` (name -> password), or with the password
-    file and ACL that the shipped entry point wrote into ``workdir/auth`` when ``users`` is None."""
+    file and ACL that the shipped entry point wrote into ``workdir/auth`` when ``users`` is None.
+
+    With ``certs`` (a directory written by deploy/mosquitto/make-certs.sh) the shipped mutual-TLS listeners
+    (tls.conf) run too, on :attr:`tls_port` and, when this Mosquitto has WebSockets, :attr:`wss_port`."""
 
     def __init__(
         self,
@@ -280,9 +335,24 @@ class ShippedMosquitto(MosquittoProcess):
         conf: Path = SHIPPED_CONF,
         acl: Path = SHIPPED_ACL,
         port: int | None = None,
+        certs: Path | None = None,
     ) -> None:
         self.data_dir = workdir / "data"
         self.auth_dir = workdir / "auth"
+        self.tls_port: int | None = None
+        self.wss_port: int | None = None
+        if certs is not None:
+            self.tls_port = free_port()
+            self.wss_port = free_port() if supports_websockets() else None
+            (self.auth_dir / "conf.d").mkdir(parents=True, exist_ok=True)
+            (self.auth_dir / "conf.d" / "tls.conf").write_text(
+                tls_listeners(
+                    (SHIPPED_DIR / "tls.conf").read_text(),
+                    certs=certs,
+                    tls_port=self.tls_port,
+                    wss_port=self.wss_port,
+                )
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.auth_dir.mkdir(parents=True, exist_ok=True)
         if users is not None:

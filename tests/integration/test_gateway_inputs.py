@@ -233,7 +233,7 @@ def test_retained_input_messages_are_ignored_and_counted_once(
             publish(broker.url, f"edgedrift/{device}/samples", samples(10_000, 20))
         watches[before].wait_event("rejected")
         watches[live].wait_predictions(21)
-        connection = agent.transport.connection
+        connection = agent.transport
         for restarts in range(1, 6):
             broker.restart()
             deadline = time.monotonic() + 30

@@ -5,6 +5,7 @@ is read by another implementation."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 import uuid
@@ -100,9 +101,9 @@ def test_last_will_on_a_lost_connection_only(broker: Broker) -> None:
     )
     crashing.start(TIMEOUT_S)
     try:
-        loop, link = crashing.connection._loop, crashing.connection.link
-        assert loop is not None and link is not None and link.transport is not None
-        loop.call_soon_threadsafe(link.transport.abort)  # the TCP connection drops without DISCONNECT
+        sock = crashing.client.socket()
+        assert isinstance(sock, socket.socket)
+        sock.shutdown(socket.SHUT_RDWR)  # the TCP connection drops without DISCONNECT
         (will,) = seen.wait(status)
         assert json.loads(will) == {"state": "offline"}
         time.sleep(0.3)

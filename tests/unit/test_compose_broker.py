@@ -73,7 +73,7 @@ def test_mosquitto_conf_references_files_that_exist() -> None:
     assert mounted[config_dir] == "./deploy/mosquitto"
     assert service["entrypoint"][-1] == f"{config_dir}/entrypoint.sh"
     assert service["command"][-1] == f"{config_dir}/mosquitto.conf"
-    generated = {f"{auth_dir}/passwd", f"{auth_dir}/acl"}
+    generated = {f"{auth_dir}/passwd", f"{auth_dir}/acl", f"{auth_dir}/conf.d"}
     conf = mosquitto_conf()
     for key in ("password_file", "acl_file", "include_dir", "cafile", "certfile", "keyfile", "psk_file"):
         for path in conf.get(key, []):
@@ -104,6 +104,28 @@ def test_entrypoint_writes_every_user(tmp_path: Path) -> None:
     assert (tmp_path / "auth" / "passwd").stat().st_mode & 0o077 == 0, (
         "the password file is readable by others"
     )
+
+
+def test_entrypoint_includes_the_tls_listeners_only_with_certificates(tmp_path: Path) -> None:
+    env = environment(SERVICES["mosquitto"])
+    certs = tmp_path / "certs"
+    result = run_entrypoint(tmp_path, {**env, "MOSQUITTO_CERTS_DIR": str(certs)})
+    assert result.returncode == 0, result.stderr
+    assert list((tmp_path / "auth" / "conf.d").iterdir()) == [], "no certificates: no TLS listener"
+    certs.mkdir()
+    for name in ("ca.crt", "server.crt", "server.key"):
+        (certs / name).write_text(name)
+    result = run_entrypoint(tmp_path, {**env, "MOSQUITTO_CERTS_DIR": str(certs)})
+    assert result.returncode == 0, result.stderr
+    included = (tmp_path / "auth" / "conf.d" / "tls.conf").read_text()
+    assert included == (MOSQUITTO_DIR / "tls.conf").read_text()
+    assert "require_certificate true" in included and "use_identity_as_username true" in included
+    assert sorted(p.name for p in (tmp_path / "auth" / "certs").iterdir()) == [
+        "ca.crt",
+        "server.crt",
+        "server.key",
+    ]
+    assert (tmp_path / "auth" / "certs" / "server.key").stat().st_mode & 0o077 == 0
 
 
 @pytest.mark.parametrize(

@@ -286,7 +286,7 @@ def test_gateways_serve_metrics_where_prometheus_and_the_policies_look(overlay: 
         assert opened, f"{label(gateway)}: no policy lets Prometheus reach port {port}"
 
 
-@pytest.mark.parametrize("name", ["mosquitto.conf", "acl", "entrypoint.sh"])
+@pytest.mark.parametrize("name", ["mosquitto.conf", "acl", "entrypoint.sh", "tls.conf"])
 def test_broker_config_is_the_compose_stacks(name: str) -> None:
     """kustomize reads no file outside its directory, so base/mosquitto/ holds copies: kept equal here
     (after a change in deploy/mosquitto/, copy the file over)."""

@@ -137,6 +137,18 @@ mv "$auth_dir/healthcheck.new" "$auth_dir/healthcheck"
 mv "$passwd_file.new" "$passwd_file"
 mv "$auth_dir/acl.new" "$auth_dir/acl"
 
+# Mutual TLS (tls.conf): with the fleet's CA, the broker's certificate and its key mounted at
+# /mosquitto/certs (make-certs.sh), the TLS listeners are included; without them, none is.
+certs_dir=${MOSQUITTO_CERTS_DIR:-/mosquitto/certs}
+rm -rf "$auth_dir/conf.d" "$auth_dir/certs"
+mkdir -p "$auth_dir/conf.d"
+if [ -f "$certs_dir/ca.crt" ] && [ -f "$certs_dir/server.crt" ] && [ -f "$certs_dir/server.key" ]; then
+  mkdir -p "$auth_dir/certs"
+  cp "$certs_dir/ca.crt" "$certs_dir/server.crt" "$certs_dir/server.key" "$auth_dir/certs/"
+  cp "$config_dir/tls.conf" "$auth_dir/conf.d/tls.conf"
+  echo "mosquitto entrypoint: mutual-TLS listeners on 8883 (mqtts) and 8884 (wss)"
+fi
+
 # The broker runs as the mosquitto user: it must read its auth files and write its persistence store.
 if [ "$(id -u)" = 0 ] && id mosquitto >/dev/null 2>&1; then
   chown -R mosquitto:mosquitto "$auth_dir"
