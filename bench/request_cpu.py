@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from edgedrift_harness.cloud import CloudProcess
+from edgedrift_harness.cloud import CloudProcess, server_tree_env
 from edgedrift_harness.postgres import PG_ADMIN_URL, fresh_database, postgres_server
 from edgedrift_harness.proc import cpu_seconds, load_average, named_cpu_seconds, process_tree
 from edgedrift_harness.results import write_json
@@ -116,10 +115,7 @@ def measure(args: argparse.Namespace, server: CloudProcess) -> dict[str, Any]:
 def main() -> None:
     args = parse_args()
     env = dict(UNLIMITED)
-    if args.server_tree:
-        tree = args.server_tree.resolve()
-        paths = [str(tree / "cloud_trainer"), str(tree / "shared"), os.environ.get("PYTHONPATH", "")]
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    env.update(server_tree_env(args.server_tree))
     with (
         tempfile.TemporaryDirectory(prefix="edgedrift-request-cpu-") as tmp,
         postgres_server(args.pg_admin_url) as admin,

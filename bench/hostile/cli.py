@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import contextlib
 import multiprocessing
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ import httpx
 from sqlalchemy import create_engine, text
 from storm.cli import pct
 
-from edgedrift_harness.cloud import CloudProcess
+from edgedrift_harness.cloud import CloudProcess, server_tree_env
 from edgedrift_harness.postgres import PG_ADMIN_URL, fresh_database, postgres_server
 from edgedrift_harness.proc import load_average, rss_mb
 from edgedrift_harness.results import write_json
@@ -188,10 +187,7 @@ def main(description: str) -> None:
         "EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_MINUTE": str(args.budget_per_min),
         "EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_DEVICE_PER_MINUTE": "unlimited",
     }
-    if args.server_tree:
-        tree = args.server_tree.resolve()
-        paths = [str(tree / "cloud_trainer"), str(tree / "shared"), os.environ.get("PYTHONPATH", "")]
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    env.update(server_tree_env(args.server_tree))
     with (
         tempfile.TemporaryDirectory(prefix="edgedrift-hostile-") as tmp,
         postgres_server(args.pg_admin_url) as admin,

@@ -19,6 +19,17 @@ from edgedrift_harness.processes import log_tail, stop_process
 __all__ = ["CloudProcess", "CloudProcessError"]
 
 
+def server_tree_env(tree: Path | None) -> dict[str, str]:
+    """The environment that runs a cloud from another checkout's source (``--server-tree`` of the benches:
+    the tree before a change, measured in the same minutes): its ``cloud_trainer`` and ``shared`` first on
+    ``PYTHONPATH``; empty without a tree."""
+    if tree is None:
+        return {}
+    tree = tree.resolve()
+    paths = [str(tree / "cloud_trainer"), str(tree / "shared"), os.environ.get("PYTHONPATH", "")]
+    return {"PYTHONPATH": os.pathsep.join(filter(None, paths))}
+
+
 class CloudProcessError(RuntimeError):
     """The cloud trainer exited or did not become ready; the message ends with its log's tail."""
 

@@ -39,6 +39,7 @@ QUICK: dict[str, list[str]] = {
     "online_bls.py": ["--quick", "--json", "{tmp}/speed.json"],
     "real_streams.py": ["--quick", "--out", "{tmp}"],
     "rebalance_stream.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
+    "request_cpu.py": ["--devices", "20", "--requests", "200", "--json", "{tmp}/request_cpu.json"],
     "retune_cost.py": ["--quick", "--json", "{tmp}/retune_cost.json"],
     "session_cost.py": ["--quick", "--json", "{tmp}/session_cost.json"],
     "shrub_ensembles.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
