@@ -112,7 +112,7 @@ class HeartbeatExtra(TypedDict, total=False, extra_items=StatValue):  # type: ig
     id_reused: Count64
     #: The agent received nothing for this device for ``silent_after_s`` while connected (the fleet
     #: views' ``silent`` status: often a broker ACL that does not grant the gateway the device).
-    silent: bool
+    silent: Annotated[bool, Strict()]
 
 
 #: The statistics map of a request in JSON Schema terms (what :func:`_stat_names` checks).
