@@ -107,8 +107,8 @@ def gateway_sessions(data_dir: Path, devices: int, values: dict[str, Any]) -> tu
     from edgedrift.models.document import model_from_document
     from edgedrift_edge.agent import EdgeAgent  # noqa: F401  (the agent's modules, as a gateway has them)
     from edgedrift_edge.device import session_config
-    from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
-    from edgedrift_edge.session import DeviceSession
+    from edgedrift_edge.session.device_session import DeviceSession
+    from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel
     from edgedrift_edge.settings import AgentSettings
 
     X = np.load(data_dir / "X.npy")
@@ -131,7 +131,7 @@ def child_sessions(
     """A gateway's sessions in the child: ``sizing`` "fixed" (the former 50k entries per device; 50k /
     100k in a checkout with a separate join buffer and duplicate window) or "sized" (the gateway's
     buffers from ``delay`` = "label_delay_s,device_rate_per_s")."""
-    from edgedrift_edge.ledger import SessionConfig
+    from edgedrift_edge.session.ledger import SessionConfig
 
     merged = "recent_samples" in SessionConfig.__dataclass_fields__  # one window (this tree) or two
     label_delay_s, rate = (float(v) for v in delay.split(","))

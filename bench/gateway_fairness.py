@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edgedrift_edge.mqtt import broker_address, make_client
+from edgedrift_edge.transport.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto

@@ -10,7 +10,8 @@ Run as ``python bench/ingest/clients.py KIND PORT WORK_US``; prints ``ready`` on
   nothing to fight for the GIL;
 * ``gmqtt``: the asyncio client gmqtt, acknowledging through its non-optimistic callback (a coroutine per
   message); only when ``pip install gmqtt`` was run (it is not a dependency);
-* ``edgedrift``: the agent's :class:`~edgedrift_edge.transport.MqttTransport` with a worker thread taking
+* ``edgedrift``: the agent's :class:`~edgedrift_edge.transport.connection.MqttTransport` with a worker
+  thread taking
   batches, as the agent runs it.
 """
 
@@ -151,7 +152,7 @@ def gmqtt_client(port: int, spin_s: float) -> None:
 
 
 def edgedrift(port: int, spin_s: float) -> None:
-    from edgedrift_edge.transport import MqttTransport
+    from edgedrift_edge.transport.connection import MqttTransport
 
     transport = MqttTransport(f"mqtt://127.0.0.1:{port}", f"bench-{os.getpid()}", [SAMPLES], "bench/status")
     transport.start(10)

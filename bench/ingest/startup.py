@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from edgedrift_edge.mqtt import make_client
+from edgedrift_edge.transport.mqtt import make_client
 from edgedrift_harness.mqtt import Subscriber
 from edgedrift_harness.proc import rss_mb
 from ingest.lab import IngestLab, topic

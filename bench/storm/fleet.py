@@ -18,7 +18,8 @@ import numpy as np
 from edgedrift.wire import WINDOW_CONTENT_TYPE, LearnerParams, RetuneRequest, WindowHeader, encode_window
 from edgedrift_harness.proc import process_tree, rss_mb
 
-#: Agent defaults (edgedrift_edge.cloud): backoff base and cap for timeouts and 5xx without Retry-After.
+#: Agent defaults (edgedrift_edge.cloud.client): backoff base and cap for timeouts and 5xx without
+#: Retry-After.
 RETRY_BASE_S = 0.5
 RETRY_MAX_S = 30.0
 

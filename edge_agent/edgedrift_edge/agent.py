@@ -9,9 +9,9 @@ Pieces (each in its own module):
 
 * :class:`~edgedrift_edge.device.DeviceRuntime`: one device (its pure
   :class:`~edgedrift_edge.session.DeviceSession`, checkpoint store, topics, secret and schedule);
-* :class:`~edgedrift_edge.transport.MqttTransport`: bounded inbox, acknowledgements after processing,
-  checked publishes;
-* :class:`~edgedrift_edge.cloud.CloudClient`: recomputes, label batches, heartbeats and the gateway's
+* :class:`~edgedrift_edge.transport.connection.MqttTransport`: bounded inbox, acknowledgements after
+  processing, checked publishes;
+* :class:`~edgedrift_edge.cloud.client.CloudClient`: recomputes, label batches, heartbeats and the gateway's
   device list on their own thread, with deadlines and backoff.
 
 Threads: the transport's I/O thread reads and writes the socket and hands over messages in batches; the
@@ -23,10 +23,10 @@ service (status ``error``), never another. Supervision: when no device can work 
 dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
 a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
 
-The module is a little under 600 lines, so over 500 lines: it is the one composition root of the edge
-process, and what it holds beyond the wiring (the worker's dispatch and fair intake, the control queue,
-the status, silence and heartbeat rounds; the fairness rule itself is :mod:`~edgedrift_edge.fair_queue`) is
-the glue between the pieces above, which would only move into a module that reaches back into this one.
+The module is a little under 600 lines, so over 500 lines: it is the one composition root of the edge process,
+and what it holds beyond the wiring (the worker's dispatch and fair intake, the control queue, the status,
+silence and heartbeat rounds; the fairness rule itself is :mod:`~edgedrift_edge.buffers.fair_queue`) is the
+glue between the pieces above, which would only move into a module that reaches back into this one.
 """
 
 from __future__ import annotations
@@ -45,16 +45,16 @@ from functools import partial
 from typing import Any
 
 from edgedrift_edge import tracing
-from edgedrift_edge.cloud import CloudClient
+from edgedrift_edge.buffers.fair_queue import FairQueues
+from edgedrift_edge.cloud.client import CloudClient
 from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, configured_devices, session_config, spread
 from edgedrift_edge.device_ids import DeviceIds
-from edgedrift_edge.fair_queue import FairQueues
-from edgedrift_edge.messages import count_items
 from edgedrift_edge.metrics import AgentMetrics
-from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
-from edgedrift_edge.session import DeviceSession, Output
+from edgedrift_edge.session.device_session import DeviceSession, Output
+from edgedrift_edge.session.messages import count_items
+from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.settings import AgentSettings
-from edgedrift_edge.transport import Inbound, MqttTransport
+from edgedrift_edge.transport.connection import Inbound, MqttTransport
 from edgedrift_edge.watchdog import watch
 
 __all__ = ["MAX_CONSECUTIVE_ERRORS", "EdgeAgent", "configured_devices", "session_config"]
@@ -315,7 +315,8 @@ class EdgeAgent:
         """Messages from the inbox into their devices' queues. A single-device agent takes a batch only
         once the last one is handled (the inbox's back-pressure then holds the rest at the broker); a
         gateway takes what arrived after every round, refusing a device past its share under pressure
-        (:mod:`~edgedrift_edge.fair_queue`), so a quiet device's message is queued soon after it came."""
+        (:mod:`~edgedrift_edge.buffers.fair_queue`), so a quiet device's message is queued soon after it
+        came."""
         fair = len(self.devices) > 1
         if self.queues and not fair:
             return

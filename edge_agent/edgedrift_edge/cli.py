@@ -26,8 +26,8 @@ from pydantic_core import PydanticUndefined
 
 from edgedrift.cli import Formatter, Parser, add_version, run_command
 from edgedrift.secrets import secrets_from_files
-from edgedrift_edge.mqtt import with_password
 from edgedrift_edge.settings import ENV_PREFIX, SECRET_FIELDS, AgentSettings, SettingsError
+from edgedrift_edge.transport.mqtt import with_password
 
 #: The thread-count variables of the BLAS and OpenMP runtimes numpy may load.
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")

@@ -23,14 +23,14 @@ from typing import Any
 from edgedrift.window import delay_buffer_size
 from edgedrift.wire import Heartbeat
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
-from edgedrift_edge.cloud import CloudClient, CloudError
-from edgedrift_edge.event_summary import SUMMARY_INTERVAL_S
-from edgedrift_edge.ledger import Counters, Event, Output, SessionConfig
-from edgedrift_edge.messages import count_items
-from edgedrift_edge.recompute import LabelBatch, Trainer
-from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.cloud.client import CloudClient, CloudError
+from edgedrift_edge.session.device_session import DeviceSession
+from edgedrift_edge.session.event_summary import SUMMARY_INTERVAL_S
+from edgedrift_edge.session.ledger import Counters, Event, Output, SessionConfig
+from edgedrift_edge.session.messages import count_items
+from edgedrift_edge.session.trainer import LabelBatch, Trainer
 from edgedrift_edge.settings import AgentSettings, SettingsError, device_list, device_topics
-from edgedrift_edge.transport import Inbound, MqttTransport
+from edgedrift_edge.transport.connection import Inbound, MqttTransport
 
 log = logging.getLogger("edgedrift_edge")
 

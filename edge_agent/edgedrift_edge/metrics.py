@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from edgedrift_edge.device import DeviceRuntime
-    from edgedrift_edge.transport import MqttTransport
+    from edgedrift_edge.transport.connection import MqttTransport
 
 #: The label of the devices past ``metrics_device_labels``.
 OTHER = "_other"

@@ -21,7 +21,7 @@ import paho.mqtt.client as mqtt
 
 from edgedrift.data import Stream
 from edgedrift.protocol import Protocol
-from edgedrift_edge.mqtt import broker_address, make_client, redact
+from edgedrift_edge.transport.mqtt import broker_address, make_client, redact
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pydantic import (
 from edgedrift.ids import DEVICE_ID_PATTERN
 from edgedrift.limits import MAX_FEATURES
 from edgedrift.secrets import SecretFileError, secrets_from_files, weak_secret_reason
-from edgedrift_edge.mqtt import parse_broker_url, with_password
+from edgedrift_edge.transport.mqtt import parse_broker_url, with_password
 
 ENV_PREFIX = "EDGEDRIFT_EDGE_"
 #: Settings that may be read from a file named by ``EDGEDRIFT_EDGE_<NAME>_FILE``.

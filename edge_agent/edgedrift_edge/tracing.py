@@ -27,7 +27,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from edgedrift.telemetry import configure_tracing, tracing_active
-from edgedrift_edge.recompute import RecomputeRequest
+from edgedrift_edge.session.trainer import RecomputeRequest
 
 tracer = trace.get_tracer("edgedrift_edge")
 #: Open recompute spans kept at most (one per device with a pending request; a gateway's devices).

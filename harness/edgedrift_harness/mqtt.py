@@ -25,7 +25,7 @@ import numpy as np
 import paho.mqtt.client as mqtt
 
 from edgedrift.models.losses import FloatArray
-from edgedrift_edge.mqtt import broker_address, make_client, redact
+from edgedrift_edge.transport.mqtt import broker_address, make_client, redact
 
 __all__ = ["DeviceWatcher", "PredictionCollector", "Subscriber", "publish"]
 

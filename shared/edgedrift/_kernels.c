@@ -22,9 +22,9 @@
  *   givens_update   OnlineBLS._rank_one_update's Givens rotations (scipy's BLAS drot) (learners/online_bls.py)
  *   forest_proba_one PackedForest.proba of one row: every tree's descent and leaf (learners/packed_forest.py)
  *   druid_steps     DruidMonitor.update_many's test at every step of a batch (monitors/druid.py)
- *   sample_columns  the columns of a decoded batch of samples            (edgedrift_edge/messages.py)
+ *   sample_columns  the columns of a decoded batch of samples            (edgedrift_edge/session/messages.py)
  *   id_find, id_find_many, id_place, id_place_many, id_unplace, id_unplace_many
- *                   the open-addressing table of sample ids of edgedrift_edge.id_index (linear probing,
+ *                   the open-addressing table of sample ids of edgedrift_edge.buffers.id_index (linear probing,
  *                   backward-shift deletion; entries are slot + 1 in an int16 or int32 table)
  */
 #define PY_SSIZE_T_CLEAN
@@ -1290,7 +1290,7 @@ static PyObject *druid_steps(PyObject *self, PyObject *const *args, Py_ssize_t n
 }
 
 /* sample_columns(items, d, classification, next_seq, unset, X, y, ts) -> the ids, or None.
- * The columns of a decoded batch (edgedrift_edge.messages._fast): items are objects with attributes x (a
+ * The columns of a decoded batch (edgedrift_edge.session.messages._fast): items are objects with attributes x (a
  * list of d floats), id (an int or str, or unset: next_seq + its position), y and ts (a float or None:
  * NaN); X (n, d), y and ts (n) are filled. None, with the arrays partly written, when a row is not d
  * floats or, for classification, a label is not -1 or +1: the caller then reads the message the general
@@ -1378,7 +1378,7 @@ fail:
     return NULL;
 }
 
-/* --- the id table of edgedrift_edge.id_index ------------------------------------------------------------
+/* --- the id table of edgedrift_edge.buffers.id_index ------------------------------------------------------------
  * A power-of-two table of slot + 1 (0 = empty), int16 or int32; the ids' words in two uint64 arrays indexed
  * by slot; an id's home is the top bits of (key ^ check) * golden (Fibonacci hashing, IdIndex). */
 

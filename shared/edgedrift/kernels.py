@@ -33,9 +33,9 @@ in the same order of operations as the numpy code it replaces:
 * ``druid_steps``: DRUiD's test at every step of a batch
   (:meth:`~edgedrift.monitors.DruidMonitor.update_many`);
 * ``sample_columns``: the ids and the x, y, ts columns of a decoded batch of samples
-  (``edgedrift_edge.messages``);
+  (``edgedrift_edge.session.messages``);
 * ``id_find`` … ``id_unplace_many``: the probing of the hash table of sample ids behind the edge agent's
-  recent samples (``edgedrift_edge.id_index``: find, insert, backward-shift delete).
+  recent samples (``edgedrift_edge.buffers.id_index``: find, insert, backward-shift delete).
 
 The numpy code stays the reference. Only the dot products may sum in another order than BLAS does, so
 the two agree to rounding (``tests/unit/test_kernels.py``, ``test_newton_batch_kernel.py``,

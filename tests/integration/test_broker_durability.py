@@ -24,7 +24,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from edgedrift_edge.mqtt import make_client
+from edgedrift_edge.transport.mqtt import make_client
 from edgedrift_harness.mosquitto import SHIPPED_CONF, ShippedMosquitto, parse_config
 from edgedrift_harness.mqtt import publish as publish_to
 

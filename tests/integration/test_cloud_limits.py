@@ -28,8 +28,8 @@ from edgedrift.wire import (
     history_rows,
 )
 from edgedrift_cloud.history import pack
-from edgedrift_edge.cloud import CloudClient
-from edgedrift_edge.recompute import LabelBatch
+from edgedrift_edge.cloud.client import CloudClient
+from edgedrift_edge.session.trainer import LabelBatch
 
 A = DEVICES["dev-a"]
 BINARY = {"Content-Type": WINDOW_CONTENT_TYPE}

@@ -14,7 +14,7 @@ import pytest
 from support.cloud import DEVICES, CloudServer
 
 from edgedrift.wire import Heartbeat
-from edgedrift_edge.cloud import CloudClient, CloudError
+from edgedrift_edge.cloud.client import CloudClient, CloudError
 
 
 def test_many_calls_at_once_keep_to_the_concurrency_and_all_arrive(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from edgedrift.protocol import Protocol
 from edgedrift_edge.agent import EdgeAgent
-from edgedrift_edge.session import Output
+from edgedrift_edge.session.device_session import Output
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_harness import faults
 from edgedrift_harness.faults import FaultLab, Ledger

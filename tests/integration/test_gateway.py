@@ -19,7 +19,7 @@ from edgedrift.data import Stream
 from edgedrift.data.generators import sine1plus
 from edgedrift.protocol import Protocol
 from edgedrift_edge.agent import EdgeAgent
-from edgedrift_edge.cloud import CloudClient
+from edgedrift_edge.cloud.client import CloudClient
 from edgedrift_edge.replay import ReplayPlan, replay
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_eval.runner import RunSpec, run_one

@@ -19,7 +19,7 @@ import pytest
 from support.cloud import OPERATOR, CloudServer
 from support.compose import run_entrypoint
 
-from edgedrift_edge.mqtt import broker_address, make_client
+from edgedrift_edge.transport.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import MosquittoProcess, ShippedMosquitto, local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher, Subscriber, publish

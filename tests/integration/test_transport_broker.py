@@ -1,6 +1,6 @@
-"""edgedrift_edge.transport against real brokers: Mosquitto (plain, TLS, with passwords) and the embedded
-amqtt broker the demo falls back to. Watchers are paho clients, so every packet the agent's codec writes
-is read by another implementation."""
+"""edgedrift_edge.transport.connection against real brokers: Mosquitto (plain, TLS, with passwords) and the
+embedded amqtt broker the demo falls back to. Watchers are paho clients, so every packet the agent's codec
+writes is read by another implementation."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from edgedrift_edge.transport import MqttTransport
+from edgedrift_edge.transport.connection import MqttTransport
 from edgedrift_harness.broker import Broker, start_broker
 from edgedrift_harness.mosquitto import MosquittoProcess, ShippedMosquitto
 from edgedrift_harness.mqtt import Subscriber, publish

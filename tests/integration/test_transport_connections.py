@@ -1,6 +1,6 @@
-"""edgedrift_edge.transport over the connections a fleet meets: the shipped Mosquitto's mutual-TLS listener
-(certificates from deploy/mosquitto/make-certs.sh) over MQTT 3.1.1 and 5, WebSockets, an IPv6 broker with
-a password file, a half-open connection (a proxy that stops forwarding) and a broker that sends packets
+"""edgedrift_edge.transport.connection over the connections a fleet meets: the shipped Mosquitto's mutual-TLS
+listener (certificates from deploy/mosquitto/make-certs.sh) over MQTT 3.1.1 and 5, WebSockets, an IPv6 broker
+with a password file, a half-open connection (a proxy that stops forwarding) and a broker that sends packets
 paho cannot decode. Brokers are real processes (Mosquitto) or amqtt where Mosquitto lacks the feature."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from edgedrift_edge.settings import AgentSettings
-from edgedrift_edge.transport import MqttTransport
+from edgedrift_edge.transport.connection import MqttTransport
 from edgedrift_harness.embedded import EmbeddedBroker
 from edgedrift_harness.mosquitto import MosquittoProcess, ShippedMosquitto, local_mosquitto, make_certs
 from edgedrift_harness.mqtt import Subscriber, publish

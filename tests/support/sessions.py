@@ -11,8 +11,8 @@ import numpy as np
 
 from edgedrift.training.linear import train_linear
 from edgedrift_edge.device import session_config
-from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
-from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.session.device_session import DeviceSession
+from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel
 from edgedrift_edge.settings import AgentSettings
 
 D = 3

@@ -84,6 +84,16 @@ def test_no_source_file_is_over_500_lines_unless_its_docstring_says_why() -> Non
 def test_the_edge_speaks_mqtt_through_paho_in_one_place() -> None:
     """The transport and the URL module are the edge's only importers of paho; no own MQTT codec is left."""
     edge = PACKAGES["edgedrift_edge"]
-    users = sorted(p.name for p in edge.rglob("*.py") if "paho" in imports(p))
-    assert users == ["mqtt.py", "replay.py", "transport.py"]
+    users = sorted(p.relative_to(edge).as_posix() for p in edge.rglob("*.py") if "paho" in imports(p))
+    assert users == ["replay.py", "transport/connection.py", "transport/mqtt.py"]
     assert not [p for p in edge.rglob("*.py") if p.stem in ("mqtt_packets", "mqtt_connection")]
+
+
+def test_the_edge_groups_its_modules_by_concept() -> None:
+    """The session and what it owns, the buffers, the transport and the cloud client are subpackages; no
+    top-level module carries one of their names as a prefix (``session_*.py``) instead of living inside."""
+    edge = PACKAGES["edgedrift_edge"]
+    groups = {p.name for p in edge.iterdir() if (p / "__init__.py").is_file()}
+    assert {"session", "buffers", "transport", "cloud"} <= groups
+    prefixed = [p.name for p in edge.glob("*.py") if p.stem.split("_")[0] in groups]
+    assert prefixed == []

@@ -14,7 +14,7 @@ from edgedrift.cli import build_parser, plain
 from edgedrift_edge.cli import RUN_GROUPS
 from edgedrift_edge.cli import build_parser as edge_parser
 from edgedrift_edge.settings import MAX_PUBLISH_QUEUE, AgentSettings, SettingsError
-from edgedrift_edge.transport import MAX_UNCONFIRMED, MqttTransport
+from edgedrift_edge.transport.connection import MAX_UNCONFIRMED, MqttTransport
 
 MARKUP = re.compile(r"``|:[a-z]+(:[a-z]+)?:`")
 

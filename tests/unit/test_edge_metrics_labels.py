@@ -12,10 +12,10 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from edgedrift_edge.agent import EdgeAgent
-from edgedrift_edge.ledger import Counters
 from edgedrift_edge.metrics import OTHER, AgentMetrics, kernel_path
+from edgedrift_edge.session.ledger import Counters
 from edgedrift_edge.settings import AgentSettings
-from edgedrift_edge.transport import TransportCounters
+from edgedrift_edge.transport.connection import TransportCounters
 
 
 def fake_agent(devices: dict[str, Counters], checkpointed: dict[str, float]) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.session.device_session import DeviceSession
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "embedding.md"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from support.sessions import gateway, running
 
-from edgedrift_edge.event_summary import EventSummaries
+from edgedrift_edge.session.event_summary import EventSummaries
 
 
 class Clock:

@@ -18,7 +18,7 @@ from edgedrift.models.losses import FloatArray
 from edgedrift.monitors import DruidMonitor
 from edgedrift.training.linear import train_linear
 from edgedrift.window import CountWindow
-from edgedrift_edge.messages import _BATCH, content_keys, content_keys_of, parse_samples
+from edgedrift_edge.session.messages import _BATCH, content_keys, content_keys_of, parse_samples
 
 # The 1e200 row overflows in the numpy path's gradient checks, as it should.
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")

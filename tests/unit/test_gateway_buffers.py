@@ -15,14 +15,14 @@ from support.sessions import DELAY, RATE, gateway, running, sample, train
 
 from edgedrift import state
 from edgedrift.window import delay_buffer_size
-from edgedrift_edge import session_codec as codec
-from edgedrift_edge import session_dedup
 from edgedrift_edge.agent import EdgeAgent
+from edgedrift_edge.buffers.id_index import id_key
 from edgedrift_edge.checkpoints import CheckpointStore
 from edgedrift_edge.device import session_config
-from edgedrift_edge.id_index import id_key
-from edgedrift_edge.messages import CONTENT_HASH, UNKNOWN_CONTENT, content_keys_of
-from edgedrift_edge.session import DeviceSession, Output
+from edgedrift_edge.session import codec
+from edgedrift_edge.session import dedup as session_dedup
+from edgedrift_edge.session.device_session import DeviceSession, Output
+from edgedrift_edge.session.messages import CONTENT_HASH, UNKNOWN_CONTENT, content_keys_of
 from edgedrift_edge.settings import AgentSettings, SettingsError
 
 SIZE = delay_buffer_size(RATE, DELAY)  # ceil(2 * 50 * 1.5) = 150
@@ -169,7 +169,7 @@ def test_a_checkpoint_written_by_the_ordered_dict_buffers_still_restores(tmp_pat
 
 def _python_tuple_hash(x: list[float], y: float, ts: float) -> int:
     """The content digest checkpoints kept before the stable one: CPython's hash of (*x, y, ts), NaN as a
-    fixed stand-in (edgedrift_edge.messages.content_keys until issue 29)."""
+    fixed stand-in (edgedrift_edge.session.messages.content_keys until issue 29)."""
     nan_key = -7.7e-311
     return hash((*x, y if y == y else nan_key, ts if ts == ts else nan_key))
 

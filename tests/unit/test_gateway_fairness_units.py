@@ -10,12 +10,12 @@ import pytest
 from pydantic import ValidationError
 
 from edgedrift.limits import MAX_FEATURES
-from edgedrift_edge.fair_queue import Arrivals, FairQueues
-from edgedrift_edge.id_index import id_key
-from edgedrift_edge.ledger import SessionConfig
-from edgedrift_edge.messages import parse_samples
-from edgedrift_edge.recent_samples import ENTRY_BYTES, RecentSamples
-from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.buffers.fair_queue import Arrivals, FairQueues
+from edgedrift_edge.buffers.id_index import id_key
+from edgedrift_edge.buffers.recent_samples import ENTRY_BYTES, RecentSamples
+from edgedrift_edge.session.device_session import DeviceSession
+from edgedrift_edge.session.ledger import SessionConfig
+from edgedrift_edge.session.messages import parse_samples
 from edgedrift_edge.settings import AgentSettings
 
 

@@ -11,7 +11,7 @@ import pytest
 from edgedrift.ids import device_id_problem, shown_id
 from edgedrift_edge.checkpoints import CheckpointStore
 from edgedrift_edge.device_ids import DeviceIds
-from edgedrift_edge.session import DeviceSession, SessionConfig
+from edgedrift_edge.session.device_session import DeviceSession, SessionConfig
 from edgedrift_edge.settings import SettingsError
 
 BAD = ["a+b", "#", "x/y", "../../escape", "z" * 300, "", "-lead", "dot.ted", "new\nline"]

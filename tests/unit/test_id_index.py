@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edgedrift import kernels
-from edgedrift_edge.id_index import IdIndex, id_key
+from edgedrift_edge.buffers.id_index import IdIndex, id_key
 
 COMPILED = kernels.MODULE
 

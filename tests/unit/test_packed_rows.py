@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgedrift_edge.packed_rows import PackedRows
+from edgedrift_edge.buffers.packed_rows import PackedRows
 
 
 def test_rows_come_back_bit_exact_in_order_whatever_their_width() -> None:

@@ -10,12 +10,12 @@ from collections import OrderedDict
 import numpy as np
 
 from edgedrift import state
-from edgedrift_edge.id_index import id_key
-from edgedrift_edge.ledger import SessionConfig
-from edgedrift_edge.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId, Samples, content_keys
-from edgedrift_edge.recent_samples import RecentSamples
-from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
-from edgedrift_edge.session import DeviceSession
+from edgedrift_edge.buffers.id_index import id_key
+from edgedrift_edge.buffers.recent_samples import RecentSamples
+from edgedrift_edge.session.device_session import DeviceSession
+from edgedrift_edge.session.ledger import SessionConfig
+from edgedrift_edge.session.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId, Samples, content_keys
+from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel
 
 
 def row(i: int, d: int = 3) -> np.ndarray:

@@ -8,7 +8,7 @@ from collections import deque
 import numpy as np
 import pytest
 
-from edgedrift_edge.score_window import ScoreWindow
+from edgedrift_edge.buffers.score_window import ScoreWindow
 
 
 def test_the_ring_matches_a_bounded_deque_while_it_grows_and_wraps() -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from edgedrift import state
 from edgedrift.training.linear import train_linear
-from edgedrift_edge.recompute import RecomputeFailure, RecomputeRequest, TrainedModel
-from edgedrift_edge.session import DeviceSession, Output, SessionConfig
+from edgedrift_edge.session.device_session import DeviceSession, Output, SessionConfig
+from edgedrift_edge.session.trainer import RecomputeFailure, RecomputeRequest, TrainedModel
 
 D = 3
 BETA = np.array([1.0, -1.0, 0.5])

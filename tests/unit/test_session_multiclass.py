@@ -16,11 +16,11 @@ from edgedrift.data import sine_mc
 from edgedrift.models.document import model_from_document
 from edgedrift.protocol import Protocol
 from edgedrift.training.window import train_window
-from edgedrift_edge.ledger import Counters
-from edgedrift_edge.messages import parse_labels, parse_samples
-from edgedrift_edge.recompute import RecomputeRequest, TrainedModel
 from edgedrift_edge.replay import ReplayPlan, messages
-from edgedrift_edge.session import DeviceSession, Output, SessionConfig
+from edgedrift_edge.session.device_session import DeviceSession, Output, SessionConfig
+from edgedrift_edge.session.ledger import Counters
+from edgedrift_edge.session.messages import parse_labels, parse_samples
+from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_eval.runner import RunSpec, run_one
 

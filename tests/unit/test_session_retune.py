@@ -13,8 +13,8 @@ from edgedrift import state
 from edgedrift.strategies.channel import EdgeTune
 from edgedrift.strategies.retuned import RetunedLearner
 from edgedrift.training.linear import train_linear
-from edgedrift_edge.recompute import LabelBatch, RecomputeRequest, TrainedModel
-from edgedrift_edge.session import DeviceSession, SessionConfig
+from edgedrift_edge.session.device_session import DeviceSession, SessionConfig
+from edgedrift_edge.session.trainer import LabelBatch, RecomputeRequest, TrainedModel
 
 TUNE = EdgeTune({"scale_alpha": 0.1, "forgetting": 0.98, "prior": 1.0}, 0.9, 300, anchor=False)
 
@@ -135,7 +135,7 @@ def test_a_pending_retuning_request_survives_a_checkpoint() -> None:
 def test_the_cloud_clients_label_outbox_is_bounded_per_device() -> None:
     """With the cloud unreachable, batches wait (retrying) up to the outbox; the next one is dropped at
     once, another device's batches are not affected."""
-    from edgedrift_edge.cloud import CloudClient
+    from edgedrift_edge.cloud.client import CloudClient
 
     client = CloudClient("http://127.0.0.1:9", retry_base_s=0.05, retry_max_s=0.1)
     X, y = np.zeros((3, 2)), np.ones(3)

@@ -1,8 +1,8 @@
-"""edgedrift_edge.transport.MqttTransport without a broker: the inbox, back-pressure and the acknowledgement
-bookkeeping on top of paho-mqtt. The test thread plays the I/O thread: it hands the transport what paho's
-callbacks would have queued (messages, confirmations, a lost connection) and records the acknowledgements
-the transport gives paho (``Client.ack``, spied on; paho itself runs unchanged and, with no socket, keeps
-what is published for the next connection)."""
+"""edgedrift_edge.transport.connection.MqttTransport without a broker: the inbox, back-pressure and the
+acknowledgement bookkeeping on top of paho-mqtt. The test thread plays the I/O thread: it hands the transport
+what paho's callbacks would have queued (messages, confirmations, a lost connection) and records the
+acknowledgements the transport gives paho (``Client.ack``, spied on; paho itself runs unchanged and, with no
+socket, keeps what is published for the next connection)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import MQTTErrorCode
 
-from edgedrift_edge.mqtt import parse_broker_url
 from edgedrift_edge.settings import AgentSettings, SettingsError
-from edgedrift_edge.transport import Inbound, MqttTransport
+from edgedrift_edge.transport.connection import Inbound, MqttTransport
+from edgedrift_edge.transport.mqtt import parse_broker_url
 
 TOPIC = "edgedrift/d/samples"
 
@@ -239,7 +239,7 @@ def test_a_raw_password_with_a_slash_is_never_printed() -> None:
 
 def test_ipv6_urls_keep_their_brackets_when_a_password_is_put_in() -> None:
     from edgedrift_edge.cli import replay_broker_url
-    from edgedrift_edge.mqtt import parse_broker_url, redact
+    from edgedrift_edge.transport.mqtt import parse_broker_url, redact
 
     s = AgentSettings.load(
         {"broker_password": "pa/ss"},

@@ -116,7 +116,7 @@ def test_shrub_labels_must_be_integers_and_ragged_rows_are_named() -> None:
 
 def test_class_names_name_every_class_once_and_reach_the_document() -> None:
     from edgedrift.training.window import train_window
-    from edgedrift_edge.cloud import _check_class_names
+    from edgedrift_edge.cloud.client import _check_class_names
 
     header = WindowHeader(
         task="classification", learner="logistic", n_classes=3, class_names=["oak", "ash", "elm"]

@@ -17,7 +17,7 @@ from typing import Any, Self
 
 from edgedrift.data import Stream
 from edgedrift.data.generators import sine1plus
-from edgedrift_edge.mqtt import broker_address, make_client
+from edgedrift_edge.transport.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto

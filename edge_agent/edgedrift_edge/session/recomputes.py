@@ -17,10 +17,16 @@ from edgedrift.strategies import Strategy, TrainSpec
 from edgedrift.strategies.channel import EdgeTune
 from edgedrift.strategies.retuned import RetunedLearner
 from edgedrift.wire import RetuneRequest
-from edgedrift_edge.ledger import Counters, Event, SessionConfig
-from edgedrift_edge.packed_rows import PackedRows
-from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel, Trainer
-from edgedrift_edge.session_codec import scalar_stats
+from edgedrift_edge.buffers.packed_rows import PackedRows
+from edgedrift_edge.session.codec import scalar_stats
+from edgedrift_edge.session.ledger import Counters, Event, SessionConfig
+from edgedrift_edge.session.trainer import (
+    LabelBatch,
+    RecomputeFailure,
+    RecomputeRequest,
+    TrainedModel,
+    Trainer,
+)
 
 
 class RecomputesMixin:

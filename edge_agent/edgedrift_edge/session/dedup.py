@@ -1,6 +1,6 @@
 """The deduplication half of a device's session: which samples of a message are new, which repeat one
 already processed (a QoS-1 redelivery) and which reuse an id with other content (a sensor that restarted
-its count), against the device's :class:`~edgedrift_edge.recent_samples.RecentSamples`. A mixin of
+its count), against the device's :class:`~edgedrift_edge.buffers.recent_samples.RecentSamples`. A mixin of
 :class:`~edgedrift_edge.session.DeviceSession` (no state of its own)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgedrift_edge.id_index import IntArray, distinct, id_key
-from edgedrift_edge.ledger import Counters
-from edgedrift_edge.messages import UNKNOWN_CONTENT, SampleId, Samples, content_keys, content_keys_of
-from edgedrift_edge.recent_samples import RecentSamples
+from edgedrift_edge.buffers.id_index import IntArray, distinct, id_key
+from edgedrift_edge.buffers.recent_samples import RecentSamples
+from edgedrift_edge.session.ledger import Counters
+from edgedrift_edge.session.messages import UNKNOWN_CONTENT, SampleId, Samples, content_keys, content_keys_of
 
 #: Samples of a message from which its ids go through the windows in one vectorised pass.
 BATCH_WORDS = 8

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from edgedrift import kernels
-from edgedrift_edge.messages import SampleId
+from edgedrift_edge.session.messages import SampleId
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _WORD = (1 << 64) - 1

@@ -12,15 +12,15 @@ Every sample of every message is accounted for: predicted (``predictions``), rej
 one summary event per message), or it was an exact redelivery of a sample already predicted
 (``duplicates``; it is predicted again, not learned again). The transport counts what it drops.
 
-Recomputes go through the injected :data:`~edgedrift_edge.recompute.Trainer`. It answers at once in
+Recomputes go through the injected :data:`~edgedrift_edge.session.trainer.Trainer`. It answers at once in
 sync mode (then the deployed run equals the offline evaluator's) and returns None in async mode: the
 model arrives later through :meth:`DeviceSession.install`. A request the cloud refuses for good puts
 the session on a cool-down instead of asking again on every sample.
 
-The types and counters live in :mod:`~edgedrift_edge.ledger`, the recompute half of the state machine in
-:mod:`~edgedrift_edge.session_recompute`, its reports in :mod:`~edgedrift_edge.session_reports`, the
-checkpoint codec in :mod:`~edgedrift_edge.session_codec`. It is over 500 lines because the running
-half (samples one by one and batch messages, which must report the same predictions) stays in one place.
+The types and counters live in :mod:`~edgedrift_edge.session.ledger`, the recompute half of the state machine
+in :mod:`~edgedrift_edge.session.recomputes`, its reports in :mod:`~edgedrift_edge.session.reports`, the
+checkpoint codec in :mod:`~edgedrift_edge.session.codec`. It is over 500 lines because the running half
+(samples one by one and batch messages, which must report the same predictions) stays in one place.
 """
 
 from __future__ import annotations
@@ -40,20 +40,20 @@ from edgedrift.guard import RangeGuard, screen_first_window
 from edgedrift.loop import EdgeLoop
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import Context, get_strategy
-from edgedrift_edge import session_codec as codec
-from edgedrift_edge.event_summary import EventSummaries
-from edgedrift_edge.id_index import IntArray, id_key
-from edgedrift_edge.ledger import Counters, Event, Output, Prediction, SessionConfig
-from edgedrift_edge.messages import MessageError, Rejection, SampleId, Samples
-from edgedrift_edge.packed_rows import PackedRows
-from edgedrift_edge.recent_samples import RecentSamples
-from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
-from edgedrift_edge.score_window import ScoreWindow
-from edgedrift_edge.session_classes import ClassesMixin
-from edgedrift_edge.session_dedup import DedupMixin
-from edgedrift_edge.session_recompute import RecomputesMixin
-from edgedrift_edge.session_reports import OUTLIER_REASON, REASONS_PER_EVENT, ReportsMixin
-from edgedrift_edge.session_warmup import MIN_WARMUP_LABELS, WarmupMixin, is_label_rejection
+from edgedrift_edge.buffers.id_index import IntArray, id_key
+from edgedrift_edge.buffers.packed_rows import PackedRows
+from edgedrift_edge.buffers.recent_samples import RecentSamples
+from edgedrift_edge.buffers.score_window import ScoreWindow
+from edgedrift_edge.session import codec
+from edgedrift_edge.session.classes import ClassesMixin
+from edgedrift_edge.session.dedup import DedupMixin
+from edgedrift_edge.session.event_summary import EventSummaries
+from edgedrift_edge.session.ledger import Counters, Event, Output, Prediction, SessionConfig
+from edgedrift_edge.session.messages import MessageError, Rejection, SampleId, Samples
+from edgedrift_edge.session.recomputes import RecomputesMixin
+from edgedrift_edge.session.reports import OUTLIER_REASON, REASONS_PER_EVENT, ReportsMixin
+from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
+from edgedrift_edge.session.warmup import MIN_WARMUP_LABELS, WarmupMixin, is_label_rejection
 
 __all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "SessionConfig"]
 
@@ -117,7 +117,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         """A session whose recomputes the cloud's training answers in this process, at once, for an
         application that embeds a device (docs/embedding.md). ``config``: fields of :class:`SessionConfig`
         (``strategy``, ``warmup_samples``, ``classes``, ...); needs the core's ``training`` extra."""
-        from edgedrift_edge.in_process import check_in_process, in_process_trainer
+        from edgedrift_edge.cloud.in_process import check_in_process, in_process_trainer
 
         if config.get("classes") is not None:
             config["classes"] = tuple(config["classes"])

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from edgedrift.labels import ClassLabels
-from edgedrift_edge.ledger import Prediction, SessionConfig
-from edgedrift_edge.messages import Rejection, SampleId, Samples, parse_labels, parse_samples
-from edgedrift_edge.score_window import ScoreWindow
+from edgedrift_edge.buffers.score_window import ScoreWindow
+from edgedrift_edge.session.ledger import Prediction, SessionConfig
+from edgedrift_edge.session.messages import Rejection, SampleId, Samples, parse_labels, parse_samples
 
 
 class ClassesMixin:

@@ -18,10 +18,10 @@ from edgedrift.loop import EdgeLoop
 from edgedrift.metrics.multiclass import MulticlassConfusion
 from edgedrift.wire import Heartbeat
 from edgedrift.wire_stats import HeartbeatExtra
-from edgedrift_edge.ledger import Counters, SessionConfig
-from edgedrift_edge.messages import SampleId
-from edgedrift_edge.recompute import RecomputeRequest
-from edgedrift_edge.score_window import ScoreWindow
+from edgedrift_edge.buffers.score_window import ScoreWindow
+from edgedrift_edge.session.ledger import Counters, SessionConfig
+from edgedrift_edge.session.messages import SampleId
+from edgedrift_edge.session.trainer import RecomputeRequest
 
 #: Rejection reasons (or outlier ids) listed in a summary event (the count covers all of them).
 REASONS_PER_EVENT = 5

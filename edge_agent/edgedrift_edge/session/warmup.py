@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from edgedrift_edge.ledger import Counters, SessionConfig
-from edgedrift_edge.packed_rows import PackedRows
+from edgedrift_edge.buffers.packed_rows import PackedRows
+from edgedrift_edge.session.ledger import Counters, SessionConfig
 
 #: The fewest labels (and, for classification, two classes) the first window needs to train a model.
 MIN_WARMUP_LABELS = 10

@@ -57,9 +57,9 @@ from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from edgedrift_edge.mqtt import make_client, parse_broker_url, redact
+from edgedrift_edge.transport.mqtt import make_client, parse_broker_url, redact
 
-log = logging.getLogger("edgedrift_edge.transport")
+log = logging.getLogger("edgedrift_edge.transport.connection")
 
 _encode = msgspec.json.Encoder().encode
 

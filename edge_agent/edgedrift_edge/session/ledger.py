@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from edgedrift.models.losses import Task
-from edgedrift_edge.recompute import LabelBatch
+from edgedrift_edge.session.trainer import LabelBatch
 
 Event = dict[str, Any]
 Prediction = dict[str, Any]
@@ -59,7 +59,7 @@ class Counters:
     rejected_labels: int = 0
     dropped: int = 0
     #: Of ``dropped``: items of messages a gateway refused because their device was past its share of
-    #: the worker's queue while the broker's window was full (:mod:`~edgedrift_edge.fair_queue`).
+    #: the worker's queue while the broker's window was full (:mod:`~edgedrift_edge.buffers.fair_queue`).
     overloaded: int = 0
     duplicates: int = 0
     #: Items of retained messages on the samples or labels topic (ignored: counted in ``rejected`` too),

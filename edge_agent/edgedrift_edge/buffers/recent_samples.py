@@ -1,14 +1,14 @@
 """A device's recent samples: the newest ``capacity`` sample ids, each with the content key of its
-sample (:func:`~edgedrift_edge.messages.content_keys`: tells a QoS-1 redelivery from a reused id) and,
+sample (:func:`~edgedrift_edge.session.messages.content_keys`: tells a QoS-1 redelivery from a reused id) and,
 while the sample is unlabeled and awaits a late label, its row ``x`` and prediction ``y_hat``.
 
-One :class:`~edgedrift_edge.id_index.IdIndex` serves both jobs, deduplication and the join of late labels:
-every sample's id goes into the index once, and the arrays parallel to its slots hold the content key, the
-row, the prediction and a waiting flag. A late label joins while its sample is among the newest
-``capacity`` samples (sized from the label delay: ``edgedrift.window.delay_buffer_size``); when an
-unlabeled sample's id leaves the window, its row goes with it (a counted join eviction). The rows are a
-(slots, d) float64 matrix (exact: a label that joins later trains on the very row that was predicted),
-grown with the index's slots up to the capacity.
+One :class:`~edgedrift_edge.buffers.id_index.IdIndex` serves both jobs, deduplication and the join of late
+labels: every sample's id goes into the index once, and the arrays parallel to its slots hold the content key,
+the row, the prediction and a waiting flag. A late label joins while its sample is among the newest
+``capacity`` samples (sized from the label delay: ``edgedrift.window.delay_buffer_size``); when an unlabeled
+sample's id leaves the window, its row goes with it (a counted join eviction). The rows are a (slots, d)
+float64 matrix (exact: a label that joins later trains on the very row that was predicted), grown with the
+index's slots up to the capacity.
 
 Memory is bounded in bytes, not only in samples (issue 30 row 8: 30k samples of 1,000 features took
 234 MB): with ``max_bytes``, the window holds at most ``max_bytes // (8 d + ENTRY_BYTES)`` samples once
@@ -22,10 +22,10 @@ re-lays the rows out once the width is decided.
 
 Checkpoint tree: ``{"id_keys", "id_checks", "keys", "content_hash", "waiting", "X", "y_hat"}``, oldest
 first; ``waiting`` is the positions (in that order) of the samples awaiting a label, ``X`` and ``y_hat``
-are theirs only (``X`` as :func:`~edgedrift_edge.session_codec.pack_rows` packs rows). ``content_hash``
-names the digests' scheme (:data:`~edgedrift_edge.messages.CONTENT_HASH`): a tree of another scheme, or
-without one (written with Python's tuple hash), keeps its ids but not their digests (they become
-:data:`~edgedrift_edge.messages.UNKNOWN_CONTENT`: a repeat of such an id counts as a redelivery).
+are theirs only (``X`` as :func:`~edgedrift_edge.session.codec.pack_rows` packs rows). ``content_hash``
+names the digests' scheme (:data:`~edgedrift_edge.session.messages.CONTENT_HASH`): a tree of another
+scheme, or without one (written with Python's tuple hash), keeps its ids but not their digests (they become
+:data:`~edgedrift_edge.session.messages.UNKNOWN_CONTENT`: a repeat of such an id counts as a redelivery).
 :meth:`RecentSamples.restore_former` reads the two trees of the former separate join buffer and duplicate
 window (digests dropped likewise).
 """
@@ -37,9 +37,9 @@ from typing import Any, cast
 import numpy as np
 
 from edgedrift.models.losses import FloatArray
-from edgedrift_edge.id_index import IdIndex, IntArray, WordArray, grown, id_key
-from edgedrift_edge.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId
-from edgedrift_edge.session_codec import pack_rows, unpack_rows
+from edgedrift_edge.buffers.id_index import IdIndex, IntArray, WordArray, grown, id_key
+from edgedrift_edge.session.codec import pack_rows, unpack_rows
+from edgedrift_edge.session.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId
 
 #: Bytes one sample takes besides its row: content key, prediction, flag, the index's words and links.
 ENTRY_BYTES = 48
@@ -102,7 +102,7 @@ class RecentSamples:
         return self.lookup(*id_key(sid))
 
     def lookup(self, key: int, check: int) -> int | None:
-        """:meth:`get` by the id's words (:func:`~edgedrift_edge.id_index.id_key`)."""
+        """:meth:`get` by the id's words (:func:`~edgedrift_edge.buffers.id_index.id_key`)."""
         slot = self.index.find(key, check)
         return None if slot < 0 else self._cv[slot]
 

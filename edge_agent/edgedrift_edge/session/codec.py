@@ -1,6 +1,6 @@
 """The session's checkpoint codec: rows as one matrix, a pending request as plain data, and the monitor
 statistics the cloud stores (the recent samples write their own arrays:
-:mod:`~edgedrift_edge.recent_samples`)."""
+:mod:`~edgedrift_edge.buffers.recent_samples`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import TrainSpec
 from edgedrift.wire import RetuneRequest
 from edgedrift.wire_stats import MAX_STAT_TEXT, MAX_STATS, stat_number
-from edgedrift_edge.recompute import LabelBatch, RecomputeRequest
+from edgedrift_edge.session.trainer import LabelBatch, RecomputeRequest
 
 
 def pack_rows(rows: list[FloatArray]) -> FloatArray | list[FloatArray]:

@@ -38,9 +38,9 @@ from edgedrift.wire import (
     history_rows,
 )
 from edgedrift_edge import tracing
-from edgedrift_edge.recompute import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel
+from edgedrift_edge.session.trainer import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel
 
-log = logging.getLogger("edgedrift_edge.cloud")
+log = logging.getLogger("edgedrift_edge.cloud.client")
 T = TypeVar("T")
 #: Heartbeats per request of a gateway's batch (the cloud takes up to 10,000).
 HEARTBEAT_CHUNK = 1000

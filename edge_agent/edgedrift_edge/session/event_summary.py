@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from edgedrift_edge.ledger import Event
-from edgedrift_edge.messages import SampleId
+from edgedrift_edge.session.ledger import Event
+from edgedrift_edge.session.messages import SampleId
 
 #: Seconds between two summary events of one kind of one device.
 SUMMARY_INTERVAL_S = 1.0

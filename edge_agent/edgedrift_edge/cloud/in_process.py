@@ -17,7 +17,7 @@ import itertools
 
 from edgedrift.models.document import model_from_document
 from edgedrift.strategies import get_strategy
-from edgedrift_edge.recompute import RecomputeRequest, TrainedModel, Trainer
+from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
 
 __all__ = ["check_in_process", "in_process_trainer"]
 

@@ -1,0 +1,1 @@
+"""MQTT through paho-mqtt 2.x: broker URLs, the clients, and the agent's transport."""
