@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 from edgedrift_harness.faults import SCENARIOS, FaultLab, Ledger
 from edgedrift_harness.results import write_json
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
     rows: list[Ledger] = []
     started = time.monotonic()
-    transport = "tls" if args.tls else "tcp"
+    transport: Literal["tcp", "tls"] = "tls" if args.tls else "tcp"
     with (
         tempfile.TemporaryDirectory(prefix="edgedrift-faults-") as tmp,
         FaultLab(Path(tmp), transport=transport) as lab,
