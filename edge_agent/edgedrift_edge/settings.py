@@ -23,6 +23,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -30,7 +31,7 @@ from pydantic import (
 from edgedrift.ids import DEVICE_ID_PATTERN
 from edgedrift.limits import MAX_FEATURES
 from edgedrift.secrets import SecretFileError, secrets_from_files, weak_secret_reason
-from edgedrift_edge.mqtt import parse_broker_url, with_password
+from edgedrift_edge.mqtt import MAX_EXPIRY_S, SESSION_EXPIRY_S, parse_broker_url, with_password
 
 ENV_PREFIX = "EDGEDRIFT_EDGE_"
 #: Settings that may be read from a file named by ``EDGEDRIFT_EDGE_<NAME>_FILE``.
@@ -116,6 +117,16 @@ class AgentSettings(BaseModel):
         "MQTT protocol version: 5 adds a session expiry and a Receive Maximum (the broker holds what the "
         "inbox cannot take)",
         default="3.1.1",
+    )
+    session_expiry_s: Annotated[int, Field(ge=0, le=MAX_EXPIRY_S)] = _described(
+        "MQTT 5: seconds the broker keeps the agent's session (its subscriptions and the samples queued "
+        "for it) while the agent is away; over 3.1.1 the broker's persistent_client_expiration applies",
+        default=SESSION_EXPIRY_S,
+    )
+    message_expiry_s: Annotated[int, Field(ge=1, le=MAX_EXPIRY_S)] | None = _described(
+        "MQTT 5: seconds after which the broker discards a prediction or event not yet delivered to a "
+        "subscriber (an offline consumer does not get stale predictions hours later); unset = never",
+        default=None,
     )
     topic_prefix: str = _described("first level of every topic", default="edgedrift")
     qos: Annotated[int, Field(ge=0, le=1)] = _described(
@@ -316,6 +327,13 @@ class AgentSettings(BaseModel):
         if self.tls_cert_file and not parse_broker_url(self.broker_url).tls:
             raise ValueError("tls_cert_file needs TLS: an mqtts:// or wss:// broker URL")
         return self
+
+    @field_validator("message_expiry_s")
+    @classmethod
+    def _message_expiry_needs_mqtt5(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("mqtt_version") != "5":
+            raise ValueError("needs mqtt_version 5 (MQTT 3.1.1 has no message expiry)")
+        return value
 
     @field_validator("strategy")
     @classmethod
