@@ -113,8 +113,8 @@ class AgentSettings(BaseSettings):
         "the client certificate's private key (PEM; unset: the key is in --tls-cert-file)", default=None
     )
     mqtt_version: Literal["3.1.1", "5"] = _described(
-        "MQTT protocol version: 5 adds a session expiry and a Receive Maximum (the broker holds what the "
-        "inbox cannot take)",
+        "MQTT protocol version: 5 adds session and message expiries, reason codes and a Receive Maximum "
+        "(the broker holds what the inbox cannot take)",
         default="3.1.1",
     )
     session_expiry_s: Annotated[int, Field(ge=0, le=MAX_EXPIRY_S)] = _described(
