@@ -120,6 +120,8 @@ class EdgeAgent:
             tls_cert_file=settings.tls_cert_file,
             tls_key_file=settings.tls_key_file,
             mqtt_version=settings.mqtt_version,
+            session_expiry_s=settings.session_expiry_s,
+            message_expiry_s=settings.message_expiry_s,
             keepalive=settings.keepalive_s,
             on_connected=self._on_connected,
             on_fatal=self.die,

@@ -74,6 +74,7 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "tls_cert_file",
         "tls_key_file",
         "mqtt_version",
+        "message_expiry_s",
         "topic_prefix",
         "qos",
         "cloud_url",
@@ -120,6 +121,7 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "history_outbox",
         "watchdog_s",
         "keepalive_s",
+        "session_expiry_s",
         "switch_interval_s",
     ),
 }

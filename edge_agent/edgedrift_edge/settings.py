@@ -1,36 +1,29 @@
 """Agent settings: environment variables ``EDGEDRIFT_EDGE_<FIELD>`` and ``edgedrift-edge run --<field>``.
 
-Every field's ``description`` is its ``--help`` text. Secrets (the device's cloud secret, the broker
-password) can come from files (``EDGEDRIFT_EDGE_DEVICE_SECRET_FILE``, ``EDGEDRIFT_EDGE_BROKER_PASSWORD_FILE``)
-so that they never sit on a command line. In production mode the agent refuses placeholder, default or
-short secrets. Validation errors name the setting and the reason, never the value (a broker URL may
-carry a password).
-
-Plain pydantic (no pydantic-settings) so the edge install stays at edgedrift-core + paho-mqtt + httpx.
+pydantic-settings, as the cloud's settings; its sources (:mod:`.settings_sources`): the flags (they win),
+the environment (an empty variable is unset), the secrets given as files (``EDGEDRIFT_EDGE_<SECRET>_FILE``:
+they never sit on a command line; the TLS client certificate and key are files already). Each field's
+``description`` is its ``--help`` text. Production mode refuses placeholder, default or short secrets.
+Errors (:class:`SettingsError`) name the setting and the reason, never the value (a URL may hold a password).
+One module of over 500 lines: a declaration per setting (about 55, with its help text) and their checks.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import unquote, urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 from edgedrift.ids import DEVICE_ID_PATTERN
 from edgedrift.limits import MAX_FEATURES
-from edgedrift.secrets import SecretFileError, secrets_from_files, weak_secret_reason
-from edgedrift_edge.transport.mqtt import parse_broker_url, with_password
+from edgedrift.secrets import SecretFileError, weak_secret_reason
+from edgedrift_edge import settings_sources as sources
+from edgedrift_edge.transport.mqtt import MAX_EXPIRY_S, SESSION_EXPIRY_S, parse_broker_url, with_password
 
 ENV_PREFIX = "EDGEDRIFT_EDGE_"
 #: Settings that may be read from a file named by ``EDGEDRIFT_EDGE_<NAME>_FILE``.
@@ -51,10 +44,17 @@ def _described(description: str, **kw: Any) -> Any:
     return Field(description=description, **kw)
 
 
-class AgentSettings(BaseModel):
-    """Everything one edge agent reads (one agent per device)."""
+class AgentSettings(BaseSettings):
+    """Everything one edge agent reads (one agent, one device or one gateway). ``AgentSettings(...)`` and
+    :meth:`load` read the environment; :meth:`model_validate` takes the values given and nothing else."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, hide_input_in_errors=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,
+        extra="forbid",
+        validate_default=True,
+        hide_input_in_errors=True,
+    )
 
     device_id: str | None = _described(
         "the device this agent serves; its topics are {topic_prefix}/{device_id}/... "
@@ -113,9 +113,19 @@ class AgentSettings(BaseModel):
         "the client certificate's private key (PEM; unset: the key is in --tls-cert-file)", default=None
     )
     mqtt_version: Literal["3.1.1", "5"] = _described(
-        "MQTT protocol version: 5 adds a session expiry and a Receive Maximum (the broker holds what the "
-        "inbox cannot take)",
+        "MQTT protocol version: 5 adds session and message expiries, reason codes and a Receive Maximum "
+        "(the broker holds what the inbox cannot take)",
         default="3.1.1",
+    )
+    session_expiry_s: Annotated[int, Field(ge=0, le=MAX_EXPIRY_S)] = _described(
+        "MQTT 5: seconds the broker keeps the agent's session (its subscriptions and the samples queued "
+        "for it) while the agent is away; over 3.1.1 the broker's persistent_client_expiration applies",
+        default=SESSION_EXPIRY_S,
+    )
+    message_expiry_s: Annotated[int, Field(ge=1, le=MAX_EXPIRY_S)] | None = _described(
+        "MQTT 5: seconds after which the broker discards a prediction or event not yet delivered to a "
+        "subscriber (an offline consumer does not get stale predictions hours later); unset = never",
+        default=None,
     )
     topic_prefix: str = _described("first level of every topic", default="edgedrift")
     qos: Annotated[int, Field(ge=0, le=1)] = _described(
@@ -135,7 +145,7 @@ class AgentSettings(BaseModel):
     task: Literal["classification", "regression"] = _described(
         "what the labels are", default="classification"
     )
-    classes: list[str | int] | None = _described(
+    classes: Annotated[list[str | int] | None, NoDecode] = _described(
         "classification: the class names in code order, as a JSON list or comma-separated (e.g. "
         "oak,ash,elm); labels arrive and predictions leave by name. Two classes keep the codes -1/+1, "
         "three or more are one-vs-rest over the codes 0..C-1 (a multi-class strategy). Unset: labels "
@@ -317,6 +327,13 @@ class AgentSettings(BaseModel):
             raise ValueError("tls_cert_file needs TLS: an mqtts:// or wss:// broker URL")
         return self
 
+    @field_validator("message_expiry_s")
+    @classmethod
+    def _message_expiry_needs_mqtt5(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("mqtt_version") != "5":
+            raise ValueError("needs mqtt_version 5 (MQTT 3.1.1 has no message expiry)")
+        return value
+
     @field_validator("strategy")
     @classmethod
     def _strategy(cls, value: str) -> str:
@@ -426,6 +443,32 @@ class AgentSettings(BaseModel):
         return with_password(self.broker_url, self.broker_password.get_secret_value())
 
     @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags, then the environment, then secrets from files (no .env file: the agent has none); only
+        the values given in :meth:`model_validate`."""
+        if sources.values_only_active():
+            return (init_settings,)
+        return (
+            init_settings,
+            sources.Environment(settings_cls),
+            sources.SecretFiles(settings_cls, ENV_PREFIX, SECRET_FIELDS),
+        )
+
+    @classmethod
+    def model_validate(cls, *args: Any, **kwargs: Any) -> Self:
+        """The settings of the values given, without the environment (an agent built in process: a test,
+        the demo, a benchmark), as for a plain pydantic model."""
+        with sources.values_only():
+            return super().model_validate(*args, **kwargs)
+
+    @classmethod
     def env_names(cls) -> list[str]:
         """Every environment variable the agent reads."""
         names = [ENV_PREFIX + name.upper() for name in cls.model_fields]
@@ -435,26 +478,22 @@ class AgentSettings(BaseModel):
     def load(
         cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
     ) -> AgentSettings:
-        """Environment first (secrets also from ``*_FILE``), then explicit overrides (CLI flags) on top.
-        Raises :class:`SettingsError` with one line per problem and no value in it."""
-        environ = os.environ if environ is None else environ
-        merged = [ENV_PREFIX + name.upper() for name in MERGED_INTO_RECENT_SAMPLES]
-        if any(environ.get(name) for name in merged):
-            raise SettingsError(f"{' and '.join(merged)}: {MERGED_MESSAGE}")
-        values: dict[str, Any] = {}
-        for name in cls.model_fields:
-            raw = environ.get(ENV_PREFIX + name.upper())
-            if raw is not None and raw != "":
-                values[name] = raw
-        try:
-            values.update(secrets_from_files(environ, ENV_PREFIX, SECRET_FIELDS))
-        except SecretFileError as exc:
-            raise SettingsError(str(exc)) from None
-        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            raise SettingsError(describe_errors(exc)) from None
+        """The settings from ``environ`` (default: the process's; secrets also from ``*_FILE``) with the
+        ``overrides`` (CLI flags; None: not given) on top. Raises :class:`SettingsError` with one line per
+        problem and no value in it."""
+        flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+        with sources.reading(environ) as env:
+            merged = [ENV_PREFIX + name.upper() for name in MERGED_INTO_RECENT_SAMPLES]
+            if any(env.get(name) for name in merged):
+                raise SettingsError(f"{' and '.join(merged)}: {MERGED_MESSAGE}")
+            try:
+                return cls(**flags)
+            except SecretFileError as exc:
+                raise SettingsError(str(exc)) from None
+            except ValidationError as exc:
+                raise SettingsError(sources.describe_errors(exc, ENV_PREFIX)) from None
+            except SourceError as exc:  # a value pydantic-settings could not decode; it names no value
+                raise SettingsError(str(exc)) from None
 
 
 def device_topics(prefix: str, device_id: str) -> dict[str, str]:
@@ -465,17 +504,6 @@ def device_topics(prefix: str, device_id: str) -> dict[str, str]:
 def device_list(value: str) -> list[str]:
     """The ids of a comma-separated list (blanks ignored)."""
     return [d.strip() for d in value.split(",") if d.strip()]
-
-
-def describe_errors(exc: ValidationError) -> str:
-    """One line per problem: ``--flag / EDGEDRIFT_EDGE_VAR: reason``, never the rejected value."""
-    lines = []
-    for error in exc.errors(include_input=False, include_url=False):
-        field = str(error["loc"][0]) if error["loc"] else ""
-        where = f"--{field.replace('_', '-')} / {ENV_PREFIX}{field.upper()}" if field else "settings"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"{where}: {message}")
-    return "\n".join(lines)
 
 
 def _url_password(url: str) -> SecretStr | None:

@@ -36,6 +36,7 @@ __all__ = [
     "BrokerError",
     "MosquittoProcess",
     "ShippedMosquitto",
+    "as_root",
     "demo_mosquitto",
     "find_mosquitto",
     "local_config",
@@ -81,7 +82,7 @@ def parse_config(text: str) -> dict[str, list[str]]:
     return options
 
 
-def _as_root() -> str:
+def as_root() -> str:
     """Started as root, mosquitto drops to its own user, which cannot write a temporary directory."""
     return "user root\n" if os.geteuid() == 0 else ""
 
@@ -205,7 +206,7 @@ def local_mosquitto(workdir: Path, *, persistence: bool = True, port: int | None
         )
         return (
             f"listener {port} {HOST}\nallow_anonymous true\n{saved}"
-            "max_queued_messages 100000\nmax_inflight_messages 1000\n" + _as_root()
+            "max_queued_messages 100000\nmax_inflight_messages 1000\n" + as_root()
         )
 
     if persistence:
@@ -269,7 +270,7 @@ def local_config(
         elif key not in (overrides or {}):
             lines.append(raw)
     lines += [f"{key} {value}" for key, value in wanted.items() if value is not None]
-    return "\n".join(lines) + "\n" + _as_root()
+    return "\n".join(lines) + "\n" + as_root()
 
 
 def make_certs(out: Path, server: str, ids: list[str]) -> Path:

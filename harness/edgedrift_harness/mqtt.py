@@ -19,10 +19,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import numpy as np
 import paho.mqtt.client as mqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from edgedrift.models.losses import FloatArray
 from edgedrift_edge.transport.mqtt import broker_address, make_client, redact
@@ -35,7 +37,8 @@ MessageCallback = Callable[[mqtt.Client, Any, mqtt.MQTTMessage], None]
 class Subscriber:
     """A client subscribed to ``topics`` ((topic, QoS) pairs); ``on_message`` (default: :meth:`handle`)
     gets every message. A persistent session (``clean_session=False``) keeps what arrives while it
-    reconnects. Raises TimeoutError when the subscription is not acknowledged within ``timeout``."""
+    reconnects (over MQTT 5, ``mqtt_version="5"``: a session that expires an hour after a disconnect).
+    Raises TimeoutError when the subscription is not acknowledged within ``timeout``."""
 
     def __init__(
         self,
@@ -47,20 +50,31 @@ class Subscriber:
         on_message: MessageCallback | None = None,
         timeout: float = 15.0,
         reconnect: tuple[int, int] = (1, 2),
+        mqtt_version: str = "3.1.1",
     ) -> None:
         self.url = url
         self.topics = topics
         self.lock = threading.Lock()
         self.subscribed = threading.Event()
         self.client = make_client(
-            url, client_id or f"edgedrift-watch-{secrets.token_hex(4)}", clean_session=clean_session
+            url,
+            client_id or f"edgedrift-watch-{secrets.token_hex(4)}",
+            clean_session=clean_session,
+            mqtt_version=mqtt_version,
         )
         self.client.reconnect_delay_set(*reconnect)
         self.client.on_connect = self._on_connect
         self.client.on_subscribe = lambda *_: self.subscribed.set()
         self.client.on_message = on_message or self._on_message
         host, port, _tls = broker_address(url)
-        self.client.connect_async(host, port, keepalive=30)
+        clean_start: bool | Literal[3] = mqtt.MQTT_CLEAN_START_FIRST_ONLY
+        properties = None
+        if mqtt_version == "5":
+            clean_start = clean_session
+            if not clean_session:
+                properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+                properties.SessionExpiryInterval = 3600
+        self.client.connect_async(host, port, keepalive=30, clean_start=clean_start, properties=properties)
         self.client.loop_start()
         if not self.subscribed.wait(timeout):
             self.close()

@@ -3,8 +3,8 @@
 Docker and Kubernetes mount secrets as files (``/run/secrets/NAME``): every secret variable ``NAME`` may
 instead be given as ``NAME_FILE``, the path of a file that holds it (the convention of the official
 images, e.g. ``POSTGRES_PASSWORD_FILE``). :func:`secrets_from_files` reads them for a settings class
-from an environment mapping, so it works with plain pydantic (the edge) as with pydantic-settings (the
-cloud). Errors name the variable and the path, never a secret's content.
+from an environment mapping (a settings source of the agent's and the cloud's pydantic-settings classes;
+this module itself needs neither). Errors name the variable and the path, never a secret's content.
 
 :func:`weak_secret_reason` is the production rule that the cloud trainer, the agent and the compose
 stack's entry points (``deploy/mosquitto/entrypoint.sh``, the PostgreSQL override) apply alike: no

@@ -3,11 +3,14 @@ configuration, the cloud trainer under uvicorn, ``edgedrift-edge run`` subproces
 ledger published = predicted + rejected + dropped, plus what the fault must look like to an operator.
 
 Scenarios live in :mod:`edgedrift_harness.faults` (``bench/faults.py`` runs the same ones for the table in
-docs/benchmarks.md). Faults that need a bug inside the worker run the agent in process."""
+docs/benchmarks.md). Faults that need a bug inside the worker run the agent in process. Every test runs
+twice: the agents log in with a password over TCP, then with their own device certificate over the
+shipped mutual-TLS listener."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,12 +23,15 @@ from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.session.device_session import Output
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_harness import faults
-from edgedrift_harness.faults import FaultLab, Ledger
+from edgedrift_harness.faults import PASSWORD, FaultLab, Ledger
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultLab]:
-    with FaultLab(tmp_path_factory.mktemp("faults"), devices=32) as running:
+@pytest.fixture(scope="module", params=faults.TRANSPORTS)
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultLab]:
+    if request.param == "tls" and shutil.which("openssl") is None:
+        pytest.skip("needs openssl (deploy/mosquitto/make-certs.sh)")
+    work = tmp_path_factory.mktemp(f"faults-{request.param}")
+    with FaultLab(work, devices=32, transport=request.param) as running:
         yield running
 
 
@@ -34,6 +40,17 @@ def run(lab: FaultLab, name: str) -> Ledger:
     assert result.published > 0
     assert result.lost == 0, result.row()
     return result
+
+
+def test_tls_agents_use_their_certificate_and_no_password(lab: FaultLab) -> None:
+    """Over TLS the agent's broker settings hold no password: the broker admits it by its certificate."""
+    broker = lab.agent_broker(lab.devices[-1])
+    if lab.transport == "tcp":
+        assert broker["broker_url"].startswith("mqtt://") and PASSWORD in broker["broker_url"]
+        return
+    assert broker["broker_url"] == f"mqtts://127.0.0.1:{lab.broker.tls_port}"
+    assert broker["tls_cert_file"].endswith(f"{lab.devices[-1]}.crt")
+    assert PASSWORD not in json.dumps(broker)
 
 
 def test_agent_sigkill_loses_no_acknowledged_sample(lab: FaultLab) -> None:
@@ -131,7 +148,7 @@ def _agent(lab: FaultLab, tmp: Path, **kw: object) -> tuple[EdgeAgent, str]:
         {
             "device_id": device,
             "device_secret": secret,
-            "broker_url": lab.url(device),
+            **lab.agent_broker(device),
             "cloud_url": lab.cloud.url,
             "warmup_samples": 200,
             "window_labels": 20,

@@ -27,7 +27,11 @@ OTHER_MQTT = {"amqtt", "gmqtt", "aiomqtt", "asyncio_mqtt", "hbmqtt"}
 #: package -> (our packages it may import, third-party top-level names it must not import)
 ALLOWED: dict[str, tuple[set[str], set[str]]] = {
     "edgedrift": ({"edgedrift"}, WEB_LIBS | {"paho", "httpx"}),
-    "edgedrift_edge": ({"edgedrift", "edgedrift_edge"}, TRAINING_LIBS | WEB_LIBS | OTHER_MQTT | {"river"}),
+    # pydantic-settings reads the agent's settings, as the cloud's (it is light: pydantic and python-dotenv).
+    "edgedrift_edge": (
+        {"edgedrift", "edgedrift_edge"},
+        TRAINING_LIBS | (WEB_LIBS - {"pydantic_settings"}) | OTHER_MQTT | {"river"},
+    ),
     "edgedrift_cloud": ({"edgedrift", "edgedrift_cloud"}, {"paho"}),
     "edgedrift_eval": ({"edgedrift", "edgedrift_eval"}, WEB_LIBS | {"paho"}),
     "edgedrift_harness": ({"edgedrift", "edgedrift_edge", "edgedrift_harness"}, set()),

@@ -149,7 +149,7 @@ def test_random_tokens_always_pass() -> None:
 
 
 def test_the_module_needs_no_pydantic() -> None:
-    """The edge installs plain pydantic only; this module must not pull pydantic-settings (or pydantic)."""
+    """The core's secrets module is plain Python: it must not pull pydantic-settings (or pydantic)."""
     code = (
         "import sys, edgedrift.secrets; "
         "bad = [m for m in ('pydantic_settings', 'pydantic') if m in sys.modules]; "

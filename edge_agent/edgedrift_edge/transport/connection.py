@@ -12,9 +12,9 @@ acknowledged (``Client.ack``) only once the worker processed it and the broker h
 its publishes (their PUBACKs), in the order the messages came in, as MQTT requires. An agent killed at any
 moment therefore leaves every sample it has not answered unacknowledged, and the broker delivers it again
 to the restarted agent (persistent session: ``clean_session=False``, or MQTT 5 ``clean_start=False`` with
-a session expiry). Messages of a lost connection are never acknowledged on the next one (their packet ids
-may be reused); paho sends the QoS-1 publishes the broker has not confirmed again, with DUP, after a
-reconnect.
+a session expiry, ``session_expiry_s``). Messages of a lost connection are never acknowledged on the next
+one (their packet ids may be reused); paho sends the QoS-1 publishes the broker has not confirmed again,
+with DUP, after a reconnect.
 
 Back-pressure instead of drops. The broker holds what the agent has not acknowledged beyond a bound: MQTT
 5's Receive Maximum (sent in CONNECT: the inbox size, at most 65,535) or, over MQTT 3.1.1, the broker's
@@ -26,6 +26,13 @@ never sends again, are dropped when the inbox is full, and every drop is counted
 Publishes are checked: a publish paho cannot queue (``publish_queue`` unconfirmed QoS-1 publishes, or
 QoS 0 while disconnected) is counted and retried by the worker, and the message that produced it stays
 unacknowledged until it went out.
+
+MQTT 5 expiries. The session expiry (``session_expiry_s``, sent in CONNECT) is how long the broker keeps
+the agent's session, and the samples queued in it, while the agent is away. A message expiry
+(``message_expiry_s``) goes on every prediction and event the agent publishes (not on the retained
+status): the broker discards a copy that waited that long for an offline subscriber, so a prediction is
+not delivered hours after it was made. Reason codes of a refused CONNECT or of the broker's DISCONNECT
+(and its reason string) are logged.
 
 Liveness. paho pings when nothing came in for its keep-alive and gives the connection up when the ping is
 not answered within another one: it is given half the agent's ``keepalive``, so a half-open connection
@@ -57,7 +64,13 @@ from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from edgedrift_edge.transport.mqtt import make_client, parse_broker_url, redact
+from edgedrift_edge.transport.mqtt import (
+    MAX_EXPIRY_S,
+    SESSION_EXPIRY_S,
+    make_client,
+    parse_broker_url,
+    redact,
+)
 
 log = logging.getLogger("edgedrift_edge.transport.connection")
 
@@ -78,8 +91,6 @@ CHUNK = 65_536
 READ_BURST = 1000
 #: A connection that held this long starts the reconnect backoff over (one dropped sooner does not).
 STABLE_S = 10.0
-#: How long a broker keeps an MQTT 5 session of an agent that is away (as the shipped Mosquitto does).
-SESSION_EXPIRY_S = 7 * 24 * 3600
 _OK = MQTTErrorCode.MQTT_ERR_SUCCESS
 _NO_CONN = MQTTErrorCode.MQTT_ERR_NO_CONN
 
@@ -130,6 +141,19 @@ class TransportCounters:
     reconnects: int = 0
 
 
+def describe_reason(reason: Any, properties: Any = None) -> str:
+    """A broker's reason code as the log says it: its name, its number, and the reason string the broker
+    may add (MQTT 5 CONNACK and DISCONNECT)."""
+    text = str(reason)
+    value = getattr(reason, "value", None)
+    if isinstance(value, int):
+        text += f" (reason code {value})"
+    why = getattr(properties, "ReasonString", None)
+    if why:
+        text += f": {why}"
+    return text
+
+
 class _BufferedClient(mqtt.Client):
     """paho's client reading the socket in chunks: paho asks for a packet's first byte, its length bytes and
     its body in separate ``recv`` calls, each a system call that gives up the GIL and waits to get it back
@@ -175,6 +199,8 @@ class MqttTransport:
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
         mqtt_version: str = "3.1.1",
+        session_expiry_s: int = SESSION_EXPIRY_S,
+        message_expiry_s: int | None = None,
         keepalive: int = 30,
         reconnect_delay: tuple[float, float] = (1.0, 30.0),
         on_connected: Callable[[], None] | None = None,
@@ -195,6 +221,19 @@ class MqttTransport:
         self.max_inbox_bytes = max_inbox_bytes
         self.publish_queue = publish_queue
         self.mqtt_version = mqtt_version
+        if not 0 <= session_expiry_s <= MAX_EXPIRY_S:
+            raise ValueError(f"session_expiry_s {session_expiry_s}: from 0 to {MAX_EXPIRY_S}")
+        if message_expiry_s is not None and not 1 <= message_expiry_s <= MAX_EXPIRY_S:
+            raise ValueError(f"message_expiry_s {message_expiry_s}: from 1 to {MAX_EXPIRY_S}")
+        if message_expiry_s is not None and mqtt_version != "5":
+            raise ValueError("a message expiry needs MQTT 5 (mqtt_version 5)")
+        self.session_expiry_s = session_expiry_s
+        self.message_expiry_s = message_expiry_s
+        #: The PUBLISH properties of predictions and events (their expiry), or None.
+        self._expiry: Properties | None = None
+        if message_expiry_s is not None:
+            self._expiry = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            self._expiry.MessageExpiryInterval = message_expiry_s
         self.keepalive = keepalive
         self.reconnect_delay = reconnect_delay
         self.on_connected = on_connected
@@ -234,7 +273,7 @@ class MqttTransport:
         client.on_message = lambda _c, _u, m: events.append(("message", m))
         client.on_publish = lambda _c, _u, mid, _rc, _p: events.append(("confirmed", mid))
         client.on_connect = self._on_connect_callback
-        client.on_disconnect = lambda _c, _u, _f, reason, _p: events.append(("lost", reason))
+        client.on_disconnect = lambda _c, _u, _f, code, p: events.append(("lost", describe_reason(code, p)))
         client.on_subscribe = lambda _c, _u, mid, codes, _p: events.append(("suback", (mid, codes)))
         # Set, so that paho never writes to the socket from the worker's thread: its loop (the I/O
         # thread) writes everything, woken by paho's socket pair.
@@ -317,7 +356,7 @@ class MqttTransport:
         properties = None
         if self.mqtt_version == "5":
             properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            properties.SessionExpiryInterval = SESSION_EXPIRY_S
+            properties.SessionExpiryInterval = self.session_expiry_s
             properties.ReceiveMaximum = max(1, min(self.inbox_size, 65_535))
         self.client.connect_async(
             address.host,
@@ -422,7 +461,7 @@ class MqttTransport:
                 # paho 2.2 neither applies a broker's Receive Maximum nor lets max_inflight_messages_set
                 # change the limit once connected: the attribute it reads is set here, before it resends.
                 client._max_inflight_messages = min(self.publish_queue, int(maximum))
-            self._events.append(("connack", (flags.session_present, reason)))
+            self._events.append(("connack", (flags.session_present, reason, properties)))
         except Exception as exc:  # a bug here must not pass for the broker's protocol error
             self._events.append(("fatal", f"on_connect failed: {type(exc).__name__}: {exc}"))
 
@@ -451,9 +490,9 @@ class MqttTransport:
                 raise RuntimeError(value)
         self._traffic(messages, confirmed)
 
-    def _on_connack(self, session_present: bool, reason: Any) -> None:
+    def _on_connack(self, session_present: bool, reason: Any, properties: Any) -> None:
         if reason.is_failure:
-            self.refused = str(reason).lower()
+            self.refused = describe_reason(reason, properties).lower()
             log.error("broker refused the connection: %s", self.refused)
             return
         self.refused = None
@@ -638,7 +677,7 @@ class MqttTransport:
             rc = _NO_CONN
             mid = 0
             if qos or self._up:
-                info = self.client.publish(topic, body, qos, retain)
+                info = self.client.publish(topic, body, qos, retain, None if retain else self._expiry)
                 rc, mid = info.rc, info.mid
             # QoS 1 without a connection: paho keeps it and sends it after the CONNACK.
             accepted = rc == _OK or (qos and rc == _NO_CONN)

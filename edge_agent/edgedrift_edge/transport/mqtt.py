@@ -34,6 +34,11 @@ _DEFAULT_PORTS = {
 }
 #: The MQTT versions the agent speaks (the ``mqtt_version`` setting).
 MQTT_VERSIONS = ("3.1.1", "5")
+#: How long a broker keeps an MQTT 5 session of an agent that is away, by default (as the shipped Mosquitto
+#: keeps a 3.1.1 one: ``persistent_client_expiration``).
+SESSION_EXPIRY_S = 7 * 24 * 3600
+#: The largest expiry interval MQTT 5 can carry (a four-byte integer; this value means "never").
+MAX_EXPIRY_S = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from edgedrift_harness.faults.input_faults import (
 )
 from edgedrift_harness.faults.lab import (
     PASSWORD,
+    TRANSPORTS,
     FaultLab,
     Ledger,
     Publisher,
@@ -56,6 +57,7 @@ from edgedrift_harness.faults.network_faults import (
 __all__ = [
     "PASSWORD",
     "SCENARIOS",
+    "TRANSPORTS",
     "FaultLab",
     "Ledger",
     "Publisher",

@@ -1,6 +1,11 @@
 """The fault lab: one broker with the shipped configuration and one cloud trainer, both our own processes,
 the agents each scenario starts, and the ledger of what a device's publisher got acknowledged against
-what the agent answered, rejected or dropped (see the package docstring)."""
+what the agent answered, rejected or dropped (see the package docstring).
+
+With ``transport="tls"`` the broker also runs the shipped mutual-TLS listener (deploy/mosquitto/tls.conf,
+certificates from deploy/mosquitto/make-certs.sh) and every agent connects there with its own device
+certificate (no password: the certificate's name is its broker user); the publisher and the watcher stay
+on the password listener, as the replay and an operator do."""
 
 from __future__ import annotations
 
@@ -13,18 +18,19 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from edgedrift.data import Stream
 from edgedrift.data.generators import sine1plus
 from edgedrift_edge.transport.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.cloud import CloudProcess
-from edgedrift_harness.mosquitto import ShippedMosquitto
+from edgedrift_harness.mosquitto import ShippedMosquitto, make_certs
 from edgedrift_harness.mqtt import DeviceWatcher
 
 __all__ = [
     "PASSWORD",
+    "TRANSPORTS",
     "FaultLab",
     "Ledger",
     "Publisher",
@@ -37,6 +43,8 @@ __all__ = [
 OPERATOR_TOKEN = "fault-operator-token-" + "x" * 24
 PUBLISHER, WATCHER = "replay", "operator"
 PASSWORD = "fault-suite-password-0123456789"
+#: How the agents reach the broker: a password over plain TCP, or a device certificate over mutual TLS.
+TRANSPORTS = ("tcp", "tls")
 
 
 @dataclass
@@ -144,14 +152,20 @@ class FaultLab:
     """A broker with the shipped configuration and a cloud trainer, both our own processes; a context
     manager that also kills the agents a failed scenario left running."""
 
-    def __init__(self, workdir: Path, devices: int = 24) -> None:
+    def __init__(self, workdir: Path, devices: int = 24, transport: Literal["tcp", "tls"] = "tcp") -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport {transport!r}: one of {', '.join(TRANSPORTS)}")
         self.workdir = workdir
+        self.transport = transport
         self.devices = [f"fault-{i}" for i in range(devices)]
         self._free = list(self.devices)
         self.secrets: dict[str, str] = {}
         self.agents: list[AgentProcess] = []
         users = {PUBLISHER: PASSWORD, WATCHER: PASSWORD, **{d: PASSWORD for d in self.devices}}
-        self.broker = ShippedMosquitto(workdir / "broker", users)
+        self.certs: Path | None = None
+        if transport == "tls":
+            self.certs = make_certs(workdir / "certs", "127.0.0.1", self.devices)
+        self.broker = ShippedMosquitto(workdir / "broker", users, certs=self.certs)
         self.cloud = CloudProcess(
             f"sqlite:///{workdir / 'registry.db'}",
             workdir,
@@ -174,6 +188,18 @@ class FaultLab:
         """The broker's URL with ``user``'s login."""
         return f"mqtt://{user}:{PASSWORD}@127.0.0.1:{self.broker.port}"
 
+    def agent_broker(self, device: str) -> dict[str, str]:
+        """The broker settings of ``device``'s agent: its password login over TCP, or its certificate and
+        key (and the fleet's CA, which verifies the broker) over mutual TLS."""
+        if self.certs is None:
+            return {"broker_url": self.url(device)}
+        return {
+            "broker_url": f"mqtts://127.0.0.1:{self.broker.tls_port}",
+            "tls_ca_file": str(self.certs / "ca.crt"),
+            "tls_cert_file": str(self.certs / f"{device}.crt"),
+            "tls_key_file": str(self.certs / f"{device}.key"),
+        }
+
     def device(self) -> tuple[str, str]:
         """A device registered at the cloud with a fresh secret (and its broker user)."""
         device = self._free.pop(0)
@@ -187,7 +213,7 @@ class FaultLab:
         values = {
             "device_id": device,
             "device_secret": secret,
-            "broker_url": self.url(device),
+            **self.agent_broker(device),
             "cloud_url": self.cloud.url,
             "warmup_samples": 300,
             "window_labels": 30,
