@@ -17,7 +17,7 @@ LOG_REFRESH_S = 5.0
 def recent_metric(agent: EdgeAgent) -> str:
     """Recent accuracy (classification) or RMSE (regression) over the agent's last labeled samples."""
     st = agent.session
-    accuracy, rmse = st.accuracy(), st.rmse()
+    accuracy, rmse = st.quality.accuracy(), st.quality.rmse()
     if accuracy is not None:
         return f"acc {accuracy:.3f}"
     return "-" if rmse is None else f"rmse {rmse:.3f}"
@@ -36,7 +36,7 @@ def status_line(run: DeviceRun, collector: PredictionCollector, now: float) -> s
     if st.phase != "running":
         learning = f"warm-up {min(done, PROTOCOL.window)}/{PROTOCOL.window}"
     else:
-        learning = f"{recent_metric(agent)} (last {len(st.recent)} labels)"
+        learning = f"{recent_metric(agent)} (last {len(st.quality)} labels)"
     recomputes = loop.counters.recomputes if loop is not None else 0
     version = "-" if st.model_version is None else f"v{st.model_version}"
     return (

@@ -534,7 +534,7 @@ class EdgeAgent:
             return "error"
         if self.degraded:
             return "degraded"
-        if device is not None and device.session.unauthorized:
+        if device is not None and device.session.recomputes.unauthorized:
             return "unauthorized"
         if device is not None and device.silent:
             return "silent"

@@ -297,8 +297,8 @@ class DeviceRuntime:
             return
         c.heartbeat_failures += 1
         refused = isinstance(error, CloudError) and error.unauthorized
-        if refused and device_credential and not self.session.unauthorized:
-            self.session.unauthorized = True
+        if refused and device_credential and not self.session.recomputes.unauthorized:
+            self.session.recomputes.unauthorized = True
             self.event("unauthorized", reason=str(error)[:300])
         log.warning("%s: heartbeat failed: %s", self.device_id, error)
 

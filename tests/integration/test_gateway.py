@@ -184,13 +184,15 @@ def test_one_devices_faults_touch_no_other_device(
         assert rows[device] == {"predicted": 1000, "rejected": 0, "dropped": 0}
         assert {p["id"] for p in watches[device].predictions()} == set(range(1000))
         assert (
-            c.outliers == 0 and c.recompute_failures == 0 and not agent.devices[device].session.unauthorized
+            c.outliers == 0
+            and c.recompute_failures == 0
+            and not agent.devices[device].session.recomputes.unauthorized
         )
         assert agent.devices[device].session.phase == "running"
         assert sqlite_cloud.counters(device)["recomputes"] >= 1
     b = agent.devices[bad].session
     assert bad_row == {"predicted": 1001, "rejected": 2, "dropped": 0} and b.counters.rejected == 2
-    assert b.unauthorized and b.counters.recompute_failures >= 1 and b.model_version is None
+    assert b.recomputes.unauthorized and b.counters.recompute_failures >= 1 and b.model_version is None
     # heartbeats go in the gateway's batches, under its own credential: the bad device's rotated secret
     # does not stop them (one request per device with that secret would get 401s)
     for device in [*good, bad]:
@@ -285,7 +287,9 @@ def test_a_device_unassigned_since_the_last_sync_fails_only_its_own_heartbeat(
             op.delete(f"/v1/gateways/{gateway}/devices/{gone}").raise_for_status()
         beat_until(lambda: beats(kept)[0] >= 2 and beats(gone)[1] >= 1)
         assert beats(kept) == (2, 0) and beats(gone) == (1, 1)
-        assert not agent.devices[gone].session.unauthorized, "the gateway's credential, not the device's"
+        assert not agent.devices[gone].session.recomputes.unauthorized, (
+            "the gateway's credential, not the device's"
+        )
     finally:
         agent.stop()
     assert sqlite_cloud.counters(kept)["heartbeats"] == 2 and sqlite_cloud.counters(gone)["heartbeats"] == 1

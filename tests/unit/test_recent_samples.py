@@ -12,6 +12,7 @@ import numpy as np
 from edgedrift import state
 from edgedrift_edge.buffers.id_index import id_key
 from edgedrift_edge.buffers.recent_samples import RecentSamples
+from edgedrift_edge.session.dedup import sort_samples
 from edgedrift_edge.session.device_session import DeviceSession
 from edgedrift_edge.session.ledger import SessionConfig
 from edgedrift_edge.session.messages import CONTENT_HASH, UNKNOWN_CONTENT, SampleId, Samples, content_keys
@@ -222,7 +223,7 @@ def test_the_sessions_deduplication_equals_the_former_ordered_dict_on_random_bat
         SessionConfig("dev-1", n_features=2, warmup_samples=10**9, recent_samples=window), train, lambda: 0.0
     )
     recent: OrderedDict[SampleId, int] = OrderedDict()
-    reused = 0
+    reused = counted = 0
     for _ in range(400):
         n = int(rng.integers(1, 12))
         ids: list[SampleId] = [int(v) if v % 2 else str(v) for v in rng.integers(0, 45, size=n)]
@@ -232,14 +233,15 @@ def test_the_sessions_deduplication_equals_the_former_ordered_dict_on_random_bat
         before = dict(recent)
         keep, repeats = reference_dedup(recent, ids, keys, window)
         reused += sum(1 for i in keep if ids[i] in before or ids[i] in ids[:i])
-        got_keep, got_repeats = session._dedup(Samples(ids, X, y, ts, batch=n > 1))
-        assert (list(range(n)) if got_keep is None else got_keep) == keep
-        assert got_repeats == repeats
+        found = sort_samples(session.recent_samples, Samples(ids, X, y, ts, batch=n > 1))
+        assert (list(range(n)) if found.keep is None else found.keep) == keep
+        assert found.repeats == repeats
+        counted += len(found.reused)
         assert len(session.recent_samples) == len(recent)
         assert all(session.recent_samples.get(sid) == key for sid, key in recent.items())
         order = session.recent_samples.snapshot()["id_keys"].tolist()
         assert order == [id_key(sid)[0] for sid in recent], "the same age order"
-    assert session.counters.id_reused == reused > 0
+    assert counted == reused > 0
 
 
 def test_content_keys_survive_the_arrays_growing() -> None:

@@ -196,9 +196,9 @@ def test_unauthorized_is_reported_once_and_cleared_by_a_success() -> None:
     for attempt in range(3):
         got = s.recompute_failed(RecomputeFailure(request.request_id, attempt, "HTTP 401", unauthorized=True))
         assert [e["type"] for e in got].count("unauthorized") == (1 if attempt == 0 else 0)
-    assert s.unauthorized and s.status()["unauthorized"] is True
+    assert s.recomputes.unauthorized and s.status()["unauthorized"] is True
     installed = s.install(cloud.answer(request))
-    assert "authorized" in [e["type"] for e in installed] and not s.unauthorized
+    assert "authorized" in [e["type"] for e in installed] and not s.recomputes.unauthorized
 
 
 def test_snapshot_round_trip_continues_identically() -> None:
@@ -243,7 +243,7 @@ def test_a_warm_up_survives_a_checkpoint_and_a_refused_first_window_exactly() ->
         first = cloud.requests[0]
         assert first.X.tobytes() == X[:100:2].tobytes(), "the labeled rows of the window, bit-exact"
         s.recompute_failed(RecomputeFailure(first.request_id, 0, "HTTP 422: bad window", final=True))
-        assert s.phase == "warmup" and len(s.warm_rows) == 50 + 1, "the window's rows, then X[99]"
+        assert s.phase == "warmup" and len(s.warm.rows) == 50 + 1, "the window's rows, then X[99]"
         clock.now = 31.0  # past the cool-down: 49 more samples complete the window again
         feed(s, X[100:149], y[100:149], start=100)
         clock.now = 0.0
@@ -283,18 +283,19 @@ def test_a_batch_scores_its_labeled_samples_and_keeps_the_others_for_late_labels
     X, y = rows(500)
     feed(s, X[:200], y[:200])
     assert s.phase == "running"
-    scored = len(s.recent)
+    scored = len(s.quality.scores)
     out = s.handle("samples", batch(200, X[200:300], y[200:300], every=4))
     predicted = np.array([p["y_hat"] for p in out.predictions])
     labeled = np.arange(100) % 4 == 0
-    assert len(s.recent) == scored + 25
+    assert len(s.quality.scores) == scored + 25
     assert (
-        s.recent.values()[-25:].tolist() == (predicted[labeled] == y[200:300][labeled]).astype(float).tolist()
+        s.quality.scores.values()[-25:].tolist()
+        == (predicted[labeled] == y[200:300][labeled]).astype(float).tolist()
     )
     assert all(s.recent_samples.awaits(200 + i) for i in np.flatnonzero(~labeled).tolist())
     assert not any(s.recent_samples.awaits(200 + i) for i in np.flatnonzero(labeled).tolist())
     labels = {"labels": [{"id": 201, "y": float(y[201])}, {"id": 202, "y": float(y[202])}]}
     s.handle("labels", json.dumps(labels).encode())
-    assert len(s.recent) == scored + 27
-    assert s.recent.values()[-2:].tolist() == (predicted[1:3] == y[201:203]).astype(float).tolist()
+    assert len(s.quality.scores) == scored + 27
+    assert s.quality.scores.values()[-2:].tolist() == (predicted[1:3] == y[201:203]).astype(float).tolist()
     assert not s.recent_samples.awaits(201) and s.recent_samples.awaits(203)

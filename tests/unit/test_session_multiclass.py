@@ -161,7 +161,8 @@ def test_the_heartbeat_reports_accuracy_and_macro_f1_and_they_survive_a_checkpoi
     tree, _ = state.loads(state.dumps(s.snapshot()))
     assert isinstance(tree, dict)
     restored.restore(tree)
-    assert restored.macro_f1() == s.macro_f1() and restored.accuracy() == s.accuracy()
+    assert restored.quality.macro_f1() == s.quality.macro_f1()
+    assert restored.quality.accuracy() == s.quality.accuracy()
     x = json.dumps({"id": 999, "x": X[0].tolist()}).encode()
     assert (
         restored.handle("samples", x).predictions[0]["y_hat"]

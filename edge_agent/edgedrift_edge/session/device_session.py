@@ -17,50 +17,67 @@ sync mode (then the deployed run equals the offline evaluator's) and returns Non
 model arrives later through :meth:`DeviceSession.install`. A request the cloud refuses for good puts
 the session on a cool-down instead of asking again on every sample.
 
-The types and counters live in :mod:`~edgedrift_edge.session.ledger`, the recompute half of the state machine
-in :mod:`~edgedrift_edge.session.recomputes`, its reports in :mod:`~edgedrift_edge.session.reports`, the
-checkpoint codec in :mod:`~edgedrift_edge.session.codec`. It is over 500 lines because the running half
-(samples one by one and batch messages, which must report the same predictions) stays in one place.
+The session is one class with collaborators it owns, each in its own module: the class names
+(:mod:`~edgedrift_edge.session.classes`), the first window (:mod:`~edgedrift_edge.session.warmup`), the
+recent quality (:mod:`~edgedrift_edge.session.quality`), the recompute bookkeeping
+(:mod:`~edgedrift_edge.session.recomputes`) and the recent samples
+(:mod:`~edgedrift_edge.buffers.recent_samples`, sorted by :mod:`~edgedrift_edge.session.dedup`); the
+types and counters live in :mod:`~edgedrift_edge.session.ledger`, the reports in
+:mod:`~edgedrift_edge.session.reports`, the checkpoint codec in :mod:`~edgedrift_edge.session.codec`. It
+is over 500 lines because it is the state machine: what moves a device from phase to phase (warm-up, the
+first model, running, a model that arrives, a refusal) and the running half (samples one by one and
+batch messages, which must report the same predictions) stay in one place, while the collaborators hold
+the state of each concept.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
-import uuid
 from collections import Counter as Tally
-from collections.abc import Callable
-from dataclasses import asdict, fields
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, fields, replace
 from typing import Any, Literal
 
 import numpy as np
 
 from edgedrift.guard import RangeGuard, screen_first_window
 from edgedrift.loop import EdgeLoop
+from edgedrift.models.document import BatchModel
 from edgedrift.models.losses import FloatArray
 from edgedrift.strategies import Context, get_strategy
+from edgedrift.strategies.channel import EdgeTune
+from edgedrift.strategies.retuned import RetunedLearner
+from edgedrift.wire import Heartbeat, RetuneRequest
 from edgedrift_edge.buffers.id_index import IntArray, id_key
 from edgedrift_edge.buffers.packed_rows import PackedRows
 from edgedrift_edge.buffers.recent_samples import RecentSamples
-from edgedrift_edge.buffers.score_window import ScoreWindow
-from edgedrift_edge.session import codec
-from edgedrift_edge.session.classes import ClassesMixin
-from edgedrift_edge.session.dedup import DedupMixin
+from edgedrift_edge.session import codec, reports
+from edgedrift_edge.session.classes import ClassNames
+from edgedrift_edge.session.dedup import place_new, sort_samples
 from edgedrift_edge.session.event_summary import EventSummaries
 from edgedrift_edge.session.ledger import Counters, Event, Output, Prediction, SessionConfig
 from edgedrift_edge.session.messages import MessageError, Rejection, SampleId, Samples
-from edgedrift_edge.session.recomputes import RecomputesMixin
-from edgedrift_edge.session.reports import OUTLIER_REASON, REASONS_PER_EVENT, ReportsMixin
-from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
-from edgedrift_edge.session.warmup import MIN_WARMUP_LABELS, WarmupMixin, is_label_rejection
+from edgedrift_edge.session.quality import Quality
+from edgedrift_edge.session.recomputes import Recomputes
+from edgedrift_edge.session.reports import OUTLIER_REASON, REASONS_PER_EVENT
+from edgedrift_edge.session.trainer import (
+    LabelBatch,
+    RecomputeFailure,
+    RecomputeRequest,
+    TrainedModel,
+    Trainer,
+)
+from edgedrift_edge.session.warmup import MIN_WARMUP_LABELS, Waiting, WarmupWindow, is_label_rejection
 
 __all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "SessionConfig"]
 
 Phase = Literal["warmup", "awaiting_model", "running"]
 
 
-class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, WarmupMixin):
+class DeviceSession:
     """The per-device state machine (see the module docstring)."""
 
     def __init__(
@@ -70,39 +87,30 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         clock: Callable[[], float],
     ) -> None:
         self.config = config
-        self.trainer = trainer
         self.clock = clock
         self.strategy = get_strategy(config.strategy)
         self.counters = Counters()
         self.phase: Phase = "warmup"
         self.n_features: int | None = config.n_features
-        self.warm_rows = PackedRows()
-        self.warm_y: list[float] = []
-        self.warm_ids: list[SampleId | None] = []
         self.loop: EdgeLoop | None = None
         self.C: float | str | None = None
-        self.loss = "logistic" if config.task == "classification" else "squared"
-        self._init_classes()  # labels and predictions by class name (session_classes)
         self.learner_params: dict[str, dict[str, float]] = {}
         self.model_version: int | None = None
+        self.class_names = ClassNames(config)
+        self.warm = WarmupWindow(config)
         #: The newest samples' ids with their content digests (redeliveries are told from reused ids) and,
         #: for the unlabeled ones, x and y_hat awaiting a late label (bounded, oldest evicted).
         self.recent_samples = RecentSamples(config.recent_samples, config.n_features, config.recent_bytes)
-        #: 1.0/0.0 per recent labeled prediction (classification) or squared error (regression).
-        self.recent = ScoreWindow(config.accuracy_window)
-        self.recent_sum = 0.0
+        named = None if self.class_names.labels is None else self.class_names.n_classes
+        self.quality = Quality(config.task, config.accuracy_window, named)
+        self.recomputes = Recomputes(
+            config, self.strategy, self.class_names, trainer, self.counters, self._emit
+        )
         self.next_seq = 0
         self.drift_events = 0
         self.width_mismatches = 0
-        self.epoch = uuid.uuid4().hex[:12]
-        self.request_seq = 0
-        self.history_id, self.history_seq = uuid.uuid4().hex[:12], 0  # label batch ids, fresh per process
-        self.pending: RecomputeRequest | None = None
         self.guard: RangeGuard | None = None
-        self.cooldown_until = -math.inf
-        self.unauthorized = False
         self.last_label_rejection: str | None = None
-        self._stall: tuple[str, int] | None = None  # the warm-up stall last reported (session_warmup)
         self._events: list[Event] = []
         self._payload = b""
         self.summaries = EventSummaries(clock, REASONS_PER_EVENT)  # label misses, late-label outliers
@@ -125,6 +133,11 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         check_in_process(session_config.strategy)
         return cls(session_config, in_process_trainer(), clock)
 
+    @property
+    def pending(self) -> RecomputeRequest | None:
+        """The recompute request in flight (None: none)."""
+        return self.recomputes.pending
+
     # --- messages ---------------------------------------------------------------------------------------
 
     def handle(self, kind: str, payload: bytes) -> Output:
@@ -135,17 +148,17 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         out = Output()
         try:
             if kind == "labels":
-                labels, rejected = self._parse_labels(payload)
+                labels, rejected = self.class_names.parse_labels(payload)
                 self._reject(rejected, "labels", len(rejected))
                 for sid, y in labels:
                     self._late_label(sid, y)
             else:
                 self._release_cooldown()
-                samples = self._parse_samples(payload)
+                samples = self.class_names.parse_samples(payload, self.n_features, self.next_seq)
                 self._reject(samples.rejected, kind, len(samples.rejected))
                 self.next_seq += len(samples.ids) + len(samples.rejected)
                 if samples.ids:
-                    out.predictions = self._named(self._samples(samples))
+                    out.predictions = self.class_names.named(self._samples(samples))
                 out.batch = samples.batch
         except MessageError as exc:
             self._reject([Rejection(str(exc))], kind, exc.count)
@@ -189,8 +202,18 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
 
     def _samples(self, s: Samples) -> list[Prediction]:
         """Deduplicate, then warm-up or run; returns the predictions of every sample kept."""
-        slots = self._dedup_new(s)
-        keep, repeats = (None, []) if slots is not None else self._dedup(s)
+        placed = place_new(self.recent_samples, s)
+        slots, keep, repeats = None, None, []
+        if placed is not None:
+            slots = placed.slots
+            self.counters.join_evictions += placed.evicted
+        else:
+            found = sort_samples(self.recent_samples, s)
+            keep, repeats = found.keep, found.repeats
+            self.counters.join_evictions += found.evicted
+            self.counters.id_reused += len(found.reused)
+            for sid in found.reused:
+                self._emit("id_reused", id=sid, reason="same id, different content: processed as new")
         preds: list[Prediction] = []
         if repeats:
             preds.extend(self._repeat(s, repeats))
@@ -253,54 +276,50 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
                 rest = s.subset(list(range(i, len(s.ids))))
                 return preds + self._run(rest)
             row = s.row(i)
-            self.warm_rows.append(row)
-            self.warm_y.append(ys[i])
-            self.warm_ids.append(sid)
+            self.warm.add(row, ys[i], sid)
             if math.isnan(ys[i]):
                 self._remember(sid, row, math.nan)
             preds.append(self._prediction(sid, None, "warmup"))
             self._bound_warmup()
-            if self.phase == "warmup" and len(self.warm_y) >= self.config.warmup_samples:
+            if self.phase == "warmup" and self.warm.full():
                 self._finish_warmup()
         return preds
 
     def _bound_warmup(self) -> None:
         """Keep the newest 2·warmup_samples samples while the first model is refused, and the newest
         warmup_samples that arrive while it is awaited."""
-        cap = self.config.warmup_samples * (2 if self.phase == "warmup" else 1)
-        excess = len(self.warm_y) - cap
-        if excess > 0:
-            self.warm_rows.drop_oldest(excess)
-            del self.warm_y[:excess], self.warm_ids[:excess]
+        self.warm.bound(self.config.warmup_samples * (2 if self.phase == "warmup" else 1))
 
     def _finish_warmup(self) -> None:
         """First window complete: lock the width, fit the guard, ask for the first model (its answer may
         come later)."""
-        if self.clock() < self.cooldown_until:
+        warm = self.warm
+        if self.clock() < self.recomputes.cooldown_until:
             self._report_stall()
             return
-        widths = Tally(len(r) for r in self.warm_rows)
+        widths = Tally(len(r) for r in warm.rows)
         d = self.n_features or widths.most_common(1)[0][0]
-        pairs = [(r, y) for r, y in zip(self.warm_rows, self.warm_y, strict=True) if len(r) == d]
+        pairs = [(r, y) for r, y in zip(warm.rows, warm.y, strict=True) if len(r) == d]
         y0 = np.array([y for _, y in pairs if not math.isnan(y)])
         if len(y0) < MIN_WARMUP_LABELS or (self.config.task == "classification" and np.unique(y0).size < 2):
             self._report_stall()  # and keep collecting until the window can train a model
             return
         if self.n_features is None:
             self.n_features = d
-            self._emit("width_locked", n_features=d, from_samples=len(self.warm_rows))
-        self._stall = None
+            self._emit("width_locked", n_features=d, from_samples=len(warm))
+        warm.stall = None
         self.counters.join_evictions += self.recent_samples.lock_width(d)
-        if len(pairs) < len(self.warm_rows):
-            self._emit("width_discarded", n_features=d, discarded=len(self.warm_rows) - len(pairs))
+        if len(pairs) < len(warm):
+            self._emit("width_discarded", n_features=d, discarded=len(warm) - len(pairs))
         X0 = np.array([r for r, y in pairs if not math.isnan(y)]).reshape(len(y0), d)
         self.guard, X0c, y0c = screen_first_window(
             X0, y0, self.config.task, RangeGuard(self.config.outlier_threshold)
         )
-        self._emit("warmup_done", samples=len(self.warm_y), labels=len(y0), outliers=len(y0) - len(y0c))
-        self.warm_rows, self.warm_y, self.warm_ids = PackedRows(), [], []
+        self._emit("warmup_done", samples=len(warm), labels=len(y0), outliers=len(y0) - len(y0c))
+        warm.take()
         self.phase = "awaiting_model"
-        trained = self._submit(self._request(X0c, y0c, reason="initial", stats={}, initial=True))
+        request = self.recomputes.request(X0c, y0c, reason="initial", stats={}, C=None, initial=True)
+        trained = self.recomputes.submit(request)
         if trained is not None:
             self._install_initial(trained)
 
@@ -308,13 +327,12 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         """Build the strategy's loop around the first model and replay what arrived while waiting."""
         request = self.pending
         assert request is not None and request.initial
-        self.pending = None
-        self._count_trained(trained)
+        self.recomputes.trained(trained)
         C = getattr(trained.model, "C", self.config.C)
         ctx = Context(
             n_features=request.X.shape[1],
             task=self.config.task,
-            loss=self.loss,
+            loss=self.recomputes.loss,
             window_labels=self.config.window_labels,
             C=C if isinstance(C, float) else 1.0,
             recompute=self._recompute,
@@ -322,15 +340,14 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
             y0=request.y,
             guard=self.guard,
             retune=lambda _channel, _learner: self._recompute,  # the cloud searches the forwarded history
-            n_classes=self.n_classes,
+            n_classes=self.class_names.n_classes,
         )
         loop = self.strategy.build(ctx, self.config.strategy_param)
         loop.start(trained.model, request.X, request.y, warm_learner=True)
         self.loop, self.C, self.learner_params = loop, C, ctx.learner_params
         self.model_version = trained.version
         self.phase = "running"
-        late_rows, late_y = self.warm_rows, self.warm_y
-        self.warm_rows, self.warm_y, self.warm_ids = PackedRows(), [], []
+        late_rows, late_y = self.warm.take()
         self._emit("model_installed", version=trained.version, reason="initial", C=C)
         for x, y in zip(late_rows, late_y, strict=True):  # what arrived while the model was awaited
             if not math.isnan(y):
@@ -339,8 +356,8 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
     # --- running --------------------------------------------------------------------------------------------
 
     def _run(self, s: Samples, slots: IntArray | None = None) -> list[Prediction]:
-        """Predict and learn; ``slots``: the samples' slots in the recent samples when :meth:`_dedup_new`
-        put them there."""
+        """Predict and learn; ``slots``: the samples' slots in the recent samples when
+        :func:`~edgedrift_edge.session.dedup.place_new` put them there."""
         loop = self.loop
         assert loop is not None
         if s.rows is not None:  # width decided while this message was parsed: keep the rows that fit
@@ -376,7 +393,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
             elif y != y:  # unlabeled (NaN): wait for a late label
                 self._remember(sid, x, p)
             else:
-                self._score(y, p)
+                self.quality.score(y, p)
             preds.append(self._prediction(sid, p, source, loop.last_outlier, version))
         self._report_outliers(outliers)
         return preds
@@ -417,7 +434,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
             versions[count - base :] = [v] * (len(versions) - (count - base))
         preds = []
         outlier = flags.tolist() if flags.size else [False] * len(s.ids)
-        score, finite = self._score, math.isfinite
+        score, finite = self.quality.score, math.isfinite
         predicted = y_hat.tolist()
         waiting: list[int] = []  # unlabeled (NaN) samples: they wait for a late label
         for i, (sid, y, p) in enumerate(zip(s.ids, s.y.tolist(), predicted, strict=True)):
@@ -451,7 +468,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         unlabeled = np.isnan(s.y)
         ys = s.y.tolist()
         for i in np.flatnonzero(~unlabeled).tolist():
-            self._score(ys[i], predicted[i])
+            self.quality.score(ys[i], predicted[i])
         self._await_labels(s, np.flatnonzero(unlabeled), predicted, y_hat, slots)
         return preds
 
@@ -464,8 +481,8 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         slots: IntArray | None,
     ) -> None:
         """The unlabeled samples at positions ``waiting`` of a batch wait in the recent samples for a
-        late label: in the slots :meth:`_dedup_new` gave them (-1: pushed out by a later id of the
-        batch, counted as evicted), or looked up one by one without them."""
+        late label: in the slots :func:`~edgedrift_edge.session.dedup.place_new` gave them (-1: pushed out
+        by a later id of the batch, counted as evicted), or looked up one by one without them."""
         if slots is None:
             for i in waiting.tolist():
                 self._remember(s.ids[i], s.X[i], predicted[i])
@@ -491,11 +508,8 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
             return
         x, y_hat = entry
         self.counters.labeled += 1
-        if self.phase != "running":
-            for i in range(len(self.warm_ids) - 1, -1, -1):  # still in the first window: label it there
-                if self.warm_ids[i] == sid:
-                    self.warm_y[i] = y
-                    break
+        if self.phase != "running":  # still in the first window: label it there
+            self.warm.label(sid, y)
             return
         if len(x) == self.n_features:
             self._learn(sid, x, y, y_hat)
@@ -510,13 +524,128 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
             self.counters.outliers += 1
             self.summaries.add("outlier", sid, OUTLIER_REASON)
         elif not math.isnan(y_hat):
-            self._score(y, y_hat)
+            self.quality.score(y, y_hat)
+
+    # --- recomputes -----------------------------------------------------------------------------------------
+
+    def _recompute(self, X: FloatArray, y: FloatArray, reset_rows: int | None = None) -> BatchModel | None:
+        """The loop's trainer: the model when the trainer answers at once (sync), else None."""
+        loop = self.loop
+        assert loop is not None
+        stats = loop.monitor.stats
+        request = self.recomputes.request(
+            X.copy(), y.copy(), self.config.strategy, stats, C=self.C, reset_rows=reset_rows
+        )
+        edge = self._retuned()
+        if edge is not None:  # every label learned so far reaches the history before the search
+            retune = RetuneRequest.model_validate(
+                {"learner": edge.name, "window_labels": self.config.window_labels, "current": edge.params}
+            )
+            request = replace(request, retune=retune, history=tuple(self.take_history(force=True)))
+        trained = self.recomputes.submit(request)
+        if trained is None:
+            return None
+        self.recomputes.trained(trained)
+        self.model_version = trained.version
+        if self.version_marks is not None:
+            self.version_marks.append((loop.counters.samples, trained.version))
+        self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
+        self._apply_edge(trained)
+        return trained.model
+
+    def _retuned(self) -> RetunedLearner | None:
+        """The edge learner of a re-tuning strategy (``druid-tune``, ``periodic-tune``), else None."""
+        learner = None if self.loop is None else self.loop.learner
+        return learner if isinstance(learner, RetunedLearner) else None
+
+    def take_history(self, force: bool = False) -> list[LabelBatch]:
+        """The labels a re-tuning strategy's edge learner learned, as batches for the cloud's history."""
+        return self.recomputes.take_history(self._retuned(), force)
+
+    def _apply_edge(self, trained: TrainedModel) -> None:
+        """Hand a re-tuning recompute's parameters to the edge learner, which applies them when the model
+        is installed (as offline: :meth:`RetunedLearner.anchor`)."""
+        edge = self._retuned()
+        if edge is not None and trained.edge is not None:
+            edge.channel.post(EdgeTune.from_document(trained.edge))
+
+    def install(self, trained: TrainedModel) -> list[Event]:
+        """A model that arrived for a pending request (async mode): swap it in between two samples."""
+        self._events = []
+        pending = self.pending
+        if pending is None or not self.recomputes.answers(trained.request_id):
+            self._emit("stale_model", version=trained.version, reason="no pending request with this id")
+        elif pending.initial:
+            self._install_initial(trained)
+        else:
+            loop = self.loop
+            assert loop is not None
+            self.recomputes.trained(trained)
+            self._apply_edge(trained)
+            loop.install(trained.model)
+            loop.counters.bytes_down += len(json.dumps(trained.document))
+            self.model_version = trained.version
+            self._emit("recompute_finished", version=trained.version, train_ms=trained.train_ms)
+        events, self._events = self._events, []
+        return events
+
+    def recompute_failed(self, failure: RecomputeFailure) -> list[Event]:
+        """A failed attempt; a final one releases the request after a cool-down, and a refused first
+        window goes back to warm-up, to be asked for again with what arrived since."""
+        self._events = []
+        if not self.recomputes.answers(failure.request_id):
+            return []
+        released = self.recomputes.failed(failure, self.clock())
+        if released is not None and released.initial:
+            self.phase = "warmup"
+            self.warm.put_back(released.X, released.y)
+        events, self._events = self._events, []
+        return events
+
+    def _release_cooldown(self) -> None:
+        """After a refused recompute, let the loop ask again once the cool-down has passed."""
+        loop = self.loop
+        if loop is not None and loop.pending_recompute and self.pending is None:
+            loop.pending_recompute = self.clock() < self.recomputes.cooldown_until
+
+    def resubmit(self) -> RecomputeRequest | None:
+        """The pending request after a restart (same request id: the cloud answers it at most once)."""
+        return self.pending
+
+    # --- reports --------------------------------------------------------------------------------------------
+
+    def _waiting(self) -> Waiting:
+        wait = self.recomputes.cooldown_until - self.clock()
+        return Waiting(self.phase, wait, self.counters.rejected_labels, self.last_label_rejection)
+
+    def warmup_state(self) -> dict[str, Any] | None:
+        """The ``warmup`` field of the status: None once running."""
+        return self.warm.state(self._waiting())
+
+    def _report_stall(self) -> None:
+        """The first window is full and could not train: say why (once per cause, then every
+        ``warmup_samples`` samples while it lasts)."""
+        event = self.warm.stall_event(self._waiting(), self.counters.samples)
+        if event is not None:
+            self._emit("warmup_stalled", **event)
+
+    def _report_outliers(self, ids: Sequence[SampleId | None]) -> None:
+        if ids:
+            self.counters.outliers += len(ids)
+            self._emit("outlier", count=len(ids), ids=ids[:REASONS_PER_EVENT], reason=OUTLIER_REASON)
+
+    def status(self) -> dict[str, Any]:
+        """The device's part of the retained status message (the agent adds state and queue)."""
+        return reports.status(self)
+
+    def heartbeat(self) -> Heartbeat:
+        return reports.heartbeat(self)
 
     # --- checkpoints ----------------------------------------------------------------------------------------
 
     _SAVED = (
-        "phase", "n_features", "warm_y", "warm_ids", "loop", "C", "learner_params", "model_version",
-        "recent_sum", "next_seq", "drift_events", "epoch", "request_seq", "guard",
+        "phase", "n_features", "loop", "C", "learner_params", "model_version", "next_seq", "drift_events",
+        "guard",
     )  # fmt: skip
 
     def snapshot(self) -> dict[str, Any]:
@@ -524,10 +653,11 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         :mod:`edgedrift.state`). The large buffers travel as a few arrays (the recent samples' ids as
         64-bit words, rows as one matrix), so a checkpoint costs milliseconds."""
         tree: dict[str, Any] = {name: getattr(self, name) for name in self._SAVED}
-        tree["warm_rows"] = codec.pack_rows(list(self.warm_rows))
+        tree["warm_y"], tree["warm_ids"] = self.warm.y, self.warm.ids
+        tree["warm_rows"] = codec.pack_rows(list(self.warm.rows))
+        tree["epoch"], tree["request_seq"] = self.recomputes.epoch, self.recomputes.request_seq
         tree["recent_samples"] = self.recent_samples.snapshot()
-        tree["recent"] = self.recent.values()
-        tree["recent_cells"] = None if self.recent_cells is None else self.recent_cells.values()
+        self.quality.snapshot(tree)
         tree["counters"] = asdict(self.counters)
         tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
         return tree
@@ -536,7 +666,13 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         """Continue from :meth:`snapshot` (the loop's trainer is re-bound to this session)."""
         for name in self._SAVED:
             setattr(self, name, tree[name])
-        self.warm_rows = PackedRows(codec.unpack_rows(tree["warm_rows"]))
+        warm = self.warm
+        warm.y, warm.ids = tree["warm_y"], tree["warm_ids"]
+        warm.rows = PackedRows(codec.unpack_rows(tree["warm_rows"]))
+        recomputes = self.recomputes
+        recomputes.epoch, recomputes.request_seq = tree["epoch"], tree["request_seq"]
+        pending = tree.get("pending")
+        recomputes.pending = None if pending is None else codec.request_from_fields(pending)
         # the newest entries that fit this config (older ones count as evicted)
         size, width, budget = self.config.recent_samples, self.n_features, self.config.recent_bytes
         if "recent_samples" in tree:
@@ -544,11 +680,10 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         else:  # written before the join buffer and the duplicate window became one
             former = tree["joins"], tree["recent_ids"]
             self.recent_samples, dropped = RecentSamples.restore_former(*former, size, width, budget)
-        self.recent = ScoreWindow(self.config.accuracy_window, tree["recent"].tolist())
-        self._restore_cells(tree)
-        self.counters = Counters(**{f.name: tree["counters"].get(f.name, 0) for f in fields(Counters)})
+        self.quality.restore(tree)
+        saved = tree["counters"]
+        for f in fields(Counters):  # in place: the collaborators count into the same object
+            setattr(self.counters, f.name, saved.get(f.name, 0))
         self.counters.join_evictions += dropped
-        pending = tree.get("pending")
-        self.pending = None if pending is None else codec.request_from_fields(pending)
         if self.loop is not None:
             self.loop.recompute_fn = self._recompute
