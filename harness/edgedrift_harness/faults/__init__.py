@@ -36,6 +36,7 @@ from edgedrift_harness.faults.input_faults import (
     wrong_width_first,
 )
 from edgedrift_harness.faults.lab import (
+    BROKERS,
     PASSWORD,
     FaultLab,
     Ledger,
@@ -54,6 +55,7 @@ from edgedrift_harness.faults.network_faults import (
 )
 
 __all__ = [
+    "BROKERS",
     "PASSWORD",
     "SCENARIOS",
     "FaultLab",

@@ -22,8 +22,10 @@ from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto
 from edgedrift_harness.mqtt import DeviceWatcher
+from edgedrift_harness.rabbitmq import RabbitMQProcess
 
 __all__ = [
+    "BROKERS",
     "PASSWORD",
     "FaultLab",
     "Ledger",
@@ -37,6 +39,8 @@ __all__ = [
 OPERATOR_TOKEN = "fault-operator-token-" + "x" * 24
 PUBLISHER, WATCHER = "replay", "operator"
 PASSWORD = "fault-suite-password-0123456789"
+#: The brokers a lab runs: the shipped Mosquitto configuration or a RabbitMQ node with the MQTT plugin.
+BROKERS = ("mosquitto", "rabbitmq")
 
 
 @dataclass
@@ -141,17 +145,24 @@ def stream(n_concepts: int = 2, length: int = 3000, seed: int = 1, d: int = 2) -
 
 
 class FaultLab:
-    """A broker with the shipped configuration and a cloud trainer, both our own processes; a context
-    manager that also kills the agents a failed scenario left running."""
+    """A broker with the shipped configuration (``broker``: one of :data:`BROKERS`) and a cloud trainer,
+    both our own processes; a context manager that also kills the agents a failed scenario left running."""
 
-    def __init__(self, workdir: Path, devices: int = 24) -> None:
+    def __init__(self, workdir: Path, devices: int = 24, broker: str = "mosquitto") -> None:
+        if broker not in BROKERS:
+            raise ValueError(f"broker {broker!r}: one of {', '.join(BROKERS)}")
+        self.broker_kind = broker
         self.workdir = workdir
         self.devices = [f"fault-{i}" for i in range(devices)]
         self._free = list(self.devices)
         self.secrets: dict[str, str] = {}
         self.agents: list[AgentProcess] = []
         users = {PUBLISHER: PASSWORD, WATCHER: PASSWORD, **{d: PASSWORD for d in self.devices}}
-        self.broker = ShippedMosquitto(workdir / "broker", users)
+        self.broker: ShippedMosquitto | RabbitMQProcess = (
+            ShippedMosquitto(workdir / "broker", users)
+            if broker == "mosquitto"
+            else RabbitMQProcess(workdir / "broker", users)
+        )
         self.cloud = CloudProcess(
             f"sqlite:///{workdir / 'registry.db'}",
             workdir,
@@ -169,6 +180,14 @@ class FaultLab:
             agent.kill()
         self.cloud.stop()
         self.broker.stop()
+
+    @property
+    def loss_window(self) -> int:
+        """Acknowledged messages a broker SIGKILL may lose: Mosquitto's ``autosave_interval`` (it saves its
+        store after that many changes), 0 for RabbitMQ (quorum queues fsync before the PUBACK)."""
+        if isinstance(self.broker, ShippedMosquitto):
+            return int(self.broker.options["autosave_interval"][0])
+        return 0
 
     def url(self, user: str) -> str:
         """The broker's URL with ``user``'s login."""

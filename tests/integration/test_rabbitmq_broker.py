@@ -1,0 +1,198 @@
+"""RabbitMQ's MQTT plugin as EdgeDrift's durable broker (``edgedrift_harness.rabbitmq``: a node of its own on
+free ports with deploy/rabbitmq/rabbitmq.conf, users and ACL from a definitions file), on real processes:
+
+* a SIGKILL with 2,000 acknowledged QoS-1 messages queued for an offline persistent session (paho 2.x,
+  MQTT 3.1.1, clean_session=False) loses none of them: the session is a quorum queue;
+* the ACL of deploy/mosquitto/acl as topic permissions: a device reads its own samples only, cannot take
+  another device's session by its client id, and the replay user reads nothing;
+* mutual TLS logs a client in by its certificate's common name;
+* the fault lab on RabbitMQ: ``edgedrift-edge run`` agents, the cloud trainer, and the ledger
+  (published = predicted + rejected + dropped) of an agent SIGKILL and of a broker SIGKILL while the agent
+  is offline, with no exemption (Mosquitto's run of the same scenario may lose its save window).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from edgedrift_edge.mqtt import make_client
+from edgedrift_harness import faults
+from edgedrift_harness.faults import FaultLab
+from edgedrift_harness.mosquitto import make_certs
+from edgedrift_harness.mqtt import publish as publish_to
+from edgedrift_harness.rabbitmq import RabbitMQProcess, find_rabbitmq
+
+pytestmark = pytest.mark.skipif(find_rabbitmq() is None, reason="RabbitMQ is not installed")
+
+USERS = {
+    "dev-1": "dev-1-test-password-0123456789",
+    "dev-2": "dev-2-test-password-0123456789",
+    "replay": "replay-test-password-0123456789",
+    "operator": "operator-test-password-0123456789",
+}
+SAMPLES = "edgedrift/dev-1/samples"
+MESSAGES = 2000
+TIMEOUT_S = 15.0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQProcess]:
+    with RabbitMQProcess(tmp_path_factory.mktemp("rabbitmq"), USERS) as running:
+        yield running
+
+
+def url(broker: RabbitMQProcess, user: str) -> str:
+    return f"mqtt://{user}:{USERS[user]}@127.0.0.1:{broker.port}"
+
+
+def connected(client: mqtt.Client, port: int) -> tuple[mqtt.Client, list[Any]]:
+    """Connect ``client`` (network loop started); the CONNACK reason codes it got."""
+    codes: list[Any] = []
+    done = threading.Event()
+    client.on_connect = lambda _c, _u, _f, rc, _p: (codes.append(rc), done.set())
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    done.wait(TIMEOUT_S)
+    return client, codes
+
+
+def session(broker: RabbitMQProcess, user: str, client_id: str) -> mqtt.Client:
+    """A persistent session subscribed (QoS 1) to ``user``'s samples topic of dev-1, then disconnected."""
+    client, codes = connected(make_client(url(broker, user), client_id, clean_session=False), broker.port)
+    assert codes and not codes[0].is_failure, codes
+    subscribed = threading.Event()
+    client.on_subscribe = lambda *_a: subscribed.set()
+    client.subscribe(SAMPLES, 1)
+    assert subscribed.wait(TIMEOUT_S)
+    client.disconnect()
+    client.loop_stop()
+    return client
+
+
+def receive(
+    broker: RabbitMQProcess, user: str, client_id: str, expected: int, quiet_s: float = 3.0
+) -> list[int]:
+    """Reconnect a persistent session; the sample ids it receives until ``expected`` or quiet."""
+    got: list[int] = []
+    last = [time.monotonic()]
+    client = make_client(url(broker, user), client_id, clean_session=False)
+
+    def on_message(_c: mqtt.Client, _u: Any, message: mqtt.MQTTMessage) -> None:
+        got.append(int(json.loads(message.payload)["id"]))
+        last[0] = time.monotonic()
+
+    client.on_message = on_message
+    connected(client, broker.port)
+    last[0] = time.monotonic()
+    while len(set(got)) < expected and time.monotonic() - last[0] < quiet_s:
+        time.sleep(0.05)
+    client.disconnect()
+    client.loop_stop()
+    return got
+
+
+def test_sigkill_loses_no_acknowledged_message_of_an_offline_session(broker: RabbitMQProcess) -> None:
+    session(broker, "dev-1", "edgedrift-agent-dev-1")
+    payloads = [json.dumps({"id": i, "x": [0.5, 1.5]}).encode() for i in range(MESSAGES)]
+    publish_to(url(broker, "replay"), SAMPLES, payloads)  # returns once every PUBACK arrived
+    (queue,) = [q for q in broker.queues() if q["name"] == "mqtt-subscription-edgedrift-agent-dev-1qos1"]
+    assert queue["type"] == "quorum" and queue["durable"] is True
+    broker.kill()
+    broker.start()
+    got = receive(broker, "dev-1", "edgedrift-agent-dev-1", MESSAGES)
+    assert set(got) == set(range(MESSAGES)), f"lost {MESSAGES - len(set(got))} acknowledged messages"
+
+
+def test_the_acl_keeps_devices_to_their_own_topics_and_sessions(broker: RabbitMQProcess) -> None:
+    # dev-2 may not subscribe to dev-1's samples: it gets none of them (the broker refuses the subscription).
+    got: list[bytes] = []
+    thief, codes = connected(
+        make_client(url(broker, "dev-2"), "edgedrift-agent-dev-2", clean_session=True), broker.port
+    )
+    assert codes and not codes[0].is_failure
+    thief.on_message = lambda _c, _u, m: got.append(m.payload)
+    thief.subscribe(SAMPLES, 1)
+    time.sleep(1.0)
+    # dev-2 cannot log in with dev-1's client id (its session queue belongs to dev-1).
+    _, stolen = connected(
+        make_client(url(broker, "dev-2"), "edgedrift-agent-dev-1", clean_session=False), broker.port
+    )
+    assert stolen and stolen[0].is_failure, stolen
+    # The control: dev-1 subscribes to its own samples and gets what replay publishes there.
+    own: list[bytes] = []
+    client, _ = connected(
+        make_client(url(broker, "dev-1"), "edgedrift-agent-dev-1", clean_session=True), broker.port
+    )
+    client.on_message = lambda _c, _u, m: own.append(m.payload)
+    subscribed = threading.Event()
+    client.on_subscribe = lambda *_a: subscribed.set()
+    client.subscribe(SAMPLES, 1)
+    assert subscribed.wait(TIMEOUT_S)
+    publish_to(url(broker, "replay"), SAMPLES, [b'{"id": 1, "x": [1.0]}'] * 10)
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(own) < 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(own) == 10
+    assert got == [], "dev-2 read dev-1's samples"
+    for c in (thief, client):
+        c.disconnect()
+        c.loop_stop()
+
+
+def test_mutual_tls_logs_a_device_in_by_its_certificate(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path / "certs", "127.0.0.1", ["dev-1"])
+    with RabbitMQProcess(tmp_path / "node", USERS, certs=certs) as node:
+        assert node.tls_port is not None
+        client = make_client(
+            f"mqtts://127.0.0.1:{node.tls_port}",
+            "edgedrift-agent-dev-1",
+            clean_session=True,
+            tls_ca_file=str(certs / "ca.crt"),
+            tls_cert_file=str(certs / "dev-1.crt"),
+            tls_key_file=str(certs / "dev-1.key"),
+        )
+        client, codes = connected(client, node.tls_port)
+        assert codes and not codes[0].is_failure, node.log_tail()
+        granted: list[Any] = []
+        done = threading.Event()
+        client.on_subscribe = lambda _c, _u, _m, rc, _p: (granted.extend(rc), done.set())
+        client.subscribe(SAMPLES, 1)
+        assert done.wait(TIMEOUT_S) and not granted[0].is_failure
+        client.disconnect()
+        client.loop_stop()
+        # Without a client certificate the handshake fails.
+        bare = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="anon")
+        bare.tls_set(ca_certs=str(certs / "ca.crt"), cert_reqs=ssl.CERT_REQUIRED)
+        with pytest.raises((ssl.SSLError, OSError)):
+            bare.connect("127.0.0.1", node.tls_port)
+            bare.loop(2.0)
+            bare.loop(2.0)
+            assert bare.is_connected()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultLab]:
+    with FaultLab(tmp_path_factory.mktemp("faults-rabbitmq"), devices=4, broker="rabbitmq") as running:
+        yield running
+
+
+def test_an_agent_on_rabbitmq_loses_nothing_when_killed(lab: FaultLab) -> None:
+    result = faults.SCENARIOS["agent_sigkill"](lab)
+    assert result.published > 0 and result.lost == 0, result.row()
+    assert result.rejected == 0 and result.dropped == 0
+
+
+def test_broker_sigkill_on_rabbitmq_loses_no_acknowledged_sample(lab: FaultLab) -> None:
+    """The scenario Mosquitto is exempted from (its save window): on RabbitMQ the window is 0."""
+    result = faults.SCENARIOS["broker_kill9_offline_agent"](lab)
+    assert result.checks == {"broker": "rabbitmq", "window": 0}
+    assert result.published == 2000 and result.lost == 0, result.row()
