@@ -181,8 +181,10 @@ def make_offline_session(broker: Broker) -> None:
     client.loop_stop()
 
 
-def collect(broker: Broker, expected: set[int], quiet_s: float = 2.0) -> set[int]:
-    """Reconnect dev-1's session; the sample ids it receives until all expected arrived or it goes quiet."""
+def collect(broker: Broker, expected: set[int], quiet_s: float = 2.0, first_s: float = 20.0) -> set[int]:
+    """Reconnect dev-1's session; the sample ids it receives until all expected arrived or it goes quiet
+    (``quiet_s`` without a message; ``first_s`` for the first one: a restarted RabbitMQ delivers once the
+    session's quorum queue has elected its leader, a few seconds after its listener opens)."""
     received: set[int] = set()
     last = [time.monotonic()]
     lock = threading.Lock()
@@ -203,7 +205,7 @@ def collect(broker: Broker, expected: set[int], quiet_s: float = 2.0) -> set[int
     while True:
         time.sleep(0.05)
         with lock:
-            if expected <= received or time.monotonic() - last[0] > quiet_s:
+            if expected <= received or time.monotonic() - last[0] > (quiet_s if received else first_s):
                 break
     client.disconnect()
     client.loop_stop()

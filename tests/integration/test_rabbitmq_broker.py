@@ -80,9 +80,15 @@ def session(broker: RabbitMQProcess, user: str, client_id: str) -> mqtt.Client:
 
 
 def receive(
-    broker: RabbitMQProcess, user: str, client_id: str, expected: int, quiet_s: float = 3.0
+    broker: RabbitMQProcess,
+    user: str,
+    client_id: str,
+    expected: int,
+    quiet_s: float = 3.0,
+    first_s: float = 30.0,
 ) -> list[int]:
-    """Reconnect a persistent session; the sample ids it receives until ``expected`` or quiet."""
+    """Reconnect a persistent session; the sample ids it receives until ``expected`` or quiet (``first_s`` for
+    the first message: after a restart the session's quorum queue elects its leader first)."""
     got: list[int] = []
     last = [time.monotonic()]
     client = make_client(url(broker, user), client_id, clean_session=False)
@@ -94,7 +100,7 @@ def receive(
     client.on_message = on_message
     connected(client, broker.port)
     last[0] = time.monotonic()
-    while len(set(got)) < expected and time.monotonic() - last[0] < quiet_s:
+    while len(set(got)) < expected and time.monotonic() - last[0] < (quiet_s if got else first_s):
         time.sleep(0.05)
     client.disconnect()
     client.loop_stop()
