@@ -14,12 +14,12 @@ quorum queues, the same users and ACL); its database size is that of its data di
 
 Window (per configuration, ``--trials`` kills for each of two streams, each on a fresh broker): ``dev-1``
 makes a persistent session (paho 2.x, clean_session=False, QoS-1 subscription to its samples topic) and
-disconnects; the ``replay`` user publishes sample messages at QoS 1, paced at ``--rate`` per second (a
-steady sensor stream) or as a burst, as fast as the broker acknowledges them, with at most
-``--inflight`` awaiting their PUBACK (as ``edgedrift-edge replay`` does); after a random number of
-PUBACKs between ``--messages``/2 and ``--messages`` the broker gets SIGKILL; it is restarted on the same
-port and data directory, ``dev-1`` reconnects with the same session and everything it receives is
-counted. Lost = acknowledged by the broker before the kill and never delivered after the restart.
+disconnects; ``--settle`` seconds later the ``replay`` user publishes sample messages at QoS 1, paced at
+``--rate`` per second (a steady sensor stream) or as a burst, as fast as the broker acknowledges them,
+with at most ``--inflight`` awaiting their PUBACK (as ``edgedrift-edge replay`` does); after a random
+number of PUBACKs between ``--messages``/2 and ``--messages`` the broker gets SIGKILL; it is restarted on
+the same port and data directory, ``dev-1`` reconnects with the same session and everything it receives
+is counted. Lost = acknowledged by the broker before the kill and never delivered after the restart.
 
 Throughput (per configuration, one run): the same offline session, then the largest of ``--depths``
 messages published while its queue grows; the publish rate (PUBACKs per second) is reported over the
@@ -213,9 +213,17 @@ def collect(broker: Broker, expected: set[int], quiet_s: float = 2.0, first_s: f
 
 
 def window_trial(
-    config: Config, workdir: Path, messages: int, inflight: int, rate: float | None, rng: random.Random
+    config: Config,
+    workdir: Path,
+    messages: int,
+    inflight: int,
+    rate: float | None,
+    rng: random.Random,
+    settle_s: float = 3.0,
 ) -> tuple[int, int]:
-    """One kill: (acknowledged, acknowledged but lost). ``rate`` paces the stream (None: a burst)."""
+    """One kill: (acknowledged, acknowledged but lost). ``rate`` paces the stream (None: a burst);
+    ``settle_s``: seconds between the session's subscription and the first publish (a session that
+    exists, not one made the moment before the crash)."""
     kill_after = rng.randint(messages // 2, messages)
     payloads = [payload(i, rng) for i in range(messages + inflight)]
     broker = config.make(workdir).start()
@@ -228,6 +236,7 @@ def window_trial(
 
     try:
         make_offline_session(broker)
+        time.sleep(settle_s)
         publisher = Publisher(broker, inflight, on_ack)
         infos: list[mqtt.MQTTMessageInfo] = []
         start = time.perf_counter()
@@ -312,6 +321,13 @@ def main() -> int:
         "--messages", type=int, default=None, help="messages published before the kill (max; 2000, quick 500)"
     )
     parser.add_argument("--rate", type=float, default=1000.0, help="messages/s of the paced stream")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=3.0,
+        help="seconds from the session's subscription to the first publish (0: a session made the moment "
+        "before the kill; RabbitMQ 3.10 then loses it, docs/brokers.md)",
+    )
     parser.add_argument("--inflight", type=int, default=1000, help="the publisher's QoS-1 messages in flight")
     parser.add_argument(
         "--depths", default=None, help="queue depths for throughput (default 1000,10000,50000,100000)"
@@ -351,10 +367,14 @@ def main() -> int:
             w = WindowResult(config.name)
             for t in range(trials):
                 work = Path(tmp) / f"w{c}-{t}"
-                acked, lost = window_trial(config, work / "paced", messages, args.inflight, args.rate, rng)
+                acked, lost = window_trial(
+                    config, work / "paced", messages, args.inflight, args.rate, rng, args.settle
+                )
                 w.paced_acked.append(acked)
                 w.paced_lost.append(lost)
-                acked, lost = window_trial(config, work / "burst", messages, args.inflight, None, rng)
+                acked, lost = window_trial(
+                    config, work / "burst", messages, args.inflight, None, rng, args.settle
+                )
                 w.burst_acked.append(acked)
                 w.burst_lost.append(lost)
             windows.append(w)

@@ -373,10 +373,10 @@ class RabbitMQProcess:
             raise BrokerError(f"rabbitmqctl {' '.join(args)} failed: {out.stderr.strip()}")
         return out.stdout
 
-    def queues(self) -> list[dict[str, str]]:
+    def queues(self) -> list[dict[str, Any]]:
         """Name, type, durability and message count of every queue."""
         text = self.ctl("list_queues", "name", "type", "durable", "messages", "--formatter", "json")
-        rows: list[dict[str, str]] = json.loads(text)
+        rows: list[dict[str, Any]] = json.loads(text)
         return rows
 
     def log_tail(self, lines: int = 30) -> str:

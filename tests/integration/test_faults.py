@@ -117,7 +117,7 @@ def test_broker_sigkill_keeps_an_offline_agents_queue(lab: FaultLab) -> None:
     """Mosquitto 2.0 saves after every ``autosave_interval`` changes: a crash loses at most that many
     acknowledged messages (the documented window); everything before the last save survives."""
     result = faults.SCENARIOS["broker_kill9_offline_agent"](lab)
-    window = int(lab.broker.options["autosave_interval"][0])  # type: ignore[index]
+    window = int(lab.broker.options["autosave_interval"][0])
     assert 0 <= result.lost <= window, result.row()
     assert result.checks["window"] == window == lab.loss_window
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
 from edgedrift_edge.mqtt import make_client
 from edgedrift_harness import faults
@@ -59,7 +60,12 @@ def connected(client: mqtt.Client, port: int) -> tuple[mqtt.Client, list[Any]]:
     """Connect ``client`` (network loop started); the CONNACK reason codes it got."""
     codes: list[Any] = []
     done = threading.Event()
-    client.on_connect = lambda _c, _u, _f, rc, _p: (codes.append(rc), done.set())
+
+    def on_connect(_c: mqtt.Client, _u: Any, _f: Any, rc: Any, _p: Any) -> None:
+        codes.append(rc)
+        done.set()
+
+    client.on_connect = on_connect
     client.connect("127.0.0.1", port)
     client.loop_start()
     done.wait(TIMEOUT_S)
@@ -126,7 +132,7 @@ def test_the_acl_keeps_devices_to_their_own_topics_and_sessions(broker: RabbitMQ
         make_client(url(broker, "dev-2"), "edgedrift-agent-dev-2", clean_session=True), broker.port
     )
     assert codes and not codes[0].is_failure
-    thief.on_message = lambda _c, _u, m: got.append(m.payload)
+    thief.on_message = lambda _c, _u, m: got.append(bytes(m.payload))
     thief.subscribe(SAMPLES, 1)
     time.sleep(1.0)
     # dev-2 cannot log in with dev-1's client id (its session queue belongs to dev-1).
@@ -139,7 +145,7 @@ def test_the_acl_keeps_devices_to_their_own_topics_and_sessions(broker: RabbitMQ
     client, _ = connected(
         make_client(url(broker, "dev-1"), "edgedrift-agent-dev-1", clean_session=True), broker.port
     )
-    client.on_message = lambda _c, _u, m: own.append(m.payload)
+    client.on_message = lambda _c, _u, m: own.append(bytes(m.payload))
     subscribed = threading.Event()
     client.on_subscribe = lambda *_a: subscribed.set()
     client.subscribe(SAMPLES, 1)
@@ -172,13 +178,18 @@ def test_mutual_tls_logs_a_device_in_by_its_certificate(tmp_path: Path) -> None:
         assert codes and not codes[0].is_failure, node.log_tail()
         granted: list[Any] = []
         done = threading.Event()
-        client.on_subscribe = lambda _c, _u, _m, rc, _p: (granted.extend(rc), done.set())
+
+        def on_subscribe(_c: mqtt.Client, _u: Any, _m: int, rc: list[Any], _p: Any) -> None:
+            granted.extend(rc)
+            done.set()
+
+        client.on_subscribe = on_subscribe
         client.subscribe(SAMPLES, 1)
         assert done.wait(TIMEOUT_S) and not granted[0].is_failure
         client.disconnect()
         client.loop_stop()
         # Without a client certificate the broker never answers the CONNECT (the TLS handshake fails).
-        bare = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="anon")
+        bare = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="anon")
         bare.tls_set(ca_certs=str(certs / "ca.crt"), cert_reqs=ssl.CERT_REQUIRED)
         acked = threading.Event()
         bare.on_connect = lambda *_a: acked.set()

@@ -157,7 +157,8 @@ def broker_kill9_offline_agent(lab: FaultLab) -> Ledger:
         lab.broker.kill()
         lab.broker.start()
         agent.start()
-        watch.wait_quiet(set(range(2000)), idle_s=3.0, timeout=60)
+        # The first answer waits for the agent's start and, on RabbitMQ, the queues' leader elections.
+        watch.wait_quiet(set(range(2000)), idle_s=3.0, timeout=60, first_s=30.0)
         agent.stop()
         result = ledger("broker_kill9_offline_agent", pub, watch, t0)
     # The one fault the ledger cannot close on Mosquitto: 2.0 saves its store after every autosave_interval
