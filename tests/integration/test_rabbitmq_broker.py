@@ -26,7 +26,9 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
+from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.mqtt import make_client
+from edgedrift_edge.settings import AgentSettings
 from edgedrift_harness import faults
 from edgedrift_harness.faults import FaultLab
 from edgedrift_harness.mosquitto import make_certs
@@ -220,3 +222,86 @@ def test_broker_sigkill_on_rabbitmq_loses_no_acknowledged_sample(lab: FaultLab) 
     result = faults.SCENARIOS["broker_kill9_offline_agent"](lab)
     assert result.checks == {"broker": "rabbitmq", "window": 0}
     assert result.published == 2000 and result.lost == 0, result.row()
+
+
+GATEWAY_PASSWORDS = {
+    "gw-1": "gw-1-test-password-0123456789",
+    "replay": USERS["replay"],
+    "operator": USERS["operator"],
+}
+
+
+def gateway_settings(node: RabbitMQProcess, devices: str, state: Path) -> AgentSettings:
+    """gw-1 in gateway mode for ``devices`` (no cloud: warm-up predictions need none)."""
+    return AgentSettings.model_validate(
+        {
+            "gateway_id": "gw-1",
+            "devices": devices,
+            "broker_url": f"mqtt://gw-1:{GATEWAY_PASSWORDS['gw-1']}@127.0.0.1:{node.port}",
+            "cloud_url": "http://127.0.0.1:9",
+            "checkpoint_dir": str(state),
+            "n_features": 2,
+        }
+    )
+
+
+@pytest.fixture
+def gateway_node(tmp_path: Path) -> Iterator[RabbitMQProcess]:
+    with RabbitMQProcess(tmp_path / "node", GATEWAY_PASSWORDS, gateways={"gw-1": ["dev-1", "dev-2"]}) as node:
+        yield node
+
+
+def test_a_gateway_serves_its_devices_and_reads_no_other(
+    gateway_node: RabbitMQProcess, tmp_path: Path
+) -> None:
+    """A gateway user reads its devices' samples and answers them; another device's samples reach nobody."""
+    node = gateway_node
+    agent = EdgeAgent(gateway_settings(node, "dev-1,dev-2", tmp_path / "state")).start()
+    answers: dict[str, list[int]] = {}
+    lock = threading.Lock()
+    operator = f"mqtt://operator:{GATEWAY_PASSWORDS['operator']}@127.0.0.1:{node.port}"
+    watch, _ = connected(make_client(operator, "watch-gw", clean_session=True), node.port)
+
+    def on_message(_c: mqtt.Client, _u: Any, m: mqtt.MQTTMessage) -> None:
+        with lock:
+            answers.setdefault(m.topic.split("/")[1], []).append(json.loads(m.payload)["id"])
+
+    watch.on_message = on_message
+    subscribed = threading.Event()
+    watch.on_subscribe = lambda *_a: subscribed.set()
+    watch.subscribe("edgedrift/+/predictions", 1)
+    try:
+        assert subscribed.wait(TIMEOUT_S)
+        replay = f"mqtt://replay:{GATEWAY_PASSWORDS['replay']}@127.0.0.1:{node.port}"
+        for device in ("dev-1", "dev-2", "dev-9"):
+            publish_to(
+                replay,
+                f"edgedrift/{device}/samples",
+                [json.dumps({"id": i, "x": [0.1 * i, 1.0]}) for i in range(5)],
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(len(answers.get(d, [])) for d in ("dev-1", "dev-2")) < 10:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        with lock:
+            assert answers.get("dev-1") == list(range(5)) and answers.get("dev-2") == list(range(5)), answers
+            assert "dev-9" not in answers
+    finally:
+        watch.disconnect()
+        watch.loop_stop()
+        agent.stop()
+
+
+def test_a_gateway_given_a_device_outside_its_acl_is_refused(
+    gateway_node: RabbitMQProcess, tmp_path: Path
+) -> None:
+    """Unlike Mosquitto (which refuses one topic and serves the rest), RabbitMQ 3.10 closes the connection of
+    a client that subscribes or publishes outside its topic permissions: a gateway configured with a device
+    its broker user does not cover never gets subscribed (docs/brokers.md)."""
+    agent = EdgeAgent(gateway_settings(gateway_node, "dev-1,dev-2,dev-9", tmp_path / "state"))
+    try:
+        with pytest.raises(TimeoutError):
+            agent.start(timeout=10.0)
+    finally:
+        agent.stop()
+    assert "access to topic 'edgedrift.dev-9." in gateway_node.log_path.read_text(errors="replace")
