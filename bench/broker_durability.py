@@ -1,21 +1,25 @@
-"""Broker durability: what a SIGKILLed Mosquitto loses of the QoS-1 messages it acknowledged, and what
-saving more often costs in publish throughput while an offline agent's queue grows.
+"""Broker durability: what a SIGKILLed broker loses of the QoS-1 messages it acknowledged, and what
+saving more often costs in publish throughput while an offline agent's queue grows; Mosquitto (each
+persistence setting) and RabbitMQ's MQTT plugin (durable sessions on quorum queues) in the same run.
 
 Mosquitto 2.0 persists by rewriting its whole in-memory database (every queued message of every
 session) at each autosave. ``autosave_interval 60`` alone saves once a minute; with
 ``autosave_on_changes true`` it saves after ``autosave_interval`` changes instead. This script runs the
 shipped ``deploy/mosquitto/mosquitto.conf`` (``edgedrift_harness.mosquitto.ShippedMosquitto``: the same file
 with the listener, auth and data paths moved; the shipped ACL and real passwords) once per configuration: the
-peer is the previous setting (``autosave_interval 60``, no on-changes), then on-changes with each N.
+peer is the previous setting (``autosave_interval 60``, no on-changes), then on-changes with each N. With
+``--broker rabbitmq`` or ``both`` (the default) one more configuration runs the same windows and the same
+throughput run on a RabbitMQ node of its own (``edgedrift_harness.rabbitmq``: deploy/rabbitmq/rabbitmq.conf,
+quorum queues, the same users and ACL); its database size is that of its data directory.
 
 Window (per configuration, ``--trials`` kills for each of two streams, each on a fresh broker): ``dev-1``
 makes a persistent session (paho 2.x, clean_session=False, QoS-1 subscription to its samples topic) and
-disconnects; the ``replay`` user publishes sample messages at QoS 1, paced at ``--rate`` per second (a
-steady sensor stream) or as a burst, as fast as the broker acknowledges them, with at most
-``--inflight`` awaiting their PUBACK (as ``edgedrift-edge replay`` does); after a random number of
-PUBACKs between ``--messages``/2 and ``--messages`` the broker gets SIGKILL; it is restarted on the same
-port and data directory, ``dev-1`` reconnects with the same session and everything it receives is
-counted. Lost = acknowledged by the broker before the kill and never delivered after the restart.
+disconnects; ``--settle`` seconds later the ``replay`` user publishes sample messages at QoS 1, paced at
+``--rate`` per second (a steady sensor stream) or as a burst, as fast as the broker acknowledges them,
+with at most ``--inflight`` awaiting their PUBACK (as ``edgedrift-edge replay`` does); after a random
+number of PUBACKs between ``--messages``/2 and ``--messages`` the broker gets SIGKILL; it is restarted on
+the same port and data directory, ``dev-1`` reconnects with the same session and everything it receives
+is counted. Lost = acknowledged by the broker before the kill and never delivered after the restart.
 
 Throughput (per configuration, one run): the same offline session, then the largest of ``--depths``
 messages published while its queue grows; the publish rate (PUBACKs per second) is reported over the
@@ -26,6 +30,7 @@ longer than ``--budget`` seconds stops there; its deeper columns stay empty.
     .venv/bin/python bench/broker_durability.py                      # full run
     .venv/bin/python bench/broker_durability.py --quick              # smoke run (the peer and N = 100)
     .venv/bin/python bench/broker_durability.py --json out/broker_durability.json
+    .venv/bin/python bench/broker_durability.py --broker rabbitmq --intervals 100   # RabbitMQ beside N = 100
 """
 
 from __future__ import annotations
@@ -47,12 +52,16 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from edgedrift_harness.mosquitto import ShippedMosquitto
 from edgedrift_harness.proc import cpu_seconds
+from edgedrift_harness.rabbitmq import RabbitMQProcess
 from edgedrift_harness.results import write_json
 
 DEVICE = "dev-1"
 TOPIC = f"edgedrift/{DEVICE}/samples"
 USERS = {DEVICE: "dev-1-bench-password-0123", "replay": "replay-bench-password-0123"}
 PEER = "autosave_interval 60 (previous)"
+RABBITMQ = "RabbitMQ 3.10, quorum queues"
+
+Broker = ShippedMosquitto | RabbitMQProcess
 
 
 @dataclass
@@ -61,6 +70,13 @@ class Config:
 
     name: str
     overrides: dict[str, str | None]
+    broker: str = "mosquitto"
+
+    def make(self, workdir: Path) -> Broker:
+        """This configuration's broker in ``workdir`` (not started)."""
+        if self.broker == "rabbitmq":
+            return RabbitMQProcess(workdir, USERS)
+        return ShippedMosquitto(workdir, USERS, overrides=self.overrides)
 
 
 @dataclass
@@ -94,7 +110,7 @@ def payload(i: int, rng: random.Random) -> bytes:
     return json.dumps(sample, separators=(",", ":")).encode()
 
 
-def connect(broker: ShippedMosquitto, user: str, *, clean_session: bool) -> mqtt.Client:
+def connect(broker: Broker, user: str, *, clean_session: bool) -> mqtt.Client:
     """A paho 2.x client logged in as ``user``, its network loop running, connected."""
     client = mqtt.Client(
         CallbackAPIVersion.VERSION2,
@@ -117,9 +133,7 @@ def connect(broker: ShippedMosquitto, user: str, *, clean_session: bool) -> mqtt
 class Publisher:
     """The replay user, closed loop: at most ``window`` messages wait for their PUBACK at any time."""
 
-    def __init__(
-        self, broker: ShippedMosquitto, window: int, on_ack: Callable[[int], None] | None = None
-    ) -> None:
+    def __init__(self, broker: Broker, window: int, on_ack: Callable[[int], None] | None = None) -> None:
         self.window = window
         self.on_ack = on_ack
         self.ack_times: list[float] = []
@@ -155,7 +169,7 @@ class Publisher:
         self.client.loop_stop()
 
 
-def make_offline_session(broker: ShippedMosquitto) -> None:
+def make_offline_session(broker: Broker) -> None:
     """dev-1 subscribes at QoS 1 with a persistent session, then goes away."""
     client = connect(broker, DEVICE, clean_session=False)
     subscribed = threading.Event()
@@ -167,8 +181,10 @@ def make_offline_session(broker: ShippedMosquitto) -> None:
     client.loop_stop()
 
 
-def collect(broker: ShippedMosquitto, expected: set[int], quiet_s: float = 2.0) -> set[int]:
-    """Reconnect dev-1's session; the sample ids it receives until all expected arrived or it goes quiet."""
+def collect(broker: Broker, expected: set[int], quiet_s: float = 2.0, first_s: float = 20.0) -> set[int]:
+    """Reconnect dev-1's session; the sample ids it receives until all expected arrived or it goes quiet
+    (``quiet_s`` without a message; ``first_s`` for the first one: a restarted RabbitMQ delivers once the
+    session's quorum queue has elected its leader, a few seconds after its listener opens)."""
     received: set[int] = set()
     last = [time.monotonic()]
     lock = threading.Lock()
@@ -189,7 +205,7 @@ def collect(broker: ShippedMosquitto, expected: set[int], quiet_s: float = 2.0) 
     while True:
         time.sleep(0.05)
         with lock:
-            if expected <= received or time.monotonic() - last[0] > quiet_s:
+            if expected <= received or time.monotonic() - last[0] > (quiet_s if received else first_s):
                 break
     client.disconnect()
     client.loop_stop()
@@ -197,12 +213,20 @@ def collect(broker: ShippedMosquitto, expected: set[int], quiet_s: float = 2.0) 
 
 
 def window_trial(
-    config: Config, workdir: Path, messages: int, inflight: int, rate: float | None, rng: random.Random
+    config: Config,
+    workdir: Path,
+    messages: int,
+    inflight: int,
+    rate: float | None,
+    rng: random.Random,
+    settle_s: float = 3.0,
 ) -> tuple[int, int]:
-    """One kill: (acknowledged, acknowledged but lost). ``rate`` paces the stream (None: a burst)."""
+    """One kill: (acknowledged, acknowledged but lost). ``rate`` paces the stream (None: a burst);
+    ``settle_s``: seconds between the session's subscription and the first publish (a session that
+    exists, not one made the moment before the crash)."""
     kill_after = rng.randint(messages // 2, messages)
     payloads = [payload(i, rng) for i in range(messages + inflight)]
-    broker = ShippedMosquitto(workdir, USERS, overrides=config.overrides).start()
+    broker = config.make(workdir).start()
     killed = threading.Event()
 
     def on_ack(acked: int) -> None:
@@ -212,6 +236,7 @@ def window_trial(
 
     try:
         make_offline_session(broker)
+        time.sleep(settle_s)
         publisher = Publisher(broker, inflight, on_ack)
         infos: list[mqtt.MQTTMessageInfo] = []
         start = time.perf_counter()
@@ -243,7 +268,7 @@ def throughput_run(
     total = max(depths)
     payloads = [payload(i, rng) for i in range(total)]
     result = ThroughputResult(config.name)
-    broker = ShippedMosquitto(workdir, USERS, overrides=config.overrides).start()
+    broker = config.make(workdir).start()
     try:
         make_offline_session(broker)
         publisher = Publisher(broker, inflight)
@@ -271,8 +296,11 @@ def throughput_run(
             )
     finally:
         broker.stop()
-    db = broker.data_dir / "mosquitto.db"
-    result.db_bytes = db.stat().st_size if db.exists() else 0
+    if isinstance(broker, RabbitMQProcess):
+        result.db_bytes = sum(f.stat().st_size for f in broker.data_dir.rglob("*") if f.is_file())
+    else:
+        db = broker.data_dir / "mosquitto.db"
+        result.db_bytes = db.stat().st_size if db.exists() else 0
     return result
 
 
@@ -293,11 +321,24 @@ def main() -> int:
         "--messages", type=int, default=None, help="messages published before the kill (max; 2000, quick 500)"
     )
     parser.add_argument("--rate", type=float, default=1000.0, help="messages/s of the paced stream")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=3.0,
+        help="seconds from the session's subscription to the first publish (0: a session made the moment "
+        "before the kill; RabbitMQ 3.10 then loses it, docs/brokers.md)",
+    )
     parser.add_argument("--inflight", type=int, default=1000, help="the publisher's QoS-1 messages in flight")
     parser.add_argument(
         "--depths", default=None, help="queue depths for throughput (default 1000,10000,50000,100000)"
     )
     parser.add_argument("--budget", type=float, default=None, help="seconds per throughput run (default 180)")
+    parser.add_argument(
+        "--broker",
+        choices=["mosquitto", "rabbitmq", "both"],
+        default="both",
+        help="Mosquitto's settings, RabbitMQ, or both in the same run (default)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     trials = args.trials or (1 if args.quick else 5)
@@ -306,11 +347,18 @@ def main() -> int:
     depths_text = args.depths or ("1000" if args.quick else "1000,10000,50000,100000")
     depths = [int(d) for d in depths_text.split(",")]
     budget = args.budget or (10.0 if args.quick else 180.0)
-    configs = [Config(PEER, {"autosave_on_changes": None, "autosave_interval": "60"})]
-    configs += [
-        Config(f"on changes, autosave_interval {n}", {"autosave_on_changes": "true", "autosave_interval": n})
-        for n in intervals.split(",")
-    ]
+    configs: list[Config] = []
+    if args.broker != "rabbitmq":
+        configs.append(Config(PEER, {"autosave_on_changes": None, "autosave_interval": "60"}))
+    if args.broker != "rabbitmq" or args.intervals:
+        configs += [
+            Config(
+                f"on changes, autosave_interval {n}", {"autosave_on_changes": "true", "autosave_interval": n}
+            )
+            for n in intervals.split(",")
+        ]
+    if args.broker != "mosquitto":
+        configs.append(Config(RABBITMQ, {}, broker="rabbitmq"))
     rng = random.Random(0)
     windows: list[WindowResult] = []
     throughputs: list[ThroughputResult] = []
@@ -319,10 +367,14 @@ def main() -> int:
             w = WindowResult(config.name)
             for t in range(trials):
                 work = Path(tmp) / f"w{c}-{t}"
-                acked, lost = window_trial(config, work / "paced", messages, args.inflight, args.rate, rng)
+                acked, lost = window_trial(
+                    config, work / "paced", messages, args.inflight, args.rate, rng, args.settle
+                )
                 w.paced_acked.append(acked)
                 w.paced_lost.append(lost)
-                acked, lost = window_trial(config, work / "burst", messages, args.inflight, None, rng)
+                acked, lost = window_trial(
+                    config, work / "burst", messages, args.inflight, None, rng, args.settle
+                )
                 w.burst_acked.append(acked)
                 w.burst_lost.append(lost)
             windows.append(w)

@@ -189,18 +189,23 @@ class DeviceWatcher(Subscriber):
         wanted = set(ids)
         self.wait(lambda: wanted <= self.answered(), timeout, f"predictions of {len(wanted)} ids")
 
-    def wait_quiet(self, ids: Iterable[Any], idle_s: float, timeout: float) -> None:
-        """Until every id is answered, or no new prediction came for ``idle_s`` (some may be lost)."""
+    def wait_quiet(
+        self, ids: Iterable[Any], idle_s: float, timeout: float, first_s: float | None = None
+    ) -> None:
+        """Until every id is answered, or no new prediction came for ``idle_s`` (some may be lost);
+        ``first_s`` (default ``idle_s``) is the wait for the first new one, e.g. while a restarted broker
+        recovers its queues and an agent starts."""
         wanted = set(ids)
         deadline = time.monotonic() + timeout
-        seen, since = -1, time.monotonic()
+        start = len(self.answered())
+        seen, since = start, time.monotonic()
         while time.monotonic() < deadline:
             answered = self.answered()
             if wanted <= answered:
                 return
             if len(answered) != seen:
                 seen, since = len(answered), time.monotonic()
-            elif time.monotonic() - since >= idle_s:
+            elif time.monotonic() - since >= (idle_s if seen != start else (first_s or idle_s)):
                 return
             time.sleep(0.05)
 

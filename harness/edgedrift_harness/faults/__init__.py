@@ -36,6 +36,7 @@ from edgedrift_harness.faults.input_faults import (
     wrong_width_first,
 )
 from edgedrift_harness.faults.lab import (
+    BROKERS,
     PASSWORD,
     TRANSPORTS,
     FaultLab,
@@ -55,6 +56,7 @@ from edgedrift_harness.faults.network_faults import (
 )
 
 __all__ = [
+    "BROKERS",
     "PASSWORD",
     "SCENARIOS",
     "TRANSPORTS",

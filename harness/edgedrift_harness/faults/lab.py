@@ -27,8 +27,10 @@ from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto, make_certs
 from edgedrift_harness.mqtt import DeviceWatcher
+from edgedrift_harness.rabbitmq import RabbitMQProcess
 
 __all__ = [
+    "BROKERS",
     "PASSWORD",
     "TRANSPORTS",
     "FaultLab",
@@ -45,6 +47,8 @@ PUBLISHER, WATCHER = "replay", "operator"
 PASSWORD = "fault-suite-password-0123456789"
 #: How the agents reach the broker: a password over plain TCP, or a device certificate over mutual TLS.
 TRANSPORTS = ("tcp", "tls")
+#: The brokers a lab runs: the shipped Mosquitto configuration or a RabbitMQ node with the MQTT plugin.
+BROKERS = ("mosquitto", "rabbitmq")
 
 
 @dataclass
@@ -149,12 +153,21 @@ def stream(n_concepts: int = 2, length: int = 3000, seed: int = 1, d: int = 2) -
 
 
 class FaultLab:
-    """A broker with the shipped configuration and a cloud trainer, both our own processes; a context
-    manager that also kills the agents a failed scenario left running."""
+    """A broker with the shipped configuration (``broker``: one of :data:`BROKERS`) and a cloud trainer,
+    both our own processes; a context manager that also kills the agents a failed scenario left running."""
 
-    def __init__(self, workdir: Path, devices: int = 24, transport: Literal["tcp", "tls"] = "tcp") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        devices: int = 24,
+        transport: Literal["tcp", "tls"] = "tcp",
+        broker: str = "mosquitto",
+    ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(f"transport {transport!r}: one of {', '.join(TRANSPORTS)}")
+        if broker not in BROKERS:
+            raise ValueError(f"broker {broker!r}: one of {', '.join(BROKERS)}")
+        self.broker_kind = broker
         self.workdir = workdir
         self.transport = transport
         self.devices = [f"fault-{i}" for i in range(devices)]
@@ -165,7 +178,11 @@ class FaultLab:
         self.certs: Path | None = None
         if transport == "tls":
             self.certs = make_certs(workdir / "certs", "127.0.0.1", self.devices)
-        self.broker = ShippedMosquitto(workdir / "broker", users, certs=self.certs)
+        self.broker: ShippedMosquitto | RabbitMQProcess = (
+            ShippedMosquitto(workdir / "broker", users, certs=self.certs)
+            if broker == "mosquitto"
+            else RabbitMQProcess(workdir / "broker", users, certs=self.certs)
+        )
         self.cloud = CloudProcess(
             f"sqlite:///{workdir / 'registry.db'}",
             workdir,
@@ -183,6 +200,14 @@ class FaultLab:
             agent.kill()
         self.cloud.stop()
         self.broker.stop()
+
+    @property
+    def loss_window(self) -> int:
+        """Acknowledged messages a broker SIGKILL may lose: Mosquitto's ``autosave_interval`` (it saves its
+        store after that many changes), 0 for RabbitMQ (quorum queues fsync before the PUBACK)."""
+        if isinstance(self.broker, ShippedMosquitto):
+            return int(self.broker.options["autosave_interval"][0])
+        return 0
 
     def url(self, user: str) -> str:
         """The broker's URL with ``user``'s login."""
