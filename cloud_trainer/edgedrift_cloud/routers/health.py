@@ -49,12 +49,29 @@ async def readyz(state: StateDep) -> Response:
     recent = state.database_error
     if problem is None and recent is not None and time.monotonic() - recent[0] < RECENT_FAILURE_S:
         problem = recent[1]
-    if problem is None and not state.trainings.started:
+    if problem is None and state.jobs is not None:
+        problem = await _queue_problem(state)
+    elif problem is None and not state.trainings.started:
         problem = "the training pool is starting"
     if problem is not None:
         body = Health(status="unavailable", detail=problem)
         return JSONResponse(body.model_dump(), status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
     return JSONResponse(Health(status="ok").model_dump())
+
+
+async def _queue_problem(state: AppState) -> str | None:
+    """None when the training queue's Redis answers (``training=queue``)."""
+    assert state.jobs is not None
+    problem: str | None = (
+        f"the training queue's Redis did not answer within {state.settings.readiness_timeout_s:g} s"
+    )
+    with anyio.move_on_after(state.settings.readiness_timeout_s):
+        try:
+            await state.jobs.ping()
+            problem = None
+        except Exception as exc:
+            problem = f"the training queue's Redis is unavailable: {type(exc).__name__}"
+    return problem
 
 
 def _database_problem(state: AppState) -> str | None:

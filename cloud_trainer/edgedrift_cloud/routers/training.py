@@ -6,15 +6,15 @@ import hashlib
 import logging
 import random
 import time
-from typing import Any, TypedDict
+import uuid
+from typing import Annotated, Any, TypedDict
 
 import anyio
 import numpy as np
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, HTTPException, Path, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
-from sqlalchemy.exc import IntegrityError
 from starlette.requests import ClientDisconnect
 
 from edgedrift.models.losses import FloatArray
@@ -27,15 +27,18 @@ from edgedrift.wire import (
     WindowHeader,
     check_window,
     decode_window,
+    encode_window,
     window_arrays,
 )
-from edgedrift_cloud import budget, history, pricing, registry, tracing, versions
+from edgedrift_cloud import budget, history, job_queue, pricing, recompute, registry, tracing, versions
 from edgedrift_cloud.admission import ClientGoneError
 from edgedrift_cloud.db.tables import ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
 
 log = logging.getLogger("edgedrift.training")
 router = APIRouter(prefix="/v1/devices/{device_id}/models", tags=["training"])
+#: The jobs of ``training=queue`` that a training request answered with 202.
+jobs_router = APIRouter(prefix="/v1/devices/{device_id}/jobs", tags=["training"])
 
 #: Bodies above this size are parsed in a worker thread, so a large window never blocks the event loop.
 PARSE_INLINE_BYTES = 256 * 1024
@@ -144,11 +147,139 @@ async def train(
     if not trainings.try_enter():
         return _too_many(state, "queue_full", "the training queue is full", trainings.retry_after())
     try:
+        if state.jobs is not None:
+            return await _queued(device_id, request, principal.name, state, len(body), parsed)
         return await _admitted(device_id, request, principal.name, state, len(body), parsed)
     except (ClientDisconnect, ClientGoneError):
         return Response(status_code=CLIENT_CLOSED)
     finally:
         trainings.leave()
+
+
+@jobs_router.get(
+    "/{job_id}",
+    response_model=TrainResponse,
+    summary="Wait for a queued recompute (the 202 of a training request names it): its version when done",
+    responses={
+        202: {"description": "Still queued or running: poll again (Retry-After)"},
+        404: {"description": "No such job (it expired: send the training request again)"},
+        410: {"description": "Cancelled: nobody polled it within the poll deadline"},
+        429: {"description": "Too many requests wait in this worker: retry after Retry-After"},
+        500: {"description": "The training failed"},
+    },
+)
+async def poll_job(
+    device_id: DevicePath,
+    job_id: Annotated[str, Path(pattern="^[0-9a-f]{32}$")],
+    request: Request,
+    _principal: DeviceAccessDep,
+    state: StateDep,
+) -> Response:
+    """Waits up to ``jobs_wait_s`` like the training request did, keeping the job alive; a job nobody
+    polls for ``jobs_poll_deadline_s`` is cancelled."""
+    if state.jobs is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "training runs in the API (training=inline): no jobs")
+    trainings = state.trainings
+    if not trainings.try_enter():
+        return _too_many(state, "queue_full", "too many requests wait for trainings", trainings.retry_after())
+    try:
+        return await _await_job(state, request, device_id, job_id, replayed=False)
+    finally:
+        trainings.leave()
+
+
+async def _queued(
+    device_id: str,
+    request: Request,
+    requested_by: str,
+    state: StateDep,
+    size: int,
+    parsed: tuple[WindowHeader, FloatArray, FloatArray, Encoding],
+) -> Response:
+    """The queue's path (``training=queue``): a repeat of a request id waits for its job; otherwise the
+    registry's answers (a pinned device, a stored version), the budget, then a job on the queue, which
+    this request waits for a while (:func:`_await_job`)."""
+    jobs = state.jobs
+    assert jobs is not None
+    header, X, y, encoding = parsed
+    fingerprint = window_fingerprint(header, X, y)
+    if header.request_id is None:  # every job has an idempotency key
+        header = header.model_copy(update={"request_id": f"job-{uuid.uuid4().hex}"})
+    assert header.request_id is not None
+    job = job_queue.job_id(header.request_id)
+    earlier = await jobs.get(device_id, job)
+    if earlier is not None and earlier.state not in ("failed", "cancelled"):
+        if earlier.fingerprint != fingerprint:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"request_id {header.request_id!r} was used for another window; an idempotency key must "
+                "not be reused with a different body",
+            )
+        return await _await_job(state, request, device_id, job, replayed=True)
+    if await jobs.queued() >= state.settings.jobs_max_queued:
+        return _too_many(state, "queue_full", "the training queue is full", state.trainings.retry_after())
+    admitted_in = budget.current_minute()
+    early = await anyio.to_thread.run_sync(
+        _before_training, state, device_id, header, fingerprint, admitted_in
+    )
+    if isinstance(early, str):
+        wait = budget.retry_after(time.time(), random.random())
+        return _too_many(state, early, f"the recompute {early.replace('_', ' ')} is spent", wait)
+    if early is not None:
+        record, replayed = early
+        return _reply(record, replayed=replayed, pinned=not replayed)
+    if header.retune is not None and await jobs.queued() > state.settings.retune_max_queued:
+        state.metrics.retune_deferred.inc()
+        header = header.model_copy(update={"retune": None})
+    fields: dict[str, str | bytes] = {
+        "device": device_id,
+        "window": encode_window(header, X, y, dtype="float64"),
+        "size": str(size),
+        "encoding": encoding,
+        "requested_by": requested_by,
+        "minute": str(admitted_in),
+    }
+    created = await jobs.create(device_id, job, fingerprint, fields)
+    if created:
+        state.metrics.recompute_admitted.inc()
+    else:  # a concurrent repeat of this request id queued it first: one job, one budget take
+        await anyio.to_thread.run_sync(_refund, state, device_id, admitted_in)
+    return await _await_job(state, request, device_id, job, replayed=not created)
+
+
+async def _await_job(
+    state: AppState, request: Request, device_id: str, job: str, *, replayed: bool
+) -> Response:
+    """Wait up to ``jobs_wait_s`` for a job: 201 (200 for a repeat) with its version when it is done,
+    else 202 with the job to poll (``Location``); 410 for a cancelled job, 500 for a failed one."""
+    jobs = state.jobs
+    assert jobs is not None
+    try:
+        current = await jobs.wait(device_id, job, state.settings.jobs_wait_s, request.is_disconnected)
+    except ClientGoneError:
+        return Response(status_code=CLIENT_CLOSED)
+    if current is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job} for device {device_id}")
+    if current.state == "done" and current.version is not None:
+        version = current.version
+        record = await anyio.to_thread.run_sync(
+            state.with_session, lambda s: registry.get_model(s, device_id, version)
+        )
+        if record is None:
+            raise HTTPException(status.HTTP_410_GONE, f"version {version} of job {job} was pruned")
+        return _reply(record, replayed=replayed)
+    if current.state == "failed":
+        body = {"detail": f"the training failed: {current.error}", "reason": "training_failed"}
+        return JSONResponse(body, status_code=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    if current.state == "cancelled":
+        body = {"detail": "the job was cancelled: nobody waited for it", "reason": "job_cancelled"}
+        return JSONResponse(body, status_code=status.HTTP_410_GONE)
+    location = f"/v1/devices/{device_id}/jobs/{job}"
+    return JSONResponse(
+        {"job_id": job, "state": current.state, "attempts": current.attempts, "poll": location},
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={"Location": location, "Retry-After": "1"},
+    )
 
 
 def _held_labels(state: AppState, device_id: str, d: int) -> int:
@@ -200,27 +331,10 @@ async def _admitted(
             raise
         span.set_attribute("edgedrift.train_ms", outcome.train_ms)
     state.metrics.training_seconds.labels(header.learner).observe(outcome.train_ms / 1000.0)
-    new = registry.NewModel(
-        device_id=device_id,
-        document=outcome.document,
-        kind=outcome.kind,
-        learner=header.learner,
-        task=header.task,
-        rebalance=header.rebalance,
-        chosen=outcome.chosen,
-        scores=outcome.scores,
-        n=int(X.shape[0]),
-        d=int(X.shape[1]),
-        train_ms=outcome.train_ms,
-        bytes_in=size,
-        encoding=encoding,
-        reason=header.reason,
-        requested_by=requested_by,
-        monitor=dict(header.monitor),
-        request_id=header.request_id,
-        request_sha256=fingerprint,
-        edge=edge,
-    )
+    new = recompute.new_model(
+        device_id, header, outcome, X, size=size, encoding=encoding, requested_by=requested_by,
+        fingerprint=fingerprint, edge=edge,
+    )  # fmt: skip
     record, replayed = await anyio.to_thread.run_sync(_store, state, new)
     if not replayed:
         log.info(
@@ -272,10 +386,7 @@ def _limits(state: AppState) -> budget.BudgetLimits:
 
 def _refund(state: AppState, device_id: str, minute: int) -> None:
     """The budget back when an admitted training produced no version (it failed, or its client left)."""
-    limits = _limits(state)
-    if limits.enabled:
-        with state.sessions() as session:
-            budget.refund(session, limits, device_id, minute)
+    recompute.refund(state.sessions, _limits(state), device_id, minute)
 
 
 def _before_training(
@@ -324,16 +435,10 @@ def _over_cost(state: AppState, price: pricing.TrainCost) -> JSONResponse:
 
 def _same_request(earlier: ModelRecord, fingerprint: str | None) -> None:
     """409 when a request_id comes back with another body (an idempotency key must not be reused)."""
-    if (
-        earlier.request_sha256 is not None
-        and fingerprint is not None
-        and earlier.request_sha256 != fingerprint
-    ):
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            f"request_id {earlier.request_id!r} was used for another window (version {earlier.version}); "
-            "an idempotency key must not be reused with a different body",
-        )
+    try:
+        recompute.check_same_request(earlier, fingerprint)
+    except recompute.RequestIdReusedError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
 
 
 def _too_many(state: AppState, reason: str, detail: str, retry_after: int) -> JSONResponse:
@@ -361,20 +466,10 @@ def _reply(record: ModelRecord, *, replayed: bool, pinned: bool = False) -> JSON
 
 def _store(state: AppState, new: registry.NewModel) -> tuple[ModelRecord, bool]:
     """Insert in one transaction; a concurrent duplicate request_id returns the stored version."""
-    with state.sessions() as session:
-        try:
-            record = registry.store_model(session, new)
-            session.commit()
-            return record, False
-        except IntegrityError:
-            session.rollback()
-            if new.request_id is None:
-                raise
-            earlier = registry.model_by_request_id(session, new.device_id, new.request_id)
-            if earlier is None:
-                raise
-            _same_request(earlier, new.request_sha256)
-            return earlier, True
+    try:
+        return recompute.store_once(state.sessions, new)
+    except recompute.RequestIdReusedError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
 
 
 def _response(record: ModelRecord, *, replayed: bool, pinned: bool = False) -> TrainResponse:
