@@ -182,7 +182,7 @@ class CloudSettings(BaseSettings):
     #: Prefix of every key of the queue in that Redis (several deployments or tests share one server).
     jobs_namespace: str = Field(default="edgedrift", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     #: How long a recompute request waits for its job before it answers 202 with the job to poll.
-    jobs_wait_s: float = Field(default=10.0, ge=0.0, le=600.0)
+    jobs_wait_s: float = Field(default=5.0, ge=0.0, le=600.0)
     #: A job nobody has waited for or polled this long is cancelled (its client has gone).
     jobs_poll_deadline_s: float = Field(default=30.0, gt=0.0, le=3600.0)
     #: Jobs waiting in the queue beyond which a new recompute is refused (429 ``queue_full``).

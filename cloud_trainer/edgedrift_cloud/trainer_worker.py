@@ -87,7 +87,7 @@ class JobRunner:
         if not self.client.exists(watch.key):
             self._cancelled(key, device_id, minute)
             return
-        self.client.hset(key, "state", "running")
+        self.client.hset(key, mapping={"state": "running", "worker": str(os.getpid())})
         self.client.hincrby(key, "attempts", 1)
         try:
             with watching(watch.gone):

@@ -183,7 +183,7 @@ async def poll_job(
     if not trainings.try_enter():
         return _too_many(state, "queue_full", "too many requests wait for trainings", trainings.retry_after())
     try:
-        return await _await_job(state, request, device_id, job_id, replayed=False)
+        return await _await_job(state, request, device_id, job_id, replayed=False, poll=True)
     finally:
         trainings.leave()
 
@@ -248,10 +248,11 @@ async def _queued(
 
 
 async def _await_job(
-    state: AppState, request: Request, device_id: str, job: str, *, replayed: bool
+    state: AppState, request: Request, device_id: str, job: str, *, replayed: bool, poll: bool = False
 ) -> Response:
-    """Wait up to ``jobs_wait_s`` for a job: 201 (200 for a repeat) with its version when it is done,
-    else 202 with the job to poll (``Location``); 410 for a cancelled job, 500 for a failed one."""
+    """Wait up to ``jobs_wait_s`` for a job: 201 (200 for a repeat or a ``poll``) with its version when
+    it is done, else 202 with the job to poll (``Location``); 410 for a cancelled job, 500 for a failed
+    one."""
     jobs = state.jobs
     assert jobs is not None
     try:
@@ -267,7 +268,10 @@ async def _await_job(
         )
         if record is None:
             raise HTTPException(status.HTTP_410_GONE, f"version {version} of job {job} was pruned")
-        return _reply(record, replayed=replayed)
+        answer = _reply(record, replayed=replayed)
+        if poll:
+            answer.status_code = status.HTTP_200_OK
+        return answer
     if current.state == "failed":
         body = {"detail": f"the training failed: {current.error}", "reason": "training_failed"}
         return JSONResponse(body, status_code=status.HTTP_500_INTERNAL_SERVER_ERROR)
