@@ -161,6 +161,8 @@ def _multiprocess_metrics() -> None:
 
 def trainer_worker(args: argparse.Namespace) -> int:
     """A training worker: consume the queue of ``EDGEDRIFT_CLOUD_TRAINING=queue`` (the ``jobs`` extra)."""
+    from pathlib import Path
+
     from edgedrift_cloud.job_queue import JobsUnavailableError
     from edgedrift_cloud.observability import configure_logging
 
@@ -170,7 +172,7 @@ def trainer_worker(args: argparse.Namespace) -> int:
     try:
         from edgedrift_cloud.trainer_worker import run
 
-        return run(settings)
+        return run(settings, None if args.alive_file is None else Path(args.alive_file))
     except (ImportError, JobsUnavailableError) as exc:
         raise CommandError(str(exc)) from None
 
@@ -336,6 +338,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--redis-url",
         help="the Redis of the training queue (default: EDGEDRIFT_CLOUD_JOBS_REDIS_URL, "
         "redis://127.0.0.1:6379/0)",
+    )
+    p.add_argument(
+        "--alive-file",
+        metavar="PATH",
+        help="touch PATH every second while the worker's threads live (a liveness probe's file)",
     )
     p.set_defaults(func=trainer_worker)
     p = sub.add_parser(

@@ -15,6 +15,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from edgedrift.training.window import TrainOutcome, train_window
@@ -150,8 +151,10 @@ def _encoding(value: str) -> Encoding:
     return "json" if value == "json" else "binary"
 
 
-def run(settings: CloudSettings) -> int:
-    """Consume the training queue until SIGTERM or SIGINT; the job in progress then finishes."""
+def run(settings: CloudSettings, alive_file: Path | None = None) -> int:
+    """Consume the training queue until SIGTERM or SIGINT; the job in progress then finishes. Every
+    second while Dramatiq's consumer and worker threads live, ``alive_file`` is touched (a container's
+    liveness probe checks that it is fresh: the process has no HTTP port)."""
     import dramatiq
     from dramatiq import Worker
 
@@ -171,7 +174,9 @@ def run(settings: CloudSettings) -> int:
         flush=True,
     )
     while not stop.wait(1.0):
-        pass
+        threads = [*worker.consumers.values(), *worker.workers]
+        if alive_file is not None and all(t.is_alive() for t in threads):
+            alive_file.touch()
     worker.stop(timeout=600_000)
     broker.close()
     return 0
