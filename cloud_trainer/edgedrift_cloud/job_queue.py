@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -42,6 +43,21 @@ FINAL: frozenset[str] = frozenset({"done", "failed", "cancelled"})
 
 class JobsUnavailableError(RuntimeError):
     """``training=queue`` without the ``jobs`` extra installed."""
+
+
+class QueueUnavailableError(RuntimeError):
+    """The training queue's Redis did not answer (the API answers 503 with ``Retry-After``)."""
+
+
+@contextmanager
+def _redis_errors() -> Iterator[None]:
+    """redis-py's errors as :class:`QueueUnavailableError` (the routers never import redis-py)."""
+    from redis.exceptions import RedisError
+
+    try:
+        yield
+    except RedisError as exc:
+        raise QueueUnavailableError(f"the training queue is unavailable: {type(exc).__name__}") from None
 
 
 def job_id(request_id: str) -> str:
@@ -142,10 +158,12 @@ class JobQueue:
 
     async def queued(self) -> int:
         """Jobs waiting for a worker (not those running)."""
-        return int(await self.client.llen(self.keys.queue))
+        with _redis_errors():
+            return int(await self.client.llen(self.keys.queue))
 
     async def get(self, device_id: str, job: str) -> Job | None:
-        fields = await self.client.hgetall(self.keys.job(device_id, job))
+        with _redis_errors():
+            fields = await self.client.hgetall(self.keys.job(device_id, job))
         return Job.of(cast("dict[bytes, bytes]", fields))
 
     async def create(
@@ -153,6 +171,12 @@ class JobQueue:
     ) -> bool:
         """Create and enqueue the job; False when one with this id exists already and is not over (a
         concurrent repeat created it). A job that failed or was cancelled is replaced."""
+        with _redis_errors():
+            return await self._create(device_id, job, fingerprint, fields)
+
+    async def _create(
+        self, device_id: str, job: str, fingerprint: str, fields: dict[str, str | bytes]
+    ) -> bool:
         key = self.keys.job(device_id, job)
         earlier = await self.get(device_id, job)
         if earlier is not None and earlier.state in ("failed", "cancelled"):
@@ -173,6 +197,12 @@ class JobQueue:
         """The job once it is over, or as it stands after ``wait_s`` (then polls keep it alive for
         ``jobs_poll_deadline_s``); :class:`ClientGoneError` when the client hangs up meanwhile (the
         job is cancelled unless another request still waits for it). None: no such job."""
+        with _redis_errors():
+            return await self._wait(device_id, job, wait_s, disconnected)
+
+    async def _wait(
+        self, device_id: str, job: str, wait_s: float, disconnected: Callable[[], Awaitable[bool]]
+    ) -> Job | None:
         from edgedrift_cloud.admission import DISCONNECT_POLL_S, ClientGoneError
 
         key, watch = self.keys.job(device_id, job), self.keys.watch(device_id, job)

@@ -269,3 +269,30 @@ def test_a_job_whose_client_has_gone_is_cancelled_and_frees_its_worker(queue: Qu
         assert time.monotonic() - start < WAIT_S, "the worker was free"
     assert len(versions(server, "dev-b")) == before + 1
     assert server.counters("dev-b")["recomputes"] == recomputes + 1
+
+
+def test_without_its_redis_a_recompute_is_a_503_that_takes_no_budget(queue: Queue) -> None:
+    """The queue's Redis down: a recompute is refused with 503 ``queue_unavailable`` and Retry-After
+    (nothing queued, no budget taken, no version), ``/readyz`` says why; once Redis is back the same
+    request trains (last in the module: it restarts the module's Redis)."""
+    server = queue.server
+    recomputes = server.counters("dev-a")["recomputes"]
+    queue.redis.stop()
+    try:
+        with server.client(A) as a:
+            r = a.post("/v1/devices/dev-a/models", content=quick("u-1"), headers=BINARY)
+        assert r.status_code == 503 and r.json()["reason"] == "queue_unavailable", r.text
+        assert int(r.headers["Retry-After"]) > 0
+        ready = httpx.get(server.url + "/readyz", timeout=10)
+        assert ready.status_code == 503 and "Redis" in ready.json()["detail"], ready.text
+    finally:
+        queue.redis.start()
+    assert server.counters("dev-a")["recomputes"] == recomputes
+    with server.client(A) as a:
+        deadline = time.monotonic() + 60
+        r = poll(a, a.post("/v1/devices/dev-a/models", content=quick("u-1"), headers=BINARY))
+        while r.status_code == 503 and time.monotonic() < deadline:  # the worker reconnects
+            time.sleep(1)
+            r = poll(a, a.post("/v1/devices/dev-a/models", content=quick("u-1"), headers=BINARY))
+    assert r.status_code in (200, 201), r.text
+    assert server.counters("dev-a")["recomputes"] == recomputes + 1

@@ -124,8 +124,9 @@ def _with_prefix(exc: ValidationError, prefix: str) -> list[_FieldError]:
         409: {"description": "request_id reused with another window"},
         413: {"description": "Body above the size cap"},
         415: {"description": "Unknown content type"},
+        202: {"description": "Queued (training=queue) and not done yet: poll the Location"},
         429: {"description": "Training queue full or recompute budget spent: retry after Retry-After"},
-        503: {"description": "Database unavailable: retry after Retry-After"},
+        503: {"description": "Database or training queue unavailable: retry after Retry-After"},
     },
 )
 async def train(
@@ -148,7 +149,10 @@ async def train(
         return _too_many(state, "queue_full", "the training queue is full", trainings.retry_after())
     try:
         if state.jobs is not None:
-            return await _queued(device_id, request, principal.name, state, len(body), parsed)
+            try:
+                return await _queued(device_id, request, principal.name, state, len(body), parsed)
+            except job_queue.QueueUnavailableError as exc:
+                return _queue_unavailable(str(exc))
         return await _admitted(device_id, request, principal.name, state, len(body), parsed)
     except (ClientDisconnect, ClientGoneError):
         return Response(status_code=CLIENT_CLOSED)
@@ -184,6 +188,8 @@ async def poll_job(
         return _too_many(state, "queue_full", "too many requests wait for trainings", trainings.retry_after())
     try:
         return await _await_job(state, request, device_id, job_id, replayed=False, poll=True)
+    except job_queue.QueueUnavailableError as exc:
+        return _queue_unavailable(str(exc))
     finally:
         trainings.leave()
 
@@ -239,7 +245,11 @@ async def _queued(
         "requested_by": requested_by,
         "minute": str(admitted_in),
     }
-    created = await jobs.create(device_id, job, fingerprint, fields)
+    try:
+        created = await jobs.create(device_id, job, fingerprint, fields)
+    except job_queue.QueueUnavailableError:
+        await anyio.to_thread.run_sync(_refund, state, device_id, admitted_in)
+        raise
     if created:
         state.metrics.recompute_admitted.inc()
     else:  # a concurrent repeat of this request id queued it first: one job, one budget take
@@ -283,6 +293,15 @@ async def _await_job(
         {"job_id": job, "state": current.state, "attempts": current.attempts, "poll": location},
         status_code=status.HTTP_202_ACCEPTED,
         headers={"Location": location, "Retry-After": "1"},
+    )
+
+
+def _queue_unavailable(detail: str) -> JSONResponse:
+    """503 with Retry-After: the training queue's Redis did not answer (nothing was queued)."""
+    return JSONResponse(
+        {"detail": detail, "reason": "queue_unavailable"},
+        status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": "5"},
     )
 
 
