@@ -29,6 +29,9 @@ from edgedrift_cloud.settings import CloudSettings
 log = logging.getLogger("edgedrift.trainer_worker")
 #: How often a running job checks that somebody still waits for it.
 WATCH_POLL_S = 0.5
+#: Dramatiq's idle poll ceiling: with a prefetch of one, a finished job's acknowledgement and the next
+#: fetch wait for the consumer's current backoff, which grows up to this while a job runs.
+WORKER_TIMEOUT_MS = 100
 
 
 class _Watch:
@@ -163,7 +166,7 @@ def run(settings: CloudSettings, alive_file: Path | None = None) -> int:
     dramatiq.Actor(runner, broker=broker, actor_name=ACTOR, queue_name=QUEUE, priority=0, options={})
     if settings.training_nice > 0:
         os.nice(settings.training_nice)
-    worker = Worker(broker, worker_threads=1, worker_timeout=250)
+    worker = Worker(broker, worker_threads=1, worker_timeout=WORKER_TIMEOUT_MS)
     worker.queue_prefetch = 1
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
