@@ -49,9 +49,8 @@ class Queue:
         self.workers = [self.worker()]
 
     def worker(self) -> TrainerWorkerProcess:
-        return TrainerWorkerProcess(
-            self.server.database_url, self.redis.url, self.workdir, WORKER_ENV
-        ).start()
+        worker = TrainerWorkerProcess(self.server.database_url, self.redis.url, self.workdir, WORKER_ENV)
+        return worker.start(timeout=180)
 
     def job(self, device: str, request_id: str) -> dict[str, str]:
         import redis
@@ -78,7 +77,7 @@ class Queue:
 @pytest.fixture(scope="module")
 def queue(postgres_admin_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
     workdir = tmp_path_factory.mktemp("training-queue")
-    redis = RedisServer(workdir).start()
+    redis = RedisServer(workdir).start(timeout=60)
     env = {
         "EDGEDRIFT_CLOUD_TRAINING": "queue",
         "EDGEDRIFT_CLOUD_JOBS_REDIS_URL": redis.url,
@@ -90,7 +89,7 @@ def queue(postgres_admin_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
     }
     try:
         with fresh_database(postgres_admin_url) as url:
-            server = CloudServer(url, workdir, **env).start()
+            server = CloudServer(url, workdir, **env).start(timeout=180)
             queue = Queue(redis, server, workdir)
             try:
                 yield queue
@@ -286,7 +285,7 @@ def test_without_its_redis_a_recompute_is_a_503_that_takes_no_budget(queue: Queu
         ready = httpx.get(server.url + "/readyz", timeout=10)
         assert ready.status_code == 503 and "Redis" in ready.json()["detail"], ready.text
     finally:
-        queue.redis.start()
+        queue.redis.start(timeout=60)
     assert server.counters("dev-a")["recomputes"] == recomputes
     with server.client(A) as a:
         deadline = time.monotonic() + 60
