@@ -1,4 +1,6 @@
-"""``POST /v1/devices/{id}/models``: train on a window and store the result as a new version."""
+"""``POST /v1/devices/{id}/models``: train on a window and store the result as a new version, in this
+worker's pool (``training=inline``) or as a job of the training queue (``training=queue``), whose 202
+``GET /v1/devices/{id}/jobs/{job_id}`` follows."""
 
 from __future__ import annotations
 
@@ -7,14 +9,12 @@ import logging
 import random
 import time
 import uuid
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 import anyio
 import numpy as np
 from fastapi import APIRouter, HTTPException, Path, Request, status
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 
 from edgedrift.models.losses import FloatArray
@@ -22,26 +22,21 @@ from edgedrift.training.window import TrainOutcome, train_window
 from edgedrift.wire import (
     WINDOW_CONTENT_TYPE,
     Encoding,
-    TrainRequest,
     TrainResponse,
     WindowHeader,
-    check_window,
-    decode_window,
     encode_window,
-    window_arrays,
 )
 from edgedrift_cloud import budget, history, job_queue, pricing, recompute, registry, tracing, versions
 from edgedrift_cloud.admission import ClientGoneError
 from edgedrift_cloud.db.tables import ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
+from edgedrift_cloud.routers.window_body import parse_body
 
 log = logging.getLogger("edgedrift.training")
 router = APIRouter(prefix="/v1/devices/{device_id}/models", tags=["training"])
 #: The jobs of ``training=queue`` that a training request answered with 202.
 jobs_router = APIRouter(prefix="/v1/devices/{device_id}/jobs", tags=["training"])
 
-#: Bodies above this size are parsed in a worker thread, so a large window never blocks the event loop.
-PARSE_INLINE_BYTES = 256 * 1024
 #: Logged and counted status of a request whose client went away (nginx's convention; never sent).
 CLIENT_CLOSED = 499
 
@@ -57,60 +52,6 @@ _REQUEST_BODY: dict[str, Any] = {
         },
     }
 }
-
-
-def parse_window(
-    body: bytes, content_type: str, state: AppState
-) -> tuple[WindowHeader, FloatArray, FloatArray, Encoding]:
-    """Header, X, y and encoding from a JSON or binary body; every defect raises a 4xx error."""
-    media = content_type.split(";")[0].strip().lower()
-    encoding: Encoding
-    if media == WINDOW_CONTENT_TYPE:
-        try:
-            header, X, y = decode_window(body)
-        except ValidationError as exc:
-            raise RequestValidationError(_with_prefix(exc, "header")) from None
-        encoding = "binary"
-    elif media in ("application/json", ""):
-        try:
-            request = TrainRequest.model_validate_json(body)
-        except ValidationError as exc:
-            raise RequestValidationError(_with_prefix(exc, "body")) from None
-        header = WindowHeader.model_validate(request.model_dump(exclude={"X", "y"}))
-        X, y = window_arrays(request)
-        encoding = "json"
-    else:
-        raise HTTPException(
-            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-            f"content type {media!r} is not application/json or {WINDOW_CONTENT_TYPE}",
-        )
-    check_window(header, X, y, max_rows=state.settings.max_rows, max_features=state.settings.max_features)
-    return header, X, y, encoding
-
-
-async def parse_body(
-    body: bytes, content_type: str, state: AppState
-) -> tuple[WindowHeader, FloatArray, FloatArray, Encoding]:
-    """:func:`parse_window`, in a worker thread for a body above PARSE_INLINE_BYTES (a large window
-    never blocks the event loop)."""
-    if len(body) > PARSE_INLINE_BYTES:
-        return await anyio.to_thread.run_sync(parse_window, body, content_type, state)
-    return parse_window(body, content_type, state)
-
-
-class _FieldError(TypedDict):
-    """One entry of a 422 body's ``detail`` (FastAPI's shape)."""
-
-    loc: list[int | str]
-    msg: str
-    type: str
-
-
-def _with_prefix(exc: ValidationError, prefix: str) -> list[_FieldError]:
-    return [
-        {"loc": [prefix, *e["loc"]], "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_context=False, include_input=False)
-    ]
 
 
 @router.post(
