@@ -141,13 +141,13 @@ class JobQueue:
     there, hand it over to polls, count what waits."""
 
     def __init__(self, url: str, namespace: str, poll_deadline_s: float, heartbeat_timeout_s: float) -> None:
+        self.broker = make_broker(url, namespace, heartbeat_timeout_s)  # first: it names the missing extra
         import redis.asyncio
 
         self.keys = Keys(namespace)
         self.poll_deadline_ms = int(poll_deadline_s * 1000)
         #: redis-py's asyncio client (typed Any: its stubs type each command as sync-or-async).
         self.client: Any = redis.asyncio.Redis.from_url(url)
-        self.broker = make_broker(url, namespace, heartbeat_timeout_s)
 
     async def close(self) -> None:
         await self.client.aclose()
