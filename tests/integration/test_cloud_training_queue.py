@@ -184,15 +184,29 @@ def test_a_quick_job_answers_with_its_model_and_a_repeat_trains_once(queue: Queu
 
 def test_the_edge_client_follows_a_202_to_its_model(queue: Queue) -> None:
     """A job longer than the request's wait answers 202 with the job to poll; the agent's cloud client
-    follows it to the version (with a re-tuning search's edge parameters), counted once."""
+    follows it to the version (with a re-tuning search's edge parameters), counted once. A job queued
+    behind the running one is the queue's depth in ``/metrics``."""
     server = queue.server
     before = server.counters("dev-b")["recomputes"]
+    behind: list[httpx.Response] = []
+
+    def queue_behind() -> None:
+        with server.client(A) as a:
+            behind.append(poll(a, a.post("/v1/devices/dev-a/models", content=quick("w-1"), headers=BINARY)))
+
     with server.client(B) as b:
         r = b.post("/v1/devices/dev-b/models", content=slow("s-1"), headers=BINARY)
         assert r.status_code == 202, r.text
         assert r.headers["Location"] == f"/v1/devices/dev-b/jobs/{job_id('s-1')}"
         assert r.json()["state"] in ("queued", "running")
+        thread = threading.Thread(target=queue_behind)
+        thread.start()
+        queue.wait_state("dev-a", "w-1", {"queued"})
+        waiting = metric(server, "edgedrift_training_jobs_waiting")
         done = poll(b, r)
+        thread.join()
+    assert waiting == 1, "the job behind the running one is the queue's depth"
+    assert behind[0].status_code in (200, 201), behind[0].text
     assert done.status_code == 200 and done.json()["edge"] is not None, done.text
     X, y = labeled(2000, 128, 2)
     request = RecomputeRequest(
@@ -209,6 +223,7 @@ def test_the_edge_client_follows_a_202_to_its_model(queue: Queue) -> None:
     assert model.version == done.json()["version"] + 1 and model.edge is not None
     assert server.counters("dev-b")["recomputes"] == before + 2
     assert queue.job("dev-b", "s-2")["state"] == "done"
+    assert metric(server, "edgedrift_training_jobs_waiting") == 0
 
 
 def test_a_worker_killed_mid_job_leaves_it_to_another_and_one_version_is_stored(queue: Queue) -> None:

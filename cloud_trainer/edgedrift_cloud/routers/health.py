@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Literal
 
@@ -16,6 +17,7 @@ from edgedrift.wire import WireModel
 from edgedrift_cloud.db.engine import schema_is_current
 from edgedrift_cloud.dependencies import AppState, StateDep
 from edgedrift_cloud.errors import database_problem
+from edgedrift_cloud.job_queue import QueueUnavailableError
 
 router = APIRouter(tags=["health"])
 
@@ -95,5 +97,9 @@ def _database_problem(state: AppState) -> str | None:
     summary="Prometheus metrics",
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
 )
-def metrics(state: StateDep) -> Response:
-    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+async def metrics(state: StateDep) -> Response:
+    if state.jobs is not None:
+        with contextlib.suppress(QueueUnavailableError):  # /readyz says so; the scrape goes on
+            state.metrics.jobs_waiting.set(await state.jobs.queued())
+    body = await anyio.to_thread.run_sync(state.metrics.exposition)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

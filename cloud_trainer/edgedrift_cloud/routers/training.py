@@ -163,7 +163,9 @@ async def _queued(
                 "not be reused with a different body",
             )
         return await _await_job(state, request, device_id, job, replayed=True)
-    if await jobs.queued() >= state.settings.jobs_max_queued:
+    waiting = await jobs.queued()
+    state.metrics.jobs_waiting.set(waiting)
+    if waiting >= state.settings.jobs_max_queued:
         return _too_many(state, "queue_full", "the training queue is full", state.trainings.retry_after())
     admitted_in = budget.current_minute()
     early = await anyio.to_thread.run_sync(
