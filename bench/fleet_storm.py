@@ -16,8 +16,13 @@ Written to ``--json``: devices, requested, completed, rejected_429, errors_5xx, 
 max_per_min_observed (the most versions stored in one wall-clock minute, counted from the registry),
 fleet_summary_ms / fleet_page_ms (medians), server_rss_mb (peak), and the details behind them.
 ``--server-pythonpath`` runs an older checkout's server against the same client (today's behaviour).
+``--training-workers N`` trains on the job queue instead (``EDGEDRIFT_CLOUD_TRAINING=queue``, a
+``redis-server`` of its own, N ``edgedrift-cloud trainer-worker`` processes; a 202 is followed to the
+model as the agent does) and adds retune_share (re-tuning recomputes that got their search) and each
+worker's CPU seconds; drain_s is the same figure as without it.
 
     python bench/fleet_storm.py --devices 10000 --json out/storm-10000.json
+    python bench/fleet_storm.py --devices 10000 --retune-history 1000 --training-workers 2 --json out/q2.json
     python bench/fleet_storm.py --quick
 """
 

@@ -98,7 +98,7 @@ def breakdown(
     from edgedrift_cloud.dependencies import get_principal
     from edgedrift_cloud.main import create_app
     from edgedrift_cloud.observability import JsonFormatter
-    from edgedrift_cloud.routers.training import parse_window
+    from edgedrift_cloud.routers.window_body import parse_window
     from edgedrift_cloud.settings import CloudSettings
 
     settings = CloudSettings(

@@ -63,7 +63,7 @@ def encode(header: WindowHeader, X: FloatArray, y: FloatArray, encoding: str) ->
 
 def build_windows(header: WindowHeader, d: int, encoding: str, count: int, n: int, seed: int) -> list[Window]:
     """Bodies plus the arrays the service's own parser gets out of them (float32 for binary bodies)."""
-    from edgedrift_cloud.routers.training import parse_window
+    from edgedrift_cloud.routers.window_body import parse_window
     from edgedrift_cloud.settings import CloudSettings
 
     settings = CloudSettings(mode="development")

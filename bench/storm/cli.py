@@ -17,9 +17,10 @@ import httpx
 import numpy as np
 from sqlalchemy import create_engine, text
 
-from edgedrift_harness.cloud import CloudProcess
+from edgedrift_harness.cloud import CloudProcess, TrainerWorkerProcess
 from edgedrift_harness.postgres import PG_ADMIN_URL, fresh_database, postgres_server
-from edgedrift_harness.proc import load_average
+from edgedrift_harness.proc import cpu_seconds, load_average
+from edgedrift_harness.redis_server import RedisServer
 from edgedrift_harness.results import write_json
 from storm.fleet import (
     Probes,
@@ -74,6 +75,14 @@ def parse_args(description: str) -> argparse.Namespace:
         default=0.0,
         metavar="SECONDS",
         help="no storm: heartbeats (and the probes) for SECONDS, to measure the heartbeat rate alone",
+    )
+    parser.add_argument(
+        "--training-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="train on the job queue (EDGEDRIFT_CLOUD_TRAINING=queue, a Redis of its own) with N "
+        "edgedrift-cloud trainer-worker processes (0: in the API's own pool)",
     )
     parser.add_argument("--label", default="", help="a name for this run in the output")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 50 devices, 3 s burst")
@@ -151,6 +160,13 @@ async def run_fleet(args: argparse.Namespace, server: CloudProcess, database_url
         "rejected_by_reason": result.reasons,
         "retune_history": args.retune_history,
         "retuned": result.retuned,
+        "retune_share": round(result.retuned / result.completed, 4)
+        if args.retune_history and result.completed
+        else None,
+        "training_workers": args.training_workers,
+        "accepted_202": result.accepted_202,
+        "job_polls": result.polls,
+        "jobs_gone": result.jobs_gone,
         "errors_5xx": result.errors_5xx,
         "client_timeouts": result.timeouts,
         "final_4xx": result.final_4xx,
@@ -204,13 +220,27 @@ def main(description: str) -> None:
         postgres_server(args.pg_admin_url) as admin,
         fresh_database(admin, "edgedrift_storm_") as database_url,
     ):
+        redis = RedisServer(Path(tmp)).start() if args.training_workers else None
+        trainers: list[TrainerWorkerProcess] = []
+        if redis is not None:
+            env |= {"EDGEDRIFT_CLOUD_TRAINING": "queue", "EDGEDRIFT_CLOUD_JOBS_REDIS_URL": redis.url}
         server = CloudProcess(
             database_url, Path(tmp), operator_token=OPERATOR, workers=args.workers, env=env
         ).start(timeout=120)
         try:
+            if redis is not None:
+                trainers = [
+                    TrainerWorkerProcess(database_url, redis.url, Path(tmp), env).start(timeout=120)
+                    for _ in range(args.training_workers)
+                ]
             figures = asyncio.run(run_fleet(args, server, database_url))
+            figures["training_worker_cpu_s"] = [round(cpu_seconds(t.pid), 1) for t in trainers]
         finally:
+            for trainer in trainers:
+                trainer.stop()
             server.stop()
+            if redis is not None:
+                redis.stop()
             errors = server.logs().count('"level": "error"')
     figures["server_error_lines"] = errors
     print(json.dumps(figures, indent=2))
@@ -224,6 +254,12 @@ def main(description: str) -> None:
         f"{figures['heartbeats_offered_per_s']} (request p99 {figures['heartbeat_request_p99_ms']} ms), "
         f"server RSS {figures['server_rss_mb']} MB"
     )
+    if args.retune_history:
+        print(
+            f"re-tuning searches {figures['retuned']}/{figures['completed']} "
+            f"(share {figures['retune_share']}) "
+            f"with {args.training_workers or 'no'} training worker processes, drain {figures['drain_s']} s"
+        )
     if args.json:
         write_json(args.json, figures)
     if args.quick and (figures["lost"] or figures["errors_5xx"]):

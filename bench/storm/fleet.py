@@ -226,6 +226,11 @@ class Storm:
     reasons: dict[str, int] = field(default_factory=dict)
     #: Re-tuning requests answered with edge parameters (the rest were deferred to plain recomputes).
     retuned: int = 0
+    #: Answers 202 (the training queue: the job is polled until it is done) and the polls that followed.
+    accepted_202: int = 0
+    polls: int = 0
+    #: Polls answered 404/410 (the job expired or was cancelled): the device sent its request again.
+    jobs_gone: int = 0
 
 
 async def storm(
@@ -264,6 +269,11 @@ async def storm(
                     response = await client.post(
                         f"/v1/devices/{device_id}/models", content=body, headers=headers, timeout=timeout_s
                     )
+                    result.accepted_202 += response.status_code == 202
+                    while response.status_code == 202:  # queued: follow the job, as the agent does
+                        result.polls += 1
+                        location = response.headers["Location"]
+                        response = await client.get(location, headers=headers, timeout=timeout_s)
                 except httpx.TransportError:
                     result.timeouts += 1
                 elapsed_ms = (time.perf_counter() - start) * 1000.0
@@ -282,6 +292,8 @@ async def storm(
                     result.reasons[reason] = result.reasons.get(reason, 0) + 1
                 elif code >= 500:
                     result.errors_5xx += 1
+                elif code in (404, 410):  # a job that expired or was cancelled: ask again
+                    result.jobs_gone += 1
                 elif code != 408:
                     result.final_4xx += 1
                     return

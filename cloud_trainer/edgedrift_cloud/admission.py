@@ -18,8 +18,9 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableSequence
+from collections.abc import Awaitable, Callable, Iterator, MutableSequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -46,8 +47,22 @@ _job = threading.local()
 
 def cancel_requested() -> bool:
     """Whether the job running in this process (or thread) was asked to stop."""
+    gone: Callable[[], bool] | None = getattr(_job, "gone", None)
+    if gone is not None:
+        return gone()
     board, slot = getattr(_job, "board", None), getattr(_job, "slot", None)
     return board is not None and slot is not None and board[slot] != 0
+
+
+@contextmanager
+def watching(gone: Callable[[], bool]) -> Iterator[None]:
+    """Run a job in this thread that :func:`cancel_requested` stops once ``gone()`` is true (a training
+    worker's job that nobody waits for any more)."""
+    _job.gone = gone
+    try:
+        yield
+    finally:
+        _job.gone = None
 
 
 def checkpoint() -> None:

@@ -46,6 +46,7 @@ def _apply(args: argparse.Namespace) -> None:
         ("mode", "MODE"),
         ("log_level", "LOG_LEVEL"),
         ("forwarded_allow_ips", "FORWARDED_ALLOW_IPS"),
+        ("redis_url", "JOBS_REDIS_URL"),
     )
     for flag, env in flags:
         value = getattr(args, flag, None)
@@ -156,6 +157,24 @@ def _multiprocess_metrics() -> None:
             stale.unlink()
     else:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="edgedrift-metrics-")
+
+
+def trainer_worker(args: argparse.Namespace) -> int:
+    """A training worker: consume the queue of ``EDGEDRIFT_CLOUD_TRAINING=queue`` (the ``jobs`` extra)."""
+    from pathlib import Path
+
+    from edgedrift_cloud.job_queue import JobsUnavailableError
+    from edgedrift_cloud.observability import configure_logging
+
+    _apply(args)
+    settings = _settings()
+    configure_logging(settings.log_level, settings.log_json)
+    try:
+        from edgedrift_cloud.trainer_worker import run
+
+        return run(settings, None if args.alive_file is None else Path(args.alive_file))
+    except (ImportError, JobsUnavailableError) as exc:
+        raise CommandError(str(exc)) from None
 
 
 def migrate(args: argparse.Namespace) -> int:
@@ -309,6 +328,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto: text on a terminal, JSON otherwise (or as EDGEDRIFT_CLOUD_LOG_JSON says)",
     )
     p.set_defaults(func=serve)
+    p = sub.add_parser(
+        "trainer-worker",
+        parents=[common],
+        help="a training worker: run the recomputes of EDGEDRIFT_CLOUD_TRAINING=queue (the jobs extra)",
+        formatter_class=Formatter,
+    )
+    p.add_argument(
+        "--redis-url",
+        help="the Redis of the training queue (default: EDGEDRIFT_CLOUD_JOBS_REDIS_URL, "
+        "redis://127.0.0.1:6379/0)",
+    )
+    p.add_argument(
+        "--alive-file",
+        metavar="PATH",
+        help="touch PATH every second while the worker's threads live (a liveness probe's file)",
+    )
+    p.set_defaults(func=trainer_worker)
     p = sub.add_parser(
         "migrate",
         parents=[common],

@@ -24,6 +24,7 @@ from edgedrift_cloud.credential_watch import CredentialWatch
 from edgedrift_cloud.fleet_query import FleetSummary
 from edgedrift_cloud.gate import MissCache
 from edgedrift_cloud.history import FleetHistoryBytes, HistoryLimits
+from edgedrift_cloud.job_queue import JobQueue
 from edgedrift_cloud.observability import Metrics
 from edgedrift_cloud.rate_limit import DeviceLimits
 from edgedrift_cloud.settings import CloudSettings
@@ -55,6 +56,8 @@ class AppState:
     summary: ViewCache[FleetSummary] = field(default_factory=lambda: ViewCache(0.0))
     #: The fleet's stored history bytes (``history_bytes_total``), recounted every minute.
     fleet_history: FleetHistoryBytes = field(default_factory=FleetHistoryBytes)
+    #: The training queue (``training=queue``); None: trainings run in :attr:`trainings`.
+    jobs: JobQueue | None = None
 
     @property
     def history_limits(self) -> HistoryLimits:

@@ -29,6 +29,7 @@ from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_cloud.dependencies import AppState, known_credential
 from edgedrift_cloud.errors import BodyLimitMiddleware, install_handlers
 from edgedrift_cloud.gate import AuthGate, FailureLimiter, LargeBodies, MissCache, Subject
+from edgedrift_cloud.job_queue import JobQueue
 from edgedrift_cloud.observability import Metrics, RequestLogMiddleware, configure_logging
 from edgedrift_cloud.quality_metrics import QualityConfig
 from edgedrift_cloud.rate_limit import DeviceLimits, RateLimiter
@@ -89,6 +90,13 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
         ),
     )
     state.metrics.watch_admission(trainings, settings)
+    if settings.training == "queue":
+        state.jobs = JobQueue(
+            settings.jobs_redis_url,
+            settings.jobs_namespace,
+            settings.jobs_poll_deadline_s,
+            settings.jobs_heartbeat_timeout_s,
+        )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -106,7 +114,8 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
                 "provisioned_devices": len(settings.devices),
             },
         )
-        trainings.start_in_background()
+        if state.jobs is None:
+            trainings.start_in_background()
         credentials = state.credentials
         listener = None
         if credentials is not None and credentials.enabled and settings.auth_cache_seconds > 0:
@@ -122,6 +131,8 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
         if credentials is not None:
             credentials.close()
         trainings.shutdown()
+        if state.jobs is not None:
+            await state.jobs.close()
         engine.dispose()
         if tracer_provider is not None:
             tracer_provider.shutdown()
@@ -138,6 +149,7 @@ def create_app(settings: CloudSettings | None = None, *, configure_logs: bool = 
     install_handlers(app, state.note_database_error)
     for module in (training, history, models, devices, bulk, gateways, stats, fleet, health, dashboard):
         app.include_router(module.router)
+    app.include_router(training.jobs_router)
     app.mount("/dashboard/static", StaticFiles(directory=dashboard.STATIC), name="dashboard-static")
     openapi.install(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)

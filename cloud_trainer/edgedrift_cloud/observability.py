@@ -191,6 +191,13 @@ class Metrics:
             "Re-tuning recomputes answered as plain recomputes because trainings were queued.",
             registry=self.registry,
         )
+        self.jobs_waiting = Gauge(
+            "edgedrift_training_jobs_waiting",
+            "Jobs waiting for a training worker on the queue (training=queue), read from Redis at each "
+            "scrape and admission.",
+            registry=self.registry,
+            multiprocess_mode="mostrecent",
+        )
 
     def watch_admission(self, trainings: TrainingPool, settings: CloudSettings) -> None:
         """Gauges of the budget the operator set (+Inf: none) and of the trainings (summed over the

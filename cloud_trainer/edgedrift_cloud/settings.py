@@ -173,6 +173,22 @@ class CloudSettings(BaseSettings):
     #: wait in the worker's queue; beyond it the request is answered as a plain recompute (``edge`` is
     #: null) and the edge keeps its parameters until its next recompute: a storm is absorbed first.
     retune_max_queued: int = Field(default=0, ge=0, le=100_000)
+    #: Where trainings run: ``inline`` in this service's own pool (the default, nothing else to run),
+    #: ``queue`` as jobs on a Dramatiq queue in Redis that ``edgedrift-cloud trainer-worker`` processes
+    #: consume (the ``jobs`` extra; the API still validates, prices and admits: docs/cloud-trainer.md).
+    training: Literal["inline", "queue"] = "inline"
+    #: The Redis of the training queue and of its jobs' state (``training=queue``).
+    jobs_redis_url: str = Field(default="redis://127.0.0.1:6379/0", repr=False)
+    #: Prefix of every key of the queue in that Redis (several deployments or tests share one server).
+    jobs_namespace: str = Field(default="edgedrift", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    #: How long a recompute request waits for its job before it answers 202 with the job to poll.
+    jobs_wait_s: float = Field(default=5.0, ge=0.0, le=600.0)
+    #: A job nobody has waited for or polled this long is cancelled (its client has gone).
+    jobs_poll_deadline_s: float = Field(default=30.0, gt=0.0, le=3600.0)
+    #: Jobs waiting in the queue beyond which a new recompute is refused (429 ``queue_full``).
+    jobs_max_queued: int = Field(default=10_000, ge=1, le=10_000_000)
+    #: A training worker silent this long is dead: its unfinished job goes back to the queue.
+    jobs_heartbeat_timeout_s: float = Field(default=15.0, ge=1.0, le=3600.0)
     #: Niceness added to the training pool's processes: trainings are batch work and yield the CPU to
     #: the workers' event loops (health checks, fleet views, admission answers) under a storm.
     training_nice: int = Field(default=10, ge=0, le=19)

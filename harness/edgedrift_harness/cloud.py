@@ -16,7 +16,7 @@ import httpx
 from edgedrift_harness.ports import HOST, free_port
 from edgedrift_harness.processes import log_tail, stop_process
 
-__all__ = ["CloudProcess", "CloudProcessError"]
+__all__ = ["CloudProcess", "CloudProcessError", "TrainerWorkerProcess"]
 
 
 def server_tree_env(tree: Path | None) -> dict[str, str]:
@@ -137,3 +137,62 @@ class CloudProcess:
             reply = op.get(f"/v1/devices/{device}/counters")
             reply.raise_for_status()
             return dict(reply.json())
+
+
+class TrainerWorkerProcess:
+    """One ``edgedrift-cloud trainer-worker`` process (training on the queue of
+    ``EDGEDRIFT_CLOUD_TRAINING=queue``), ready once it says it consumes the queue."""
+
+    def __init__(
+        self, database_url: str, redis_url: str, workdir: Path, env: dict[str, str] | None = None
+    ) -> None:
+        self.database_url = database_url
+        self.redis_url = redis_url
+        self.workdir = workdir
+        self.env = {**os.environ, "EDGEDRIFT_CLOUD_LOG_JSON": "false", **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "trainer-worker.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Spawn and wait until it consumes the queue."""
+        cmd = [
+            sys.executable, "-m", "edgedrift_cloud.cli", "trainer-worker",
+            "--database-url", self.database_url, "--redis-url", self.redis_url,
+        ]  # fmt: skip
+        self.log_path = self.workdir / f"trainer-worker-{time.monotonic_ns()}.log"
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(
+                cmd, cwd=self.workdir, env=self.env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise CloudProcessError(
+                    f"the trainer worker exited with code {self.proc.returncode}:\n{self.tail()}"
+                )
+            if b"consuming" in self.log_path.read_bytes():
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise CloudProcessError(f"the trainer worker did not start within {timeout:.0f} s:\n{self.tail()}")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM (the job in progress finishes), SIGKILL after ``timeout``; idempotent."""
+        proc, self.proc = self.proc, None
+        stop_process(proc, timeout)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or the OOM killer would: no clean-up of any kind."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait(10)
+
+    def tail(self, lines: int = 20) -> str:
+        return log_tail(self.log_path, lines, "(no log)")

@@ -28,7 +28,16 @@ QUICK: dict[str, list[str]] = {
     "faults.py": ["--quick", "--json", "{tmp}/faults.json"],
     "fleet_views.py": ["--quick", "--json", "{tmp}/fleet_views.json"],
     "fleet_sim.py": ["--quick", "--json", "{tmp}/fleet_sim.json"],
-    "fleet_storm.py": ["--quick", "--retune-history", "300", "--json", "{tmp}/storm.json"],
+    # The training queue (a Redis of its own, one trainer-worker process): the inline pool has its tests.
+    "fleet_storm.py": [
+        "--quick",
+        "--retune-history",
+        "300",
+        "--training-workers",
+        "1",
+        "--json",
+        "{tmp}/storm.json",
+    ],
     "footprint.py": ["--quick", "--json", "{tmp}/footprint.json"],
     "gateway_fairness.py": ["--quick", "--json", "{tmp}/gateway_fairness.json"],
     "heartbeat_store.py": ["--quick", "--json", "{tmp}/heartbeat_store.json"],

@@ -138,8 +138,9 @@ def test_images_run_as_a_non_root_user_in_exec_form(dockerfile: Path) -> None:
 
 
 def test_cloud_image() -> None:
-    # tracing: the OpenTelemetry SDK and OTLP exporter, so OTEL_EXPORTER_OTLP_ENDPOINT turns traces on.
-    assert pip_installed_projects(CLOUD_DOCKERFILE) == {"shared": set(), "cloud_trainer": {"tracing"}}
+    # tracing: the OpenTelemetry SDK and OTLP exporter, so OTEL_EXPORTER_OTLP_ENDPOINT turns traces on;
+    # jobs: Dramatiq and Redis, so the same image runs the trainer-worker service.
+    assert pip_installed_projects(CLOUD_DOCKERFILE) == {"shared": set(), "cloud_trainer": {"tracing", "jobs"}}
     stage = final_stage(CLOUD_DOCKERFILE)
     assert required(stage, "EXPOSE").args.split() == ["8000"]
     health = required(stage, "HEALTHCHECK").args

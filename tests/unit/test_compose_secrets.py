@@ -41,6 +41,7 @@ from edgedrift_cloud.settings import SECRET_FIELDS
 #: Where each non-agent service reads the stack's mode.
 MODE_VARIABLES = {
     "cloud": "EDGEDRIFT_CLOUD_MODE",
+    "trainer-worker": "EDGEDRIFT_CLOUD_MODE",
     "mosquitto": "EDGEDRIFT_MODE",
     "postgres": "EDGEDRIFT_MODE",
 }
@@ -58,8 +59,8 @@ def test_one_mode_variable_reaches_every_service(mode: str) -> None:
         env = environment(service)
         if name in EDGES:
             assert env["EDGEDRIFT_EDGE_MODE"] == mode, name
-        elif name != "replay" and "monitoring" not in service.get("profiles", []):
-            # replay: a one-shot publisher that reads flags only; Prometheus and Grafana: no EdgeDrift code
+        elif name not in ("replay", "redis") and "monitoring" not in service.get("profiles", []):
+            # replay: a publisher reading flags only; Redis, Prometheus, Grafana: no EdgeDrift code
             assert env[MODE_VARIABLES[name]] == mode, name
         reached.add(name)
     assert {"mosquitto", "cloud", "postgres", *EDGES} <= reached

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -74,15 +75,127 @@ def label(obj: dict[str, Any]) -> str:
     return f"{obj['kind']}/{obj['metadata']['name']}"
 
 
+#: KEDA's ScaledObject (keda.sh/v1alpha1, a CRD: kubernetes-validate has no schema for it): the fields of
+#: KEDA 2.x's CRD that a ScaledObject may set, strict like the validation of the built-in kinds.
+SCALED_OBJECT: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "keda.sh/v1alpha1"},
+        "kind": {"const": "ScaledObject"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["scaleTargetRef", "triggers"],
+            "additionalProperties": False,
+            "properties": {
+                "scaleTargetRef": {
+                    "type": "object",
+                    "required": ["name"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "name": {"type": "string"},
+                        "envSourceContainerName": {"type": "string"},
+                    },
+                },
+                "pollingInterval": {"type": "integer", "minimum": 1},
+                "cooldownPeriod": {"type": "integer", "minimum": 0},
+                "initialCooldownPeriod": {"type": "integer", "minimum": 0},
+                "idleReplicaCount": {"type": "integer", "minimum": 0},
+                "minReplicaCount": {"type": "integer", "minimum": 0},
+                "maxReplicaCount": {"type": "integer", "minimum": 1},
+                "advanced": {"type": "object"},
+                "fallback": {"type": "object"},
+                "triggers": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "metadata"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "type": {"type": "string"},
+                            "name": {"type": "string"},
+                            "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+                            "authenticationRef": {"type": "object"},
+                            "metricType": {"enum": ["AverageValue", "Value", "Utilization"]},
+                            "useCachedMetrics": {"type": "boolean"},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+#: The metadata keys of KEDA's Redis list scaler (keda.sh/docs/scalers/redis-lists).
+REDIS_SCALER_KEYS = {
+    "address", "host", "port", "listName", "listLength", "activationListLength", "databaseIndex",
+    "enableTLS", "unsafeSsl", "usernameFromEnv", "passwordFromEnv",
+}  # fmt: skip
+
+
+def validate(obj: dict[str, Any]) -> None:
+    """kubernetes-validate for the built-in kinds, :data:`SCALED_OBJECT` for KEDA's."""
+    if obj["apiVersion"].startswith("keda.sh/"):
+        jsonschema.validate(obj, SCALED_OBJECT)
+    else:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_rendered_object_validates_against_the_schemas(overlay: str) -> None:
     objects = rendered(overlay)
     assert len(objects) >= 14
     for obj in objects:
         try:
-            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-        except kubernetes_validate.ValidationError as exc:
+            validate(obj)
+        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
             pytest.fail(f"{overlay}: {label(obj)} is invalid: {exc.message} at {list(exc.path)}")
+
+
+def test_the_scaled_object_schema_rejects_a_broken_object() -> None:
+    """A negative control for the CRD's schema: a misspelt field or a number as a string fails."""
+    scaled = find("prod", "ScaledObject", "trainer-worker")
+    typo = {**scaled, "spec": {**scaled["spec"], "maxReplicas": 8}}
+    wrong_type = {**scaled, "spec": {**scaled["spec"], "minReplicaCount": "1"}}
+    for broken in (typo, wrong_type):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_training_workers_scale_on_the_queue_the_cloud_fills(overlay: str) -> None:
+    """The trainer-worker Deployment runs the worker with the cloud's settings; KEDA scales it on the
+    depth of the very Redis list the cloud queues its jobs on (the settings' URL and namespace)."""
+    from edgedrift_cloud.job_queue import Keys
+
+    worker = find(overlay, "Deployment", "trainer-worker")
+    container = pod_spec(worker)["containers"][0]
+    assert container["command"][:2] == ["edgedrift-cloud", "trainer-worker"]
+    assert container["envFrom"] == [{"configMapRef": {"name": "cloud-settings"}}]
+    settings = find(overlay, "ConfigMap", "cloud-settings")["data"]
+    assert settings["EDGEDRIFT_CLOUD_TRAINING"] == "queue"
+    url = urlsplit(settings["EDGEDRIFT_CLOUD_JOBS_REDIS_URL"])
+    namespace = settings.get(
+        "EDGEDRIFT_CLOUD_JOBS_NAMESPACE", CloudSettings.model_fields["jobs_namespace"].default
+    )
+    scaled = find(overlay, "ScaledObject", "trainer-worker")["spec"]
+    assert scaled["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "trainer-worker",
+    }
+    assert 1 <= scaled["minReplicaCount"] < scaled["maxReplicaCount"]
+    (trigger,) = scaled["triggers"]
+    assert trigger["type"] == "redis" and set(trigger["metadata"]) <= REDIS_SCALER_KEYS
+    assert trigger["metadata"]["listName"] == Keys(namespace).queue
+    assert trigger["metadata"]["address"] == f"{url.hostname}:{url.port}"
+    redis = find(overlay, "Service", "redis")
+    assert redis["metadata"]["name"] == url.hostname and redis["spec"]["ports"][0]["port"] == url.port
+    assert int(url.path.strip("/") or 0) == int(trigger["metadata"].get("databaseIndex", 0))
 
 
 def test_the_validator_rejects_a_broken_object() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Literal
 
@@ -16,6 +17,7 @@ from edgedrift.wire import WireModel
 from edgedrift_cloud.db.engine import schema_is_current
 from edgedrift_cloud.dependencies import AppState, StateDep
 from edgedrift_cloud.errors import database_problem
+from edgedrift_cloud.job_queue import QueueUnavailableError
 
 router = APIRouter(tags=["health"])
 
@@ -49,12 +51,29 @@ async def readyz(state: StateDep) -> Response:
     recent = state.database_error
     if problem is None and recent is not None and time.monotonic() - recent[0] < RECENT_FAILURE_S:
         problem = recent[1]
-    if problem is None and not state.trainings.started:
+    if problem is None and state.jobs is not None:
+        problem = await _queue_problem(state)
+    elif problem is None and not state.trainings.started:
         problem = "the training pool is starting"
     if problem is not None:
         body = Health(status="unavailable", detail=problem)
         return JSONResponse(body.model_dump(), status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
     return JSONResponse(Health(status="ok").model_dump())
+
+
+async def _queue_problem(state: AppState) -> str | None:
+    """None when the training queue's Redis answers (``training=queue``)."""
+    assert state.jobs is not None
+    problem: str | None = (
+        f"the training queue's Redis did not answer within {state.settings.readiness_timeout_s:g} s"
+    )
+    with anyio.move_on_after(state.settings.readiness_timeout_s):
+        try:
+            await state.jobs.ping()
+            problem = None
+        except Exception as exc:
+            problem = f"the training queue's Redis is unavailable: {type(exc).__name__}"
+    return problem
 
 
 def _database_problem(state: AppState) -> str | None:
@@ -78,5 +97,9 @@ def _database_problem(state: AppState) -> str | None:
     summary="Prometheus metrics",
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
 )
-def metrics(state: StateDep) -> Response:
-    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+async def metrics(state: StateDep) -> Response:
+    if state.jobs is not None:
+        with contextlib.suppress(QueueUnavailableError):  # /readyz says so; the scrape goes on
+            state.metrics.jobs_waiting.set(await state.jobs.queued())
+    body = await anyio.to_thread.run_sync(state.metrics.exposition)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

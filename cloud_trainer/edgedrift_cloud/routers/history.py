@@ -16,7 +16,7 @@ from edgedrift_cloud import history
 from edgedrift_cloud.db.tables import HistoryChunk, ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
 from edgedrift_cloud.rate_limit import too_fast
-from edgedrift_cloud.routers.training import parse_body
+from edgedrift_cloud.routers.window_body import parse_body
 
 router = APIRouter(prefix="/v1/devices/{device_id}/history", tags=["history"])
 #: Retry-After of a batch refused because the fleet's history is full.

@@ -1,4 +1,6 @@
-"""``POST /v1/devices/{id}/models``: train on a window and store the result as a new version."""
+"""``POST /v1/devices/{id}/models``: train on a window and store the result as a new version, in this
+worker's pool (``training=inline``) or as a job of the training queue (``training=queue``), whose 202
+``GET /v1/devices/{id}/jobs/{job_id}`` follows."""
 
 from __future__ import annotations
 
@@ -6,15 +8,13 @@ import hashlib
 import logging
 import random
 import time
-from typing import Any, TypedDict
+import uuid
+from typing import Annotated, Any
 
 import anyio
 import numpy as np
-from fastapi import APIRouter, HTTPException, Request, status
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, HTTPException, Path, Request, status
 from fastapi.responses import JSONResponse, Response
-from pydantic import ValidationError
-from sqlalchemy.exc import IntegrityError
 from starlette.requests import ClientDisconnect
 
 from edgedrift.models.losses import FloatArray
@@ -22,23 +22,21 @@ from edgedrift.training.window import TrainOutcome, train_window
 from edgedrift.wire import (
     WINDOW_CONTENT_TYPE,
     Encoding,
-    TrainRequest,
     TrainResponse,
     WindowHeader,
-    check_window,
-    decode_window,
-    window_arrays,
+    encode_window,
 )
-from edgedrift_cloud import budget, history, pricing, registry, tracing, versions
+from edgedrift_cloud import budget, history, job_queue, pricing, recompute, registry, tracing, versions
 from edgedrift_cloud.admission import ClientGoneError
 from edgedrift_cloud.db.tables import ModelRecord
 from edgedrift_cloud.dependencies import AppState, DeviceAccessDep, DevicePath, StateDep
+from edgedrift_cloud.routers.window_body import parse_body
 
 log = logging.getLogger("edgedrift.training")
 router = APIRouter(prefix="/v1/devices/{device_id}/models", tags=["training"])
+#: The jobs of ``training=queue`` that a training request answered with 202.
+jobs_router = APIRouter(prefix="/v1/devices/{device_id}/jobs", tags=["training"])
 
-#: Bodies above this size are parsed in a worker thread, so a large window never blocks the event loop.
-PARSE_INLINE_BYTES = 256 * 1024
 #: Logged and counted status of a request whose client went away (nginx's convention; never sent).
 CLIENT_CLOSED = 499
 
@@ -56,60 +54,6 @@ _REQUEST_BODY: dict[str, Any] = {
 }
 
 
-def parse_window(
-    body: bytes, content_type: str, state: AppState
-) -> tuple[WindowHeader, FloatArray, FloatArray, Encoding]:
-    """Header, X, y and encoding from a JSON or binary body; every defect raises a 4xx error."""
-    media = content_type.split(";")[0].strip().lower()
-    encoding: Encoding
-    if media == WINDOW_CONTENT_TYPE:
-        try:
-            header, X, y = decode_window(body)
-        except ValidationError as exc:
-            raise RequestValidationError(_with_prefix(exc, "header")) from None
-        encoding = "binary"
-    elif media in ("application/json", ""):
-        try:
-            request = TrainRequest.model_validate_json(body)
-        except ValidationError as exc:
-            raise RequestValidationError(_with_prefix(exc, "body")) from None
-        header = WindowHeader.model_validate(request.model_dump(exclude={"X", "y"}))
-        X, y = window_arrays(request)
-        encoding = "json"
-    else:
-        raise HTTPException(
-            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-            f"content type {media!r} is not application/json or {WINDOW_CONTENT_TYPE}",
-        )
-    check_window(header, X, y, max_rows=state.settings.max_rows, max_features=state.settings.max_features)
-    return header, X, y, encoding
-
-
-async def parse_body(
-    body: bytes, content_type: str, state: AppState
-) -> tuple[WindowHeader, FloatArray, FloatArray, Encoding]:
-    """:func:`parse_window`, in a worker thread for a body above PARSE_INLINE_BYTES (a large window
-    never blocks the event loop)."""
-    if len(body) > PARSE_INLINE_BYTES:
-        return await anyio.to_thread.run_sync(parse_window, body, content_type, state)
-    return parse_window(body, content_type, state)
-
-
-class _FieldError(TypedDict):
-    """One entry of a 422 body's ``detail`` (FastAPI's shape)."""
-
-    loc: list[int | str]
-    msg: str
-    type: str
-
-
-def _with_prefix(exc: ValidationError, prefix: str) -> list[_FieldError]:
-    return [
-        {"loc": [prefix, *e["loc"]], "msg": e["msg"], "type": e["type"]}
-        for e in exc.errors(include_url=False, include_context=False, include_input=False)
-    ]
-
-
 @router.post(
     "",
     response_model=TrainResponse,
@@ -121,8 +65,9 @@ def _with_prefix(exc: ValidationError, prefix: str) -> list[_FieldError]:
         409: {"description": "request_id reused with another window"},
         413: {"description": "Body above the size cap"},
         415: {"description": "Unknown content type"},
+        202: {"description": "Queued (training=queue) and not done yet: poll the Location"},
         429: {"description": "Training queue full or recompute budget spent: retry after Retry-After"},
-        503: {"description": "Database unavailable: retry after Retry-After"},
+        503: {"description": "Database or training queue unavailable: retry after Retry-After"},
     },
 )
 async def train(
@@ -144,11 +89,163 @@ async def train(
     if not trainings.try_enter():
         return _too_many(state, "queue_full", "the training queue is full", trainings.retry_after())
     try:
+        if state.jobs is not None:
+            try:
+                return await _queued(device_id, request, principal.name, state, len(body), parsed)
+            except job_queue.QueueUnavailableError as exc:
+                return _queue_unavailable(str(exc))
         return await _admitted(device_id, request, principal.name, state, len(body), parsed)
     except (ClientDisconnect, ClientGoneError):
         return Response(status_code=CLIENT_CLOSED)
     finally:
         trainings.leave()
+
+
+@jobs_router.get(
+    "/{job_id}",
+    response_model=TrainResponse,
+    summary="Wait for a queued recompute (the 202 of a training request names it): its version when done",
+    responses={
+        202: {"description": "Still queued or running: poll again (Retry-After)"},
+        404: {"description": "No such job (it expired: send the training request again)"},
+        410: {"description": "Cancelled: nobody polled it within the poll deadline"},
+        429: {"description": "Too many requests wait in this worker: retry after Retry-After"},
+        500: {"description": "The training failed"},
+    },
+)
+async def poll_job(
+    device_id: DevicePath,
+    job_id: Annotated[str, Path(pattern="^[0-9a-f]{32}$")],
+    request: Request,
+    _principal: DeviceAccessDep,
+    state: StateDep,
+) -> Response:
+    """Waits up to ``jobs_wait_s`` like the training request did, keeping the job alive; a job nobody
+    polls for ``jobs_poll_deadline_s`` is cancelled."""
+    if state.jobs is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "training runs in the API (training=inline): no jobs")
+    trainings = state.trainings
+    if not trainings.try_enter():
+        return _too_many(state, "queue_full", "too many requests wait for trainings", trainings.retry_after())
+    try:
+        return await _await_job(state, request, device_id, job_id, replayed=False, poll=True)
+    except job_queue.QueueUnavailableError as exc:
+        return _queue_unavailable(str(exc))
+    finally:
+        trainings.leave()
+
+
+async def _queued(
+    device_id: str,
+    request: Request,
+    requested_by: str,
+    state: StateDep,
+    size: int,
+    parsed: tuple[WindowHeader, FloatArray, FloatArray, Encoding],
+) -> Response:
+    """The queue's path (``training=queue``): a repeat of a request id waits for its job; otherwise the
+    registry's answers (a pinned device, a stored version), the budget, then a job on the queue, which
+    this request waits for a while (:func:`_await_job`)."""
+    jobs = state.jobs
+    assert jobs is not None
+    header, X, y, encoding = parsed
+    fingerprint = window_fingerprint(header, X, y)
+    if header.request_id is None:  # every job has an idempotency key
+        header = header.model_copy(update={"request_id": f"job-{uuid.uuid4().hex}"})
+    assert header.request_id is not None
+    job = job_queue.job_id(header.request_id)
+    earlier = await jobs.get(device_id, job)
+    if earlier is not None and earlier.state not in ("failed", "cancelled"):
+        if earlier.fingerprint != fingerprint:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                f"request_id {header.request_id!r} was used for another window; an idempotency key must "
+                "not be reused with a different body",
+            )
+        return await _await_job(state, request, device_id, job, replayed=True)
+    waiting = await jobs.queued()
+    state.metrics.jobs_waiting.set(waiting)
+    if waiting >= state.settings.jobs_max_queued:
+        return _too_many(state, "queue_full", "the training queue is full", state.trainings.retry_after())
+    admitted_in = budget.current_minute()
+    early = await anyio.to_thread.run_sync(
+        _before_training, state, device_id, header, fingerprint, admitted_in
+    )
+    if isinstance(early, str):
+        wait = budget.retry_after(time.time(), random.random())
+        return _too_many(state, early, f"the recompute {early.replace('_', ' ')} is spent", wait)
+    if early is not None:
+        record, replayed = early
+        return _reply(record, replayed=replayed, pinned=not replayed)
+    if header.retune is not None and await jobs.queued() > state.settings.retune_max_queued:
+        state.metrics.retune_deferred.inc()
+        header = header.model_copy(update={"retune": None})
+    fields: dict[str, str | bytes] = {
+        "device": device_id,
+        "window": encode_window(header, X, y, dtype="float64"),
+        "size": str(size),
+        "encoding": encoding,
+        "requested_by": requested_by,
+        "minute": str(admitted_in),
+    }
+    try:
+        created = await jobs.create(device_id, job, fingerprint, fields)
+    except job_queue.QueueUnavailableError:
+        await anyio.to_thread.run_sync(_refund, state, device_id, admitted_in)
+        raise
+    if created:
+        state.metrics.recompute_admitted.inc()
+    else:  # a concurrent repeat of this request id queued it first: one job, one budget take
+        await anyio.to_thread.run_sync(_refund, state, device_id, admitted_in)
+    return await _await_job(state, request, device_id, job, replayed=not created)
+
+
+async def _await_job(
+    state: AppState, request: Request, device_id: str, job: str, *, replayed: bool, poll: bool = False
+) -> Response:
+    """Wait up to ``jobs_wait_s`` for a job: 201 (200 for a repeat or a ``poll``) with its version when
+    it is done, else 202 with the job to poll (``Location``); 410 for a cancelled job, 500 for a failed
+    one."""
+    jobs = state.jobs
+    assert jobs is not None
+    try:
+        current = await jobs.wait(device_id, job, state.settings.jobs_wait_s, request.is_disconnected)
+    except ClientGoneError:
+        return Response(status_code=CLIENT_CLOSED)
+    if current is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job} for device {device_id}")
+    if current.state == "done" and current.version is not None:
+        version = current.version
+        record = await anyio.to_thread.run_sync(
+            state.with_session, lambda s: registry.get_model(s, device_id, version)
+        )
+        if record is None:
+            raise HTTPException(status.HTTP_410_GONE, f"version {version} of job {job} was pruned")
+        answer = _reply(record, replayed=replayed)
+        if poll:
+            answer.status_code = status.HTTP_200_OK
+        return answer
+    if current.state == "failed":
+        body = {"detail": f"the training failed: {current.error}", "reason": "training_failed"}
+        return JSONResponse(body, status_code=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    if current.state == "cancelled":
+        body = {"detail": "the job was cancelled: nobody waited for it", "reason": "job_cancelled"}
+        return JSONResponse(body, status_code=status.HTTP_410_GONE)
+    location = f"/v1/devices/{device_id}/jobs/{job}"
+    return JSONResponse(
+        {"job_id": job, "state": current.state, "attempts": current.attempts, "poll": location},
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={"Location": location, "Retry-After": "1"},
+    )
+
+
+def _queue_unavailable(detail: str) -> JSONResponse:
+    """503 with Retry-After: the training queue's Redis did not answer (nothing was queued)."""
+    return JSONResponse(
+        {"detail": detail, "reason": "queue_unavailable"},
+        status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": "5"},
+    )
 
 
 def _held_labels(state: AppState, device_id: str, d: int) -> int:
@@ -200,27 +297,10 @@ async def _admitted(
             raise
         span.set_attribute("edgedrift.train_ms", outcome.train_ms)
     state.metrics.training_seconds.labels(header.learner).observe(outcome.train_ms / 1000.0)
-    new = registry.NewModel(
-        device_id=device_id,
-        document=outcome.document,
-        kind=outcome.kind,
-        learner=header.learner,
-        task=header.task,
-        rebalance=header.rebalance,
-        chosen=outcome.chosen,
-        scores=outcome.scores,
-        n=int(X.shape[0]),
-        d=int(X.shape[1]),
-        train_ms=outcome.train_ms,
-        bytes_in=size,
-        encoding=encoding,
-        reason=header.reason,
-        requested_by=requested_by,
-        monitor=dict(header.monitor),
-        request_id=header.request_id,
-        request_sha256=fingerprint,
-        edge=edge,
-    )
+    new = recompute.new_model(
+        device_id, header, outcome, X, size=size, encoding=encoding, requested_by=requested_by,
+        fingerprint=fingerprint, edge=edge,
+    )  # fmt: skip
     record, replayed = await anyio.to_thread.run_sync(_store, state, new)
     if not replayed:
         log.info(
@@ -272,10 +352,7 @@ def _limits(state: AppState) -> budget.BudgetLimits:
 
 def _refund(state: AppState, device_id: str, minute: int) -> None:
     """The budget back when an admitted training produced no version (it failed, or its client left)."""
-    limits = _limits(state)
-    if limits.enabled:
-        with state.sessions() as session:
-            budget.refund(session, limits, device_id, minute)
+    recompute.refund(state.sessions, _limits(state), device_id, minute)
 
 
 def _before_training(
@@ -324,16 +401,10 @@ def _over_cost(state: AppState, price: pricing.TrainCost) -> JSONResponse:
 
 def _same_request(earlier: ModelRecord, fingerprint: str | None) -> None:
     """409 when a request_id comes back with another body (an idempotency key must not be reused)."""
-    if (
-        earlier.request_sha256 is not None
-        and fingerprint is not None
-        and earlier.request_sha256 != fingerprint
-    ):
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            f"request_id {earlier.request_id!r} was used for another window (version {earlier.version}); "
-            "an idempotency key must not be reused with a different body",
-        )
+    try:
+        recompute.check_same_request(earlier, fingerprint)
+    except recompute.RequestIdReusedError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
 
 
 def _too_many(state: AppState, reason: str, detail: str, retry_after: int) -> JSONResponse:
@@ -361,20 +432,10 @@ def _reply(record: ModelRecord, *, replayed: bool, pinned: bool = False) -> JSON
 
 def _store(state: AppState, new: registry.NewModel) -> tuple[ModelRecord, bool]:
     """Insert in one transaction; a concurrent duplicate request_id returns the stored version."""
-    with state.sessions() as session:
-        try:
-            record = registry.store_model(session, new)
-            session.commit()
-            return record, False
-        except IntegrityError:
-            session.rollback()
-            if new.request_id is None:
-                raise
-            earlier = registry.model_by_request_id(session, new.device_id, new.request_id)
-            if earlier is None:
-                raise
-            _same_request(earlier, new.request_sha256)
-            return earlier, True
+    try:
+        return recompute.store_once(state.sessions, new)
+    except recompute.RequestIdReusedError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
 
 
 def _response(record: ModelRecord, *, replayed: bool, pinned: bool = False) -> TrainResponse:

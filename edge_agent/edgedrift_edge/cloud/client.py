@@ -280,6 +280,7 @@ class CloudClient:
             ) as span:
                 response = await self._post(url, headers, content=body)
                 span.set_attribute("http.response.status_code", response.status_code)
+        response = await self._until_trained(response, headers)
         try:
             data = response.json()
             doc = data["model"]
@@ -297,6 +298,19 @@ class CloudClient:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
+
+    async def _until_trained(self, response: httpx.Response, headers: dict[str, str]) -> httpx.Response:
+        """Follow a 202 (the cloud queued the training: ``EDGEDRIFT_CLOUD_TRAINING=queue``) to the
+        model: GET the job it names until it answers with the version. Each GET waits at the cloud for a
+        while and keeps the job alive; an error (the job expired or was cancelled) fails the attempt,
+        whose retry sends the request again under its request_id."""
+        auth = {k: v for k, v in headers.items() if k == "Authorization"}
+        while response.status_code == 202:
+            location = response.headers.get("Location")
+            if not location:
+                raise CloudError("a 202 from the cloud without a Location to poll", True)
+            response = await self._post(location, auth, method="GET")
+        return response
 
     # --- the device's labeled history (re-tuning strategies) --------------------------------------------
 
@@ -437,7 +451,12 @@ class CloudClient:
             raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
 
     async def _post(
-        self, url: str, headers: dict[str, str], wait_s: float | None = None, **body: Any
+        self,
+        url: str,
+        headers: dict[str, str],
+        wait_s: float | None = None,
+        method: str = "POST",
+        **body: Any,
     ) -> httpx.Response:
         """One POST within the overall deadline; :class:`CloudError` for a transport error or a 4xx/5xx.
 
@@ -457,7 +476,7 @@ class CloudClient:
         self.peak_in_flight = max(self.peak_in_flight, self._on_wire)
         try:
             phase = httpx.Timeout(min(self.timeout_s, self.deadline_s))
-            response = await self._http.post(url, headers=headers, timeout=phase, **body)
+            response = await self._http.request(method, url, headers=headers, timeout=phase, **body)
         except httpx.TimeoutException:
             raise CloudError(f"no answer within the {self.deadline_s:g} s deadline", True) from None
         except httpx.HTTPError as exc:
