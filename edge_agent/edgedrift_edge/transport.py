@@ -152,6 +152,26 @@ _PUBACK_OK = ReasonCode(PacketTypes.PUBACK)
 _NO_PROPERTIES = Properties(PacketTypes.PUBACK)  # type: ignore[no-untyped-call]
 
 
+class _Unwaited:
+    """The stand-in for the ``threading.Condition`` paho gives every publish's ``MQTTMessageInfo``: the
+    transport never waits on a publish (the PUBACK reaches it through ``on_publish``), so none is built."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def notify(self) -> None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        raise RuntimeError("the transport's publishes are confirmed through on_publish, not waited on")
+
+
+_UNWAITED = _Unwaited()
+
+
 def _packet_bounds(buf: bytes, at: int) -> tuple[int, int] | None:
     """(start, end) of the body of the packet at ``buf[at:]``, None while it is incomplete; ValueError for a
     remaining length of more than 4 bytes (MQTT 3.1.1 and 5, section 2.2.3)."""
@@ -233,6 +253,61 @@ class _FastClient(mqtt.Client):
                     return self._do_on_publish(mid, _PUBACK_OK, _NO_PROPERTIES)
             return MQTTErrorCode.MQTT_ERR_SUCCESS
         return self._paho_handle(command, buf[start:end])
+
+    def publish(
+        self,
+        topic: str,
+        payload: mqtt.PayloadType = None,
+        qos: int = 0,
+        retain: bool = False,
+        properties: Properties | None = None,
+    ) -> mqtt.MQTTMessageInfo:
+        """paho's ``publish`` for bytes at QoS 0 or 1 without properties, minus a lock per message (paho's
+        ``MQTTMessageInfo`` condition, which nobody here waits on); anything else is paho's own."""
+        topic_bytes = topic.encode() if topic else b""
+        if (
+            properties is not None
+            or qos not in (0, 1)
+            or type(payload) is not bytes
+            or not topic_bytes
+            or len(topic_bytes) > 65535
+            or b"+" in topic_bytes
+            or b"#" in topic_bytes
+            or len(payload) > 268_435_455
+        ):
+            return super().publish(topic, payload, qos, retain, properties)
+        mid = self._mid_generate()
+        info = mqtt.MQTTMessageInfo.__new__(mqtt.MQTTMessageInfo)
+        info.mid, info.rc, info._published, info._iterpos = mid, _OK, False, 0
+        info._condition = _UNWAITED  # type: ignore[assignment]
+        if qos == 0:
+            info.rc = self._send_publish(mid, topic_bytes, payload, 0, retain, False, info, None)
+            return info
+        message = mqtt.MQTTMessage.__new__(mqtt.MQTTMessage)
+        message.timestamp = mqtt.time_func()
+        message.mid, message._topic, message.payload, message.qos = mid, topic_bytes, payload, 1
+        message.retain, message.dup, message.properties, message.info = retain, False, None, info
+        message.state = mqtt.mqtt_ms_invalid
+        with self._out_message_mutex:  # from here on paho's publish, line for line
+            if self._max_queued_messages > 0 and len(self._out_messages) >= self._max_queued_messages:
+                info.rc = MQTTErrorCode.MQTT_ERR_QUEUE_SIZE
+                return info
+            if mid in self._out_messages:
+                info.rc = MQTTErrorCode.MQTT_ERR_QUEUE_SIZE
+                return info
+            self._out_messages[mid] = message
+            if self._max_inflight_messages == 0 or self._inflight_messages < self._max_inflight_messages:
+                self._inflight_messages += 1
+                message.state = mqtt.mqtt_ms_wait_for_puback
+                rc = self._send_publish(mid, topic_bytes, payload, 1, retain, False, info, None)
+                if rc == _NO_CONN:  # sent after the next CONNACK
+                    self._inflight_messages -= 1
+                    message.state = mqtt.mqtt_ms_publish
+                info.rc = rc
+            else:
+                message.state = mqtt.mqtt_ms_queued
+                info.rc = _OK
+            return info
 
     def _fast_publish(self, command: int, buf: bytes, start: int, end: int) -> bool:
         """A QoS-0 or QoS-1 PUBLISH to :attr:`on_received` (False: paho's path, e.g. when it is malformed)."""
@@ -843,11 +918,7 @@ class MqttTransport:
     ) -> None:
         """Publish bytes (a status, an encoded payload); a publish that cannot be queued is counted and
         retried; with ``owner``, that message is acknowledged only once this is out."""
-        entry = None
-        if owner is not None and owner.qos > 0:
-            with self._lock:
-                entry = self._entry(owner)
-        self._attempt(topic, body, self.qos if qos is None else min(qos, 1), retain, entry)
+        self._attempt(topic, body, self.qos if qos is None else min(qos, 1), retain, None, owner=owner)
 
     def _entry(self, message: Inbound) -> _Pending | None:
         """The pending-ack entry of ``message`` (created on first use; lock held); None if it must not be
@@ -861,11 +932,22 @@ class MqttTransport:
         return entry
 
     def _attempt(
-        self, topic: str, body: bytes, qos: int, retain: bool, entry: _Pending | None, *, held: bool = False
+        self,
+        topic: str,
+        body: bytes,
+        qos: int,
+        retain: bool,
+        entry: _Pending | None,
+        *,
+        held: bool = False,
+        owner: Inbound | None = None,
     ) -> bool:
-        """One publish handed to paho; the broker's PUBACK releases ``entry`` later. While paho reconnects
-        it is held (and handed over right after the CONNECT). ``held``: ``entry`` counts it already."""
+        """One publish handed to paho; the broker's PUBACK releases ``entry`` (or the entry of ``owner``)
+        later. While paho reconnects it is held (and handed over right after the CONNECT). ``held``:
+        ``entry`` counts it already."""
         with self._lock:
+            if owner is not None and owner.qos > 0:
+                entry = self._entry(owner)
             if self._reconnecting:
                 if entry is not None and not held:
                     entry.outstanding += 1
