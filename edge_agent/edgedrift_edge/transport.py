@@ -5,7 +5,9 @@ Threads. One thread of the transport's own (the *I/O thread*) drives paho (``Cli
 and reconnects with backoff. paho's callbacks only append to a queue; the I/O thread handles that queue
 after each ``loop`` call, outside paho's locks, so the worker can call paho (publish, ack) under the
 transport's lock without a lock-order cycle. The worker takes messages in batches
-(:meth:`MqttTransport.get_batch`).
+(:meth:`MqttTransport.get_batch`). paho's client is subclassed (:class:`_FastClient`) only to cut its Python
+per packet: whole reads split in place, PUBLISH and PUBACK without paho's per-message objects, queued
+packets written in one ``send``, the I/O thread woken once per burst of publishes.
 
 At-least-once, end to end. Acknowledgements are manual (``manual_ack=True``): a QoS-1 message is
 acknowledged (``Client.ack``) only once the worker processed it and the broker has confirmed every one of
