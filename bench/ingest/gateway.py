@@ -147,6 +147,7 @@ def _gateway_values(cfg: Config, lab: IngestLab, gateway: str, secret: str, warm
         "checkpoint_every_s": 600,
         "gateway_sync_s": 60,
         "log_level": "WARNING",
+        **({"switch_interval_s": cfg.switch_interval} if cfg.switch_interval else {}),
     }
     return values
 
