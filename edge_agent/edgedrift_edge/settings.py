@@ -294,7 +294,7 @@ class AgentSettings(BaseModel):
     switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
         "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: Python's "
         "5 ms; shorter hands the GIL to the MQTT I/O thread sooner for more switches, which cost the "
-        "paho transport CPU per message (docs/benchmarks.md, section 6)",
+        "MQTT transport CPU per message (docs/benchmarks.md, section 6)",
         default=0.005,
     )
 
