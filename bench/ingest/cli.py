@@ -81,7 +81,8 @@ def parse_args(description: str) -> tuple[Config, bool]:
         "--switch-interval",
         type=float,
         default=0.0,
-        help="experiment: the agent's switch_interval_s setting (sys.setswitchinterval; default 0.0005 s)",
+        help="experiment: the agents' and gateways' switch_interval_s setting (sys.setswitchinterval; "
+        "default 0.005 s)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     parser.add_argument(

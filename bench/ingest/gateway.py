@@ -9,6 +9,7 @@ VmRSS at ``ready``, after ``rss_points`` samples (1M and 3M in a full run)."""
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from dataclasses import asdict, dataclass
@@ -17,7 +18,7 @@ from typing import Any
 import httpx
 
 from edgedrift_harness.agent import AgentProcess
-from edgedrift_harness.proc import rss_mb
+from edgedrift_harness.proc import cpu_seconds, rss_mb
 from ingest.data import Data
 from ingest.lab import OPERATOR, Config, IngestLab
 from ingest.phases import wait_count
@@ -43,6 +44,11 @@ class GatewayRow:
     warmup_s: float
     lost: int
     processes: int = 1
+    #: CPU µs per sample (utime + stime over the phase / samples): the gateways' sum and the peer's.
+    single_cpu_us: float = math.nan
+    peer_single_cpu_us: float = math.nan
+    batched_cpu_us: float = math.nan
+    peer_batched_cpu_us: float = math.nan
 
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)
@@ -58,6 +64,15 @@ def _timed(pub: Publisher, packets: list[bytes], sink: Sink, samples: int, windo
     after = wait_count(sink, before.samples + samples, idle=30)
     delivered = after.samples - before.samples
     return delivered / (after.t_last - t0), delivered
+
+
+def _cpu_timed(
+    pids: list[int], pub: Publisher, packets: list[bytes], sink: Sink, samples: int, window: int
+) -> tuple[float, int, float]:
+    """:func:`_timed` and the CPU µs per sample the processes ``pids`` spent meanwhile."""
+    c0 = sum(cpu_seconds(p) for p in pids)
+    rate, delivered = _timed(pub, packets, sink, samples, window)
+    return rate, delivered, 1e6 * (sum(cpu_seconds(p) for p in pids) - c0) / max(delivered, 1)
 
 
 def _wait_models(lab: IngestLab, devices: set[str], timeout: float) -> int:
@@ -132,6 +147,7 @@ def _gateway_values(cfg: Config, lab: IngestLab, gateway: str, secret: str, warm
         "checkpoint_every_s": 600,
         "gateway_sync_s": 60,
         "log_level": "WARNING",
+        **({"switch_interval_s": cfg.switch_interval} if cfg.switch_interval else {}),
     }
     return values
 
@@ -174,18 +190,25 @@ def _measure(
         if ready < n_devices:
             print(f"  warning: {n_devices - ready} devices have no model after the warm-up", flush=True)
         lost = 0
-        peer_single, got = _timed(
-            pub, pub.encode(peer.topic, data.take(cfg.samples, 1)), peer, cfg.samples, cfg.window
+        gateways, peers = [a.pid for a in agents], [peer.proc.pid]
+        window, batch_window = cfg.window, cfg.batch_window
+        peer_single, got, peer_single_cpu = _cpu_timed(
+            peers, pub, pub.encode(peer.topic, data.take(cfg.samples, 1)), peer, cfg.samples, cfg.window
         )
-        single, got = _timed(
-            pub, pub.encode_spread(topics, data.take(cfg.samples, 1)), preds, cfg.samples, cfg.window
+        single, got, single_cpu = _cpu_timed(
+            gateways, pub, pub.encode_spread(topics, data.take(cfg.samples, 1)), preds, cfg.samples, window
         )
         lost += cfg.samples - got
-        peer_batch, _ = _timed(
-            pub, pub.encode(peer.topic, data.take(cfg.samples, 100)), peer, cfg.samples, cfg.batch_window
+        peer_batch, _, peer_batch_cpu = _cpu_timed(
+            peers, pub, pub.encode(peer.topic, data.take(cfg.samples, 100)), peer, cfg.samples, batch_window
         )
-        batch, got = _timed(
-            pub, pub.encode_spread(topics, data.take(cfg.samples, 100)), preds, cfg.samples, cfg.batch_window
+        batch, got, batch_cpu = _cpu_timed(
+            gateways,
+            pub,
+            pub.encode_spread(topics, data.take(cfg.samples, 100)),
+            preds,
+            cfg.samples,
+            cfg.batch_window,
         )
         lost += cfg.samples - got
         fed += 2 * cfg.samples
@@ -218,6 +241,10 @@ def _measure(
         warmup_s=warmup_s,
         lost=lost,
         processes=len(agents),
+        single_cpu_us=single_cpu,
+        peer_single_cpu_us=peer_single_cpu,
+        batched_cpu_us=batch_cpu,
+        peer_batched_cpu_us=peer_batch_cpu,
     )
 
 
@@ -230,5 +257,8 @@ def describe_row(row: GatewayRow) -> str:
         f"batches of 100 {row.batched_samples_per_s:>9,.0f} samples/s "
         f"(peer {row.peer_batched_samples_per_s:,.0f}); RSS ready {row.rss_ready_mb:.0f} MB, "
         f"{row.rss_1m_mb:.0f} / {row.rss_3m_mb:.0f} MB after {row.rss_points[-2][0]:,} / "
-        f"{row.rss_points[-1][0]:,} samples; lost {row.lost}"
+        f"{row.rss_points[-1][0]:,} samples; lost {row.lost}\n"
+        f"    CPU µs per sample: single {row.single_cpu_us:.1f} (peer {row.peer_single_cpu_us:.1f}, "
+        f"{row.single_cpu_us / row.peer_single_cpu_us:.2f}x), batches of 100 {row.batched_cpu_us:.2f} "
+        f"(peer {row.peer_batched_cpu_us:.2f}, {row.batched_cpu_us / row.peer_batched_cpu_us:.2f}x)"
     )

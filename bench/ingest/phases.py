@@ -41,6 +41,8 @@ class Result:
     delivered: int
     seconds: float
     cpu: dict[str, float] = field(default_factory=dict)
+    #: CPU seconds of each process over the phase (``cpu`` as seconds, not shares).
+    cpu_s: dict[str, float] = field(default_factory=dict)
     threads: list[ThreadTime] = field(default_factory=list)
     #: Thread kind -> section -> µs of that thread's wall time per message (py-spy --idle).
     profile: dict[str, dict[str, float]] | None = None
@@ -113,19 +115,21 @@ def timed_phase(
     cpu = CpuWatch(procs)
     if sink is None:
         t0, _t1, t2 = pub.run(packets)
-        return Result(what, kind, pub.qos, mode, n, len(payloads), n, t2 - t0, cpu.shares())
+        return Result(what, kind, pub.qos, mode, n, len(payloads), n, t2 - t0, cpu.shares(), cpu.used())
     before = sink.read()
     t0, _t1, _t2 = pub.run(packets, lambda: sink.read().msgs - before.msgs, window)
     shares: dict[str, float] = {}
+    used: dict[str, float] = {}
 
     def done() -> None:
         shares.update(cpu.shares())
+        used.update(cpu.used())
         if on_done is not None:
             on_done()
 
     after = wait_count(sink, before.samples + n, on_done=done)
     delivered = after.samples - before.samples
-    return Result(what, kind, pub.qos, mode, n, len(payloads), delivered, after.t_last - t0, shares)
+    return Result(what, kind, pub.qos, mode, n, len(payloads), delivered, after.t_last - t0, shares, used)
 
 
 def warm_up(agent: AgentProcess, pub: Publisher, preds: Sink, data: Data) -> float:

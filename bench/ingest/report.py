@@ -112,6 +112,31 @@ def report_cpu(results: list[Result]) -> None:
         cells = " | ".join(f"{100 * r.cpu[n]:.0f}%" if n in r.cpu and not short else "" for n in names)
         mode = f" {r.mode}" if r.mode and r.mode != "vectorised" else ""
         print(f"| {r.what} {r.kind} QoS {r.qos}{mode} | {cells} |")
+    report_cpu_per_sample(results)
+
+
+def report_cpu_per_sample(results: list[Result]) -> None:
+    """CPU µs per sample of the agent against the peer's in the same run: the figure that a loaded machine
+    leaves meaningful (a rate is not: it measures the other work as well)."""
+    peers = {(r.kind, r.qos): r for r in results if r.what == "peer"}
+    agents = [r for r in results if r.what == "agent" and r.cpu_s]
+    if not agents:
+        return
+    print()
+    print(
+        "CPU µs per sample (utime + stime over the phase / samples delivered; a single-sample message is one "
+        "sample): the agent process against the bare paho peer of the same phase kind, and the broker's:"
+    )
+    print()
+    print("| phase | agent µs/sample | peer µs/sample | agent / peer | broker µs/sample (agent phase) |")
+    print("|---|---:|---:|---:|---:|")
+    for r in agents:
+        agent = 1e6 * r.cpu_s.get("agent", math.nan) / r.delivered
+        peer_run = peers.get((r.kind, r.qos))
+        peer = 1e6 * peer_run.cpu_s.get("peer", math.nan) / peer_run.delivered if peer_run else math.nan
+        broker = 1e6 * r.cpu_s.get("broker", math.nan) / r.delivered
+        ratio = agent / peer
+        print(f"| {r.kind} QoS {r.qos} {r.mode} | {agent:.2f} | {peer:.2f} | {ratio:.2f} | {broker:.2f} |")
 
 
 def report_threads(agents: list[Result]) -> None:

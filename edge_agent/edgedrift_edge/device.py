@@ -145,6 +145,9 @@ class DeviceRuntime:
         self.errors = 0
         self.startup_events: list[Event] = []
         self._base = {"dropped": 0, "overloaded": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
+        #: What :meth:`sync_transport_counters` last copied from (None: copy at the next call).
+        self._synced: tuple[int, ...] | None = None
+        self._synced_into: Counters | None = None
         self._transport_dropped_reported = 0
         #: Refused for overload since the last ``overloaded`` event: messages and items per topic.
         self._overload = {"messages": 0, "samples": 0, "labels": 0}
@@ -240,8 +243,14 @@ class DeviceRuntime:
         self.transport.publish_raw(self.topics["status"], body, retain=True, qos=1)
 
     def sync_transport_counters(self) -> None:
-        """Copy the transport's counters into the session's (plus what a resumed checkpoint had)."""
+        """Copy the transport's counters into the session's (plus what a resumed checkpoint had); nothing to
+        do while they and the device's refusals are unchanged (a gateway calls it for every device at every
+        housekeeping turn)."""
         c, t = self.session.counters, self.transport.counters
+        key = (t.dropped, t.backpressure_waits, t.publish_failures, t.reconnects, c.overloaded)
+        if key == self._synced and self._synced_into is c:
+            return
+        self._synced, self._synced_into = key, c
         lost = sum(self.transport.dropped_for(self.topics[kind]) for kind in ("samples", "labels"))
         c.dropped = self._base["dropped"] + lost + c.overloaded - self._base["overloaded"]
         for name in SHARED_COUNTERS:
@@ -420,5 +429,6 @@ class DeviceRuntime:
         for name, value in ahead.items():
             setattr(c, name, value)
         self._base = {name: getattr(c, name) for name in self._base}
+        self._synced = None
         if ahead and not resumed:
             self.startup_events.append({"type": "counters_resumed", "samples": c.samples})

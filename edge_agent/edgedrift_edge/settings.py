@@ -302,10 +302,10 @@ class AgentSettings(BaseSettings):
         default=30,
     )
     switch_interval_s: Annotated[float, Field(gt=0, le=0.1)] = _described(
-        "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: short, so "
-        "the MQTT I/O thread gets the GIL back from a busy worker soon (Python's 5 ms cost a third of "
-        "the ingest rate: docs/benchmarks-history.md)",
-        default=0.0005,
+        "the interpreter's thread switch interval (sys.setswitchinterval) of the agent command: Python's "
+        "5 ms; shorter hands the GIL to the MQTT I/O thread sooner for more switches, which cost the "
+        "MQTT transport CPU per message (docs/benchmarks.md, section 6)",
+        default=0.005,
     )
 
     @field_validator("broker_url")

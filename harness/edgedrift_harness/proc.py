@@ -127,9 +127,13 @@ class CpuWatch:
         self.c0 = {k: cpu_seconds(p) for k, p in procs.items()}
         self.m0 = machine_busy_seconds()
 
+    def used(self) -> dict[str, float]:
+        """CPU seconds of each named process since the start."""
+        return {k: cpu_seconds(p) - self.c0[k] for k, p in self.procs.items()}
+
     def shares(self) -> dict[str, float]:
         wall = time.monotonic() - self.t0
-        out = {k: (cpu_seconds(p) - self.c0[k]) / wall for k, p in self.procs.items()}
+        out = {k: used / wall for k, used in self.used().items()}
         # Clipped at 0: /proc/stat and the per-process ticks are sampled apart (a few % of noise).
         out["rest of the machine"] = max(0.0, (machine_busy_seconds() - self.m0) / wall - sum(out.values()))
         return out

@@ -10,12 +10,11 @@ import json
 import socket
 from typing import Any
 
-import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import MQTTErrorCode
 
 from edgedrift_edge.settings import AgentSettings, SettingsError
-from edgedrift_edge.transport.connection import Inbound, MqttTransport
+from edgedrift_edge.transport.connection import Inbound, MqttTransport, Received
 from edgedrift_edge.transport.mqtt import parse_broker_url
 
 TOPIC = "edgedrift/d/samples"
@@ -38,9 +37,7 @@ class Connected:
         t.client.ack = ack  # type: ignore[method-assign]
 
     def receive(self, mid: int, qos: int = 1, payload: bytes = b"{}") -> None:
-        m = mqtt.MQTTMessage(mid=mid, topic=TOPIC.encode())
-        m.qos, m.payload = qos, payload
-        self.t._events.append(("message", m))
+        self.t._events.append(("message", Received(TOPIC, payload, mid, qos, False)))
         self.t._handle_events()
 
     def confirm(self, mid: int) -> None:

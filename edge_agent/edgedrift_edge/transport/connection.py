@@ -5,7 +5,9 @@ Threads. One thread of the transport's own (the *I/O thread*) drives paho (``Cli
 and reconnects with backoff. paho's callbacks only append to a queue; the I/O thread handles that queue
 after each ``loop`` call, outside paho's locks, so the worker can call paho (publish, ack) under the
 transport's lock without a lock-order cycle. The worker takes messages in batches
-(:meth:`MqttTransport.get_batch`).
+(:meth:`MqttTransport.get_batch`). paho's client is subclassed (:class:`_FastClient`) only to cut its Python
+per packet: whole reads split in place, PUBLISH and PUBACK without paho's per-message objects, queued
+packets written in one ``send``, the I/O thread woken once per burst of publishes.
 
 At-least-once, end to end. Acknowledgements are manual (``manual_ack=True``): a QoS-1 message is
 acknowledged (``Client.ack``) only once the worker processed it and the broker has confirmed every one of
@@ -49,6 +51,7 @@ reads best in one place.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -56,13 +59,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import msgspec
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.exception import MalformedPacket
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 from edgedrift_edge.transport.mqtt import (
     MAX_EXPIRY_S,
@@ -89,6 +94,8 @@ CHUNK = 65_536
 #: Packets read per turn of the I/O thread at most (paho's ``loop`` reads about one): the worker then
 #: gets a read's messages together, as one batch.
 READ_BURST = 1000
+#: Least seconds between two wake-ups of the I/O thread by publishes of another thread.
+WAKE_INTERVAL_S = 0.001
 #: A connection that held this long starts the reconnect backoff over (one dropped sooner does not).
 STABLE_S = 10.0
 _OK = MQTTErrorCode.MQTT_ERR_SUCCESS
@@ -154,30 +161,338 @@ def describe_reason(reason: Any, properties: Any = None) -> str:
     return text
 
 
-class _BufferedClient(mqtt.Client):
-    """paho's client reading the socket in chunks: paho asks for a packet's first byte, its length bytes and
-    its body in separate ``recv`` calls, each a system call that gives up the GIL and waits to get it back
-    from a busy worker; served from one ``recv`` of up to 64 KiB instead. Everything else is paho's."""
+class Received(NamedTuple):
+    """A PUBLISH as the client hands it over (paho's ``MQTTMessage`` is costlier to build: a lock each);
+    ``topic`` is None when it is not UTF-8."""
+
+    topic: str | None
+    payload: bytes
+    mid: int
+    qos: int
+    retain: bool
+
+
+#: What paho passes to ``on_publish`` for a PUBACK without reason code and properties (success): built
+#: once, not per packet; the transport's callback ignores both.
+_PUBACK_OK = ReasonCode(PacketTypes.PUBACK)
+_NO_PROPERTIES = Properties(PacketTypes.PUBACK)  # type: ignore[no-untyped-call]
+
+
+class _Unwaited:
+    """The stand-in for the ``threading.Condition`` paho gives every publish's ``MQTTMessageInfo``: the
+    transport never waits on a publish (the PUBACK reaches it through ``on_publish``), so none is built."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def notify(self) -> None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        raise RuntimeError("the transport's publishes are confirmed through on_publish, not waited on")
+
+
+_UNWAITED = _Unwaited()
+
+
+def _packet_bounds(buf: bytes, at: int) -> tuple[int, int] | None:
+    """(start, end) of the body of the packet at ``buf[at:]``, None while it is incomplete; ValueError for a
+    remaining length of more than 4 bytes (MQTT 3.1.1 and 5, section 2.2.3)."""
+    length, shift, i, end = 0, 0, at + 1, len(buf)
+    while True:
+        if i >= end:
+            return None
+        byte = buf[i]
+        length |= (byte & 0x7F) << shift
+        i += 1
+        if not byte & 0x80:
+            break
+        shift += 7
+        if shift > 21:
+            raise ValueError("remaining length of more than 4 bytes")
+    return (i, i + length) if i + length <= end else None
+
+
+class _FastClient(mqtt.Client):
+    """paho's client with its per-packet Python cut down, everything else paho's (``on_socket_register_write``
+    must be set: only the thread driving ``loop`` writes):
+
+    * reads: one ``recv`` of up to 64 KiB, split into packets in place (paho asks for a packet's first
+      byte, its length and its body in separate ``recv`` calls, each a system call that gives the GIL up);
+    * PUBLISH (QoS 0 and 1, MQTT 3.1.1) goes to :attr:`on_received` as a :class:`Received` tuple, without
+      paho's ``MQTTMessage`` and its lock; a PUBACK without properties (success) is confirmed without
+      building MQTT 5 ``ReasonCode`` and ``Properties`` objects for it; other packets and MQTT 5
+      PUBLISHes take paho's own path (``_packet_handle``);
+    * writes: the queued packets go out in one ``send`` (paho sends each on its own), and the socket pair
+      that wakes ``loop`` is written only when the queue was empty (paho writes it for every packet)."""
 
     _buffer = b""
     _at = 0
+    #: Where PUBLISH packets go (set by the transport), in the order they came.
+    on_received: Callable[[Received], None] | None = None
+    #: The thread that drives ``loop`` (it writes what it queues itself: no wake-up needed).
+    io_thread: int | None = None
+    _wake_due = False
+    _woken_at = 0.0
 
-    def _sock_recv(self, bufsize: int) -> bytes:
-        at = self._at
-        if at >= len(self._buffer):
-            data = super()._sock_recv(CHUNK)  # raises what paho expects when nothing is there
-            if len(data) <= bufsize:
-                return data  # all of it asked for, or b"": the connection was closed
-            self._buffer, at = data, 0
-        self._at = at + bufsize
-        return self._buffer[at : at + bufsize]
+    def _packet_read(self) -> MQTTErrorCode:
+        buf, at = self._buffer, self._at
+        try:
+            bounds = _packet_bounds(buf, at) if at < len(buf) else None
+        except ValueError:
+            return MQTTErrorCode.MQTT_ERR_PROTOCOL
+        if bounds is None:  # read more: paho's errors as paho's _packet_read gives them
+            try:
+                data = self._sock_recv(CHUNK)
+            except BlockingIOError:
+                return MQTTErrorCode.MQTT_ERR_AGAIN
+            except OSError as err:  # TimeoutError and ConnectionError included
+                self._easy_log(mqtt.MQTT_LOG_ERR, "failed to receive on socket: %s", err)
+                return MQTTErrorCode.MQTT_ERR_CONN_LOST
+            if not data:
+                return MQTTErrorCode.MQTT_ERR_CONN_LOST
+            with self._msgtime_mutex:
+                self._last_bytes_received = mqtt.time_func()
+            buf = buf[at:] + data if at < len(buf) else data
+            at = 0
+            self._buffer, self._at = buf, 0
+            try:
+                bounds = _packet_bounds(buf, 0)
+            except ValueError:
+                return MQTTErrorCode.MQTT_ERR_PROTOCOL
+            if bounds is None:
+                return MQTTErrorCode.MQTT_ERR_AGAIN
+        start, end = bounds
+        self._at = end
+        command = buf[at]
+        kind = command & 0xF0
+        if kind == mqtt.PUBLISH and not command & 0x04 and self._protocol != mqtt.MQTTv5:
+            if self._fast_publish(command, buf, start, end):
+                return MQTTErrorCode.MQTT_ERR_SUCCESS
+        elif kind == mqtt.PUBACK and end - start == 2:
+            mid = (buf[start] << 8) | buf[start + 1]
+            with self._out_message_mutex:
+                if mid in self._out_messages:
+                    return self._do_on_publish(mid, _PUBACK_OK, _NO_PROPERTIES)
+            return MQTTErrorCode.MQTT_ERR_SUCCESS
+        return self._paho_handle(command, buf[start:end])
+
+    def publish(
+        self,
+        topic: str,
+        payload: mqtt.PayloadType = None,
+        qos: int = 0,
+        retain: bool = False,
+        properties: Properties | None = None,
+    ) -> mqtt.MQTTMessageInfo:
+        """paho's ``publish`` for bytes at QoS 0 or 1 without properties, minus a lock per message (paho's
+        ``MQTTMessageInfo`` condition, which nobody here waits on); anything else is paho's own."""
+        topic_bytes = topic.encode() if topic else b""
+        if (
+            properties is not None
+            or qos not in (0, 1)
+            or type(payload) is not bytes
+            or not topic_bytes
+            or len(topic_bytes) > 65535
+            or b"+" in topic_bytes
+            or b"#" in topic_bytes
+            or len(payload) > 268_435_455
+        ):
+            return super().publish(topic, payload, qos, retain, properties)
+        mid = self._mid_generate()
+        info = mqtt.MQTTMessageInfo.__new__(mqtt.MQTTMessageInfo)
+        info.mid, info.rc, info._published, info._iterpos = mid, _OK, False, 0
+        info._condition = _UNWAITED  # type: ignore[assignment]
+        if qos == 0:
+            info.rc = self._send_publish(mid, topic_bytes, payload, 0, retain, False, info, None)
+            return info
+        message = mqtt.MQTTMessage.__new__(mqtt.MQTTMessage)
+        message.timestamp = mqtt.time_func()
+        message.mid, message._topic, message.payload, message.qos = mid, topic_bytes, payload, 1
+        message.retain, message.dup, message.properties, message.info = retain, False, None, info
+        message.state = mqtt.mqtt_ms_invalid
+        with self._out_message_mutex:  # from here on paho's publish, line for line
+            if self._max_queued_messages > 0 and len(self._out_messages) >= self._max_queued_messages:
+                info.rc = MQTTErrorCode.MQTT_ERR_QUEUE_SIZE
+                return info
+            if mid in self._out_messages:
+                info.rc = MQTTErrorCode.MQTT_ERR_QUEUE_SIZE
+                return info
+            self._out_messages[mid] = message
+            if self._max_inflight_messages == 0 or self._inflight_messages < self._max_inflight_messages:
+                self._inflight_messages += 1
+                message.state = mqtt.mqtt_ms_wait_for_puback
+                rc = self._send_publish(mid, topic_bytes, payload, 1, retain, False, info, None)
+                if rc == _NO_CONN:  # sent after the next CONNACK
+                    self._inflight_messages -= 1
+                    message.state = mqtt.mqtt_ms_publish
+                info.rc = rc
+            else:
+                message.state = mqtt.mqtt_ms_queued
+                info.rc = _OK
+            return info
+
+    def _fast_publish(self, command: int, buf: bytes, start: int, end: int) -> bool:
+        """A QoS-0 or QoS-1 PUBLISH to :attr:`on_received` (False: paho's path, e.g. when it is malformed)."""
+        on_received = self.on_received
+        qos = (command >> 1) & 0x03
+        if on_received is None or end - start < 2:
+            return False
+        topic_end = start + 2 + ((buf[start] << 8) | buf[start + 1])
+        body = topic_end + (2 if qos else 0)
+        if topic_end == start + 2 or body > end:
+            return False
+        mid = (buf[topic_end] << 8) | buf[topic_end + 1] if qos else 0
+        try:
+            topic: str | None = buf[start + 2 : topic_end].decode()
+        except UnicodeDecodeError:
+            topic = None
+        on_received(Received(topic, buf[body:end], mid, qos, bool(command & 0x01)))
+        return True
+
+    def _paho_handle(self, command: int, body: bytes) -> MQTTErrorCode:
+        """paho's handling of one whole packet, as its ``_packet_read`` ends."""
+        self._in_packet = {
+            "command": command,
+            "have_remaining": 1,
+            "remaining_count": [],
+            "remaining_mult": 1,
+            "remaining_length": len(body),
+            "packet": bytearray(body),
+            "to_process": 0,
+            "pos": 0,
+        }
+        try:
+            rc = self._packet_handle()
+        except MalformedPacket as exc:
+            self._easy_log(mqtt.MQTT_LOG_DEBUG, "Received malformed packet: %s", exc)
+            rc = MQTTErrorCode.MQTT_ERR_PROTOCOL
+        self._in_packet = {
+            "command": 0,
+            "have_remaining": 0,
+            "remaining_count": [],
+            "remaining_mult": 1,
+            "remaining_length": 0,
+            "packet": bytearray(b""),
+            "to_process": 0,
+            "pos": 0,
+        }
+        return rc
 
     def buffered(self) -> bool:
-        """Whether bytes are read and not handled yet (a select on the socket would not see them)."""
-        return self._at < len(self._buffer)
+        """Whether a whole packet is read and not handled yet (a select on the socket would not see it)."""
+        try:
+            return self._at < len(self._buffer) and _packet_bounds(self._buffer, self._at) is not None
+        except ValueError:
+            return True  # the next read reports it
 
     def forget_buffer(self) -> None:
         self._buffer, self._at = b"", 0
+
+    def _packet_queue(
+        self,
+        command: int,
+        packet: bytes | bytearray,
+        mid: int,
+        qos: int,
+        info: mqtt.MQTTMessageInfo | None = None,
+    ) -> MQTTErrorCode:
+        out = self._out_packet
+        out.append(
+            {
+                "command": command,
+                "mid": mid,
+                "qos": qos,
+                "pos": 0,
+                "to_process": len(packet),
+                "packet": packet,
+                "info": info,
+            }
+        )
+        # A wake-up only when the queue was empty (while packets wait, the I/O thread selects for writing
+        # anyway), at most one per WAKE_INTERVAL_S (a worker publishing message after message would
+        # otherwise hand the GIL to the I/O thread for every one); the one put off goes with the next
+        # publish past the interval or with :meth:`wake_if_due`.
+        if (len(out) == 1 or self._wake_due) and threading.get_ident() != self.io_thread:
+            if time.monotonic() - self._woken_at >= WAKE_INTERVAL_S:
+                self.wake()
+            else:
+                self._wake_due = True
+        self._call_socket_register_write()
+        return MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    def wake(self) -> None:
+        """Wake the I/O thread out of its ``select`` (paho's socket pair) to write what is queued."""
+        self._wake_due = False
+        self._woken_at = time.monotonic()
+        if self._sockpairW is not None:
+            with contextlib.suppress(BlockingIOError):
+                self._sockpairW.send(b"0")
+
+    def wake_if_due(self) -> None:
+        """The wake-up put off by the last publishes, if any (the worker calls it before it waits)."""
+        if self._wake_due:
+            self.wake()
+
+    def _packet_write(self) -> MQTTErrorCode:
+        out = self._out_packet
+        while len(out) > 1:
+            batch: list[Any] = []
+            size = 0
+            while out and size < CHUNK and out[0]["command"] & 0xF0 != mqtt.DISCONNECT:
+                packet = out.popleft()
+                batch.append(packet)
+                size += packet["to_process"]
+            if len(batch) < 2:  # a DISCONNECT next, or one big packet: paho's own way
+                out.extendleft(reversed(batch))
+                break
+            data = b"".join(p["packet"][p["pos"] :] if p["pos"] else p["packet"] for p in batch)
+            try:
+                written = self._sock_send(data)
+            except (AttributeError, ValueError):
+                out.extendleft(reversed(batch))
+                return MQTTErrorCode.MQTT_ERR_SUCCESS
+            except BlockingIOError:
+                out.extendleft(reversed(batch))
+                return MQTTErrorCode.MQTT_ERR_AGAIN
+            except OSError as err:
+                out.extendleft(reversed(batch))
+                self._easy_log(mqtt.MQTT_LOG_ERR, "failed to send on socket: %s", err)
+                return MQTTErrorCode.MQTT_ERR_CONN_LOST
+            with self._msgtime_mutex:
+                self._last_msg_out = mqtt.time_func()
+            for i, packet in enumerate(batch):
+                taken = min(written, packet["to_process"])
+                written -= taken
+                packet["to_process"] -= taken
+                packet["pos"] += taken
+                if packet["to_process"]:  # the socket took part: the rest when it is writable again
+                    out.extendleft(reversed(batch[i:]))
+                    return MQTTErrorCode.MQTT_ERR_SUCCESS
+                if packet["command"] & 0xF0 == mqtt.PUBLISH and packet["qos"] == 0:
+                    self._written_qos0(packet)
+        return super()._packet_write()
+
+    def _written_qos0(self, packet: Any) -> None:
+        """A QoS-0 PUBLISH is out: what paho's ``_packet_write`` does then."""
+        on_publish = cast("mqtt.CallbackOnPublish_v2 | None", self.on_publish)  # VERSION2 (make_client)
+        if on_publish is not None:
+            with self._in_callback_mutex:
+                on_publish(self, self._userdata, packet["mid"], _PUBACK_OK, _NO_PROPERTIES)
+        if packet["info"] is not None:
+            packet["info"]._set_as_published()
+
+
+def _received(message: mqtt.MQTTMessage) -> Received:
+    """paho's message (the path of MQTT 5 PUBLISHes) as the fast path hands one over."""
+    try:
+        topic: str | None = message.topic
+    except UnicodeDecodeError:
+        topic = None
+    return Received(topic, bytes(message.payload), message.mid, message.qos, message.retain)
 
 
 class MqttTransport:
@@ -251,7 +566,7 @@ class MqttTransport:
         client = make_client(
             broker_url,
             client_id,
-            client_class=_BufferedClient,
+            client_class=_FastClient,
             clean_session=False,
             tls_ca_file=tls_ca_file,
             tls_cert_file=tls_cert_file,
@@ -259,8 +574,8 @@ class MqttTransport:
             mqtt_version=mqtt_version,
             manual_ack=True,
         )
-        assert isinstance(client, _BufferedClient)
-        self.client: _BufferedClient = client
+        assert isinstance(client, _FastClient)
+        self.client: _FastClient = client
         client.will_set(status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
         # Unconfirmed publishes are bounded by the queue limit; an in-flight limit as well would make paho
         # walk every unconfirmed publish at each PUBACK (its _update_inflight).
@@ -270,7 +585,8 @@ class MqttTransport:
         # paho's callbacks only queue what happened (module docstring: no lock of ours under paho's).
         events: deque[tuple[str, Any]] = deque()
         self._events = events
-        client.on_message = lambda _c, _u, m: events.append(("message", m))
+        client.on_received = lambda r: events.append(("message", r))
+        client.on_message = lambda _c, _u, m: events.append(("message", _received(m)))
         client.on_publish = lambda _c, _u, mid, _rc, _p: events.append(("confirmed", mid))
         client.on_connect = self._on_connect_callback
         client.on_disconnect = lambda _c, _u, _f, code, p: events.append(("lost", describe_reason(code, p)))
@@ -317,6 +633,7 @@ class MqttTransport:
         then publishes no last will) and end the I/O thread."""
         deadline = time.monotonic() + drain_s
         while time.monotonic() < deadline and self.connected.is_set():
+            self.client.wake_if_due()
             with self._lock:
                 if not self._by_mid and not self._retry and not self._held:
                     break
@@ -351,7 +668,7 @@ class MqttTransport:
     # --- the I/O thread ---------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        self._io_ident = threading.get_ident()
+        self._io_ident = self.client.io_thread = threading.get_ident()
         address = self._address
         properties = None
         if self.mqtt_version == "5":
@@ -468,7 +785,7 @@ class MqttTransport:
     def _handle_events(self) -> None:
         """What paho's callbacks queued, in order; messages and confirmations of one read together."""
         events = self._events
-        messages: list[mqtt.MQTTMessage] = []
+        messages: list[Received] = []
         confirmed: list[int] = []
         while events:
             kind, value = events.popleft()
@@ -560,7 +877,7 @@ class MqttTransport:
             self.counters.reconnects = self.reconnects
             log.warning("disconnected from %s (%s); reconnecting with backoff", self._where, why or "closed")
 
-    def _traffic(self, messages: list[mqtt.MQTTMessage], confirmed: list[int]) -> None:
+    def _traffic(self, messages: list[Received], confirmed: list[int]) -> None:
         """One read: confirmations release their messages, messages go into the inbox."""
         if not messages and not confirmed:
             return
@@ -570,29 +887,26 @@ class MqttTransport:
             if messages:
                 self._enqueue(messages)
 
-    def _enqueue(self, messages: list[mqtt.MQTTMessage]) -> None:
+    def _enqueue(self, messages: list[Received]) -> None:
         """Lock held: into the inbox (QoS 0 dropped and counted when full; QoS 1 pauses the reading)."""
         generation = self._generation
         inbox = self._inbox
         full = False
         now = time.monotonic()
-        for m in messages:
-            payload = bytes(m.payload)
+        for topic, payload, mid, qos, retain in messages:
             size = len(payload)
-            try:
-                topic = m.topic
-            except UnicodeDecodeError:  # not a topic the agent subscribed to: drop it, never see it again
+            if topic is None:  # not a topic the agent subscribed to: drop it, never see it again
                 log.error("a message with a topic that is not UTF-8: dropped")
                 self._drop("")
-                if m.qos and self._up:
-                    self.client.ack(m.mid, m.qos)
+                if qos and self._up:
+                    self.client.ack(mid, qos)
                 continue
             over = len(inbox) >= self.inbox_size or self._inbox_bytes + size > self.max_inbox_bytes
-            if over and m.qos == 0:
+            if over and qos == 0:
                 self._drop(topic)
                 continue
             full = full or over
-            inbox.append(Inbound(topic, payload, m.mid, m.qos, generation, now, m.retain))
+            inbox.append(Inbound(topic, payload, mid, qos, generation, now, retain))
             self._inbox_bytes += size
         if full and not self._paused:
             self._paused = True
@@ -604,6 +918,7 @@ class MqttTransport:
 
     def get_batch(self, timeout: float, limit: int = 1000) -> list[Inbound]:
         """Up to ``limit`` messages in arrival order, waiting up to ``timeout`` for the first."""
+        self.client.wake_if_due()  # what the last ones published goes out while these are handled
         with self._has_mail:
             if not self._inbox and not self._has_mail.wait_for(lambda: bool(self._inbox), timeout):
                 return []
@@ -644,11 +959,7 @@ class MqttTransport:
     ) -> None:
         """Publish bytes (a status, an encoded payload); a publish that cannot be queued is counted and
         retried; with ``owner``, that message is acknowledged only once this is out."""
-        entry = None
-        if owner is not None and owner.qos > 0:
-            with self._lock:
-                entry = self._entry(owner)
-        self._attempt(topic, body, self.qos if qos is None else min(qos, 1), retain, entry)
+        self._attempt(topic, body, self.qos if qos is None else min(qos, 1), retain, None, owner=owner)
 
     def _entry(self, message: Inbound) -> _Pending | None:
         """The pending-ack entry of ``message`` (created on first use; lock held); None if it must not be
@@ -662,11 +973,22 @@ class MqttTransport:
         return entry
 
     def _attempt(
-        self, topic: str, body: bytes, qos: int, retain: bool, entry: _Pending | None, *, held: bool = False
+        self,
+        topic: str,
+        body: bytes,
+        qos: int,
+        retain: bool,
+        entry: _Pending | None,
+        *,
+        held: bool = False,
+        owner: Inbound | None = None,
     ) -> bool:
-        """One publish handed to paho; the broker's PUBACK releases ``entry`` later. While paho reconnects
-        it is held (and handed over right after the CONNECT). ``held``: ``entry`` counts it already."""
+        """One publish handed to paho; the broker's PUBACK releases ``entry`` (or the entry of ``owner``)
+        later. While paho reconnects it is held (and handed over right after the CONNECT). ``held``:
+        ``entry`` counts it already."""
         with self._lock:
+            if owner is not None and owner.qos > 0:
+                entry = self._entry(owner)
             if self._reconnecting:
                 if entry is not None and not held:
                     entry.outstanding += 1
@@ -758,6 +1080,7 @@ class MqttTransport:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.retry_failed()
+            self.client.wake_if_due()
             with self._lock:
                 if not self._pending and not self._retry and not self._held:
                     return True
