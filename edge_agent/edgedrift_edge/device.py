@@ -20,11 +20,13 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from edgedrift import state
 from edgedrift.window import delay_buffer_size
 from edgedrift.wire import Heartbeat
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
 from edgedrift_edge.cloud import CloudClient, CloudError
 from edgedrift_edge.event_summary import SUMMARY_INTERVAL_S
+from edgedrift_edge.handover import Incoming, Outgoing
 from edgedrift_edge.ledger import Counters, Event, Output, SessionConfig
 from edgedrift_edge.messages import count_items
 from edgedrift_edge.recompute import LabelBatch, Trainer
@@ -164,6 +166,8 @@ class DeviceRuntime:
         self.heard = now
         #: Whether the device is reported ``silent`` (nothing received for ``silent_after_s``).
         self.silent = False
+        #: Its side of a hand-over to or from another gateway (:mod:`~edgedrift_edge.handover`), or None.
+        self.handover: Outgoing | Incoming | None = None
 
     def heartbeat(self) -> Heartbeat:
         """The session's heartbeat with what only the runtime knows (``silent``)."""
@@ -378,6 +382,40 @@ class DeviceRuntime:
             return False
         if tree is None:
             return False
+        return self._restore(tree, self.store.quarantine)
+
+    def adopt(self, blob: bytes) -> dict[str, Any] | None:
+        """Continue from the checkpoint another gateway handed over (``blob``, its bytes), keep it as this
+        device's checkpoint here, and return its tree; None (and a fresh session, a reason in the
+        events) when it is unusable. The shared transport counters go on from the handed-over values."""
+        try:
+            tree = self.store.decode(blob)
+        except state.StateError as exc:
+            self.startup_events.append(
+                {"type": "checkpoint_corrupt", "reason": str(exc)[:300], "moved_to": None}
+            )
+            return None
+        if not self._restore(tree, lambda: None):
+            return None
+        c, t = self.session.counters, self.transport.counters
+        self._continue_counters(True)
+        self._base = {name: getattr(c, name) for name in self._base}
+        for name in SHARED_COUNTERS:
+            self._base[name] = getattr(c, name) - getattr(t, name)
+        try:
+            self.store.save(tree, blob)
+            self.save_counters()
+        except CheckpointError as exc:
+            log.error("%s: handed-over checkpoint not kept: %s", self.device_id, exc)
+        c = self.session.counters
+        self.startup_events.append(
+            {"type": "resumed", "samples": c.samples, "model_version": self.session.model_version}
+        )
+        return dict(tree)
+
+    def _restore(self, tree: Any, set_aside: Callable[[], Path | None]) -> bool:
+        """The session from a checkpoint's tree when it is of this configuration (True); else a fresh
+        session, the checkpoint set aside (``set_aside``: where it went) and a reason in the events."""
         identity = self._identity()
         session_tree = tree["session"] if isinstance(tree, dict) and "session" in tree else None
         width = session_tree.get("n_features") if session_tree else None
@@ -388,14 +426,14 @@ class DeviceRuntime:
         elif n_features is not None and width is not None and width != n_features:
             reason = f"n_features changed from {width} to {n_features}"
         if reason is not None or session_tree is None:
-            moved = self.store.quarantine()
+            moved = set_aside()
             self.startup_events.append({"type": "state_reset", "reason": reason, "moved_to": str(moved)})
             log.warning("%s: not resuming: %s (checkpoint moved to %s)", self.device_id, reason, moved)
             return False
         try:
             self.session.restore(session_tree)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            moved = self.store.quarantine()
+            moved = set_aside()
             config = session_config(self.settings, self.device_id)
             self.session = DeviceSession(config, self._trainer_for(self), time.monotonic)
             self.startup_events.append(
