@@ -92,7 +92,7 @@ def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_
         for gateway, devices in (("gw-1", [moved, stay1]), ("gw-2", [stay2])):
             gateway_secrets[gateway] = op.put(f"/v1/gateways/{gateway}").raise_for_status().json()["secret"]
             op.post(f"/v1/gateways/{gateway}/devices", json={"devices": devices}).raise_for_status()
-    n, move_at = 1200, 500  # 20 samples/s: 60 s; the operator moves the device after 25 s
+    n, move_at = 700, 350  # 20 samples/s: 35 s; the operator moves the device after 17.5 s
     with ShippedMosquitto(tmp_path, None) as broker:
         url = {u: f"mqtt://{u}:{PASSWORDS[u]}@127.0.0.1:{broker.port}" for u in PASSWORDS}
         gateways = {
