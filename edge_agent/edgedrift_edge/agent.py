@@ -23,10 +23,11 @@ service (status ``error``), never another. Supervision: when no device can work 
 dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
 a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
 
-The module is a little under 600 lines, so over 500 lines: it is the one composition root of the edge
+The module is about 650 lines, so over 500 lines: it is the one composition root of the edge
 process, and what it holds beyond the wiring (the worker's dispatch and fair intake, the control queue,
-the status, silence and heartbeat rounds; the fairness rule itself is :mod:`~edgedrift_edge.fair_queue`) is
-the glue between the pieces above, which would only move into a module that reaches back into this one.
+the status, silence and heartbeat rounds, the hooks of hand-overs; the fairness rule itself is
+:mod:`~edgedrift_edge.fair_queue`, a hand-over's steps :mod:`~edgedrift_edge.handover_steps`) is the glue
+between the pieces above, which would only move into a module that reaches back into this one.
 """
 
 from __future__ import annotations

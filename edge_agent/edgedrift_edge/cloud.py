@@ -11,6 +11,10 @@ Retries: transport errors, 5xx and 408 back off exponentially with full jitter (
 or revoked: reported as *unauthorized* and retried slowly (capped at ``unauthorized_retry_s``), since
 an operator may fix it; any other 4xx is final. Every retry of a request carries its ``request_id``, so
 the cloud never trains or counts one recompute twice.
+
+The module is a little over 500 lines: it is the one client of every call the edge makes to the cloud
+(recomputes, label batches, heartbeats, a gateway's list and the steps of its hand-overs), which share
+one event loop, one connection pool and one deadline rule.
 """
 
 from __future__ import annotations
