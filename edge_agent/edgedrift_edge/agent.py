@@ -428,6 +428,8 @@ class EdgeAgent(HandoverSteps):
     def _rejected_whole(device: DeviceRuntime, kind: str, message: Inbound, reason: str) -> Output:
         count = count_items(message.payload)
         device.session.counters.rejected += count
+        if kind == "samples":
+            device.session.seq_skipped += count
         digest = hashlib.blake2b(message.payload, digest_size=8).hexdigest()
         rejected = {"type": "rejected", "topic": kind, "count": count, "message": digest}
         return Output(events=[{**rejected, "reasons": [{"id": None, "reason": reason}]}])
@@ -608,6 +610,7 @@ class EdgeAgent(HandoverSteps):
                 "failed": sorted(d for d, rt in self.devices.items() if rt.failed),
                 "silent": sorted(d for d, rt in self.devices.items() if rt.silent),
                 "refused": self.ids.listing(),
+                "broker_dropped": sum(d.session.counters.broker_dropped for d in self.devices.values()),
                 "reason": self.fatal or self.degraded,
                 "ts": time.time(),
             }

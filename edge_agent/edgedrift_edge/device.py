@@ -146,7 +146,7 @@ class DeviceRuntime:
         self.failed: str | None = None
         self.errors = 0
         self.startup_events: list[Event] = []
-        self._base = {"dropped": 0, "overloaded": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
+        self._base = {"dropped": 0, "overloaded": 0, "broker_dropped": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
         self._transport_dropped_reported = 0
         #: Refused for overload since the last ``overloaded`` event: messages and items per topic.
         self._overload = {"messages": 0, "samples": 0, "labels": 0}
@@ -197,6 +197,8 @@ class DeviceRuntime:
         count = count_items(payload) if batch else 1
         self.session.counters.overloaded += count
         self.session.counters.dropped += count
+        if kind == "samples":
+            self.session.seq_skipped += count
         self._overload["messages"] += 1
         self._overload[kind] += count
 
@@ -227,8 +229,11 @@ class DeviceRuntime:
     def save_counters(self) -> None:
         """Keep the counters about to be reported (status, heartbeat), so that a restart after a crash
         never reports smaller ones (:mod:`~edgedrift_edge.checkpoints`); a failure is logged, not fatal."""
+        counters = asdict(self.session.counters)
+        if self.session.wire_seq is not None:  # a crash resumes it with the counters (session_seq)
+            counters["wire_seq"] = self.session.wire_seq
         try:
-            self.store.save_counters(asdict(self.session.counters))
+            self.store.save_counters(counters)
         except OSError as exc:
             if not self._counters_failing:  # once: checkpoints report a failing disk as events
                 log.warning("%s: counters not saved: %s", self.device_id, exc.strerror or exc)
@@ -247,7 +252,8 @@ class DeviceRuntime:
         """Copy the transport's counters into the session's (plus what a resumed checkpoint had)."""
         c, t = self.session.counters, self.transport.counters
         lost = sum(self.transport.dropped_for(self.topics[kind]) for kind in ("samples", "labels"))
-        c.dropped = self._base["dropped"] + lost + c.overloaded - self._base["overloaded"]
+        gateway = c.overloaded - self._base["overloaded"] + c.broker_dropped - self._base["broker_dropped"]
+        c.dropped = self._base["dropped"] + lost + gateway
         for name in SHARED_COUNTERS:
             setattr(c, name, self._base[name] + getattr(t, name))
         if lost > self._transport_dropped_reported:
@@ -457,6 +463,9 @@ class DeviceRuntime:
         ahead = {f.name: saved[f.name] for f in fields(Counters) if saved.get(f.name, 0) > getattr(c, f.name)}
         for name, value in ahead.items():
             setattr(c, name, value)
+        seq = saved.get("wire_seq")
+        if seq is not None and (self.session.wire_seq is None or seq > self.session.wire_seq):
+            self.session.wire_seq = seq
         self._base = {name: getattr(c, name) for name in self._base}
         if ahead and not resumed:
             self.startup_events.append({"type": "counters_resumed", "samples": c.samples})

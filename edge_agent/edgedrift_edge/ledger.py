@@ -61,6 +61,9 @@ class Counters:
     #: Of ``dropped``: items of messages a gateway refused because their device was past its share of
     #: the worker's queue while the broker's window was full (:mod:`~edgedrift_edge.fair_queue`).
     overloaded: int = 0
+    #: Of ``dropped``: samples the broker dropped before they reached the agent, told from the gaps in
+    #: the publisher's ``seq`` (:mod:`~edgedrift_edge.session_seq`).
+    broker_dropped: int = 0
     duplicates: int = 0
     #: Items of retained messages on the samples or labels topic (ignored: counted in ``rejected`` too),
     #: and the broker's later copies of those messages (not in the ledger: published once).

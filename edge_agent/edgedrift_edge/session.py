@@ -53,6 +53,7 @@ from edgedrift_edge.session_classes import ClassesMixin
 from edgedrift_edge.session_dedup import DedupMixin
 from edgedrift_edge.session_recompute import RecomputesMixin
 from edgedrift_edge.session_reports import OUTLIER_REASON, REASONS_PER_EVENT, ReportsMixin
+from edgedrift_edge.session_seq import SeqMixin
 from edgedrift_edge.session_warmup import MIN_WARMUP_LABELS, WarmupMixin, is_label_rejection
 
 __all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "SessionConfig"]
@@ -60,7 +61,7 @@ __all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "Sessio
 Phase = Literal["warmup", "awaiting_model", "running"]
 
 
-class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, WarmupMixin):
+class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, SeqMixin, WarmupMixin):
     """The per-device state machine (see the module docstring)."""
 
     def __init__(
@@ -92,6 +93,8 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         self.recent = ScoreWindow(config.accuracy_window)
         self.recent_sum = 0.0
         self.next_seq = 0
+        self.wire_seq: int | None = None  # the publisher's seq expected next (session_seq)
+        self.seq_skipped = 0
         self.drift_events = 0
         self.width_mismatches = 0
         self.epoch = uuid.uuid4().hex[:12]
@@ -142,6 +145,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
             else:
                 self._release_cooldown()
                 samples = self._parse_samples(payload)
+                self._check_seq(samples.seq, len(samples.ids) + len(samples.rejected))
                 self._reject(samples.rejected, kind, len(samples.rejected))
                 self.next_seq += len(samples.ids) + len(samples.rejected)
                 if samples.ids:
@@ -149,6 +153,8 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
                 out.batch = samples.batch
         except MessageError as exc:
             self._reject([Rejection(str(exc))], kind, exc.count)
+            if kind != "labels":
+                self.seq_skipped += exc.count
         self._events.extend(self.summaries.due())
         out.history = self.take_history()
         out.events = self._events
@@ -530,6 +536,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         tree["recent_cells"] = None if self.recent_cells is None else self.recent_cells.values()
         tree["counters"] = asdict(self.counters)
         tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
+        tree["wire_seq"] = self.wire_seq
         return tree
 
     def restore(self, tree: dict[str, Any]) -> None:
@@ -550,5 +557,6 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, War
         self.counters.join_evictions += dropped
         pending = tree.get("pending")
         self.pending = None if pending is None else codec.request_from_fields(pending)
+        self.wire_seq = tree.get("wire_seq")  # absent in a checkpoint written before issue 30 row 2
         if self.loop is not None:
             self.loop.recompute_fn = self._recompute

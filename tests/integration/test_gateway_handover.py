@@ -134,8 +134,8 @@ def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_
             client.disconnect()
             client.loop_stop()
 
-        for gateway in gateways.values():
-            gateway.start()
+        for process in gateways.values():
+            process.start()
         publisher = threading.Thread(target=stream)
         publisher.start()
         try:

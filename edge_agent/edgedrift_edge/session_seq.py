@@ -1,0 +1,61 @@
+"""Samples the broker dropped, told from the gaps in a publisher's ``seq`` (issue 30 row 2): a mixin of
+:class:`~edgedrift_edge.session.DeviceSession`.
+
+The broker keeps one queue per client, and a gateway is one client: while it is away (a restart), one
+device's backlog can fill that queue, and the broker then drops the next messages of *every* device of
+the gateway, without a word to the gateway (Mosquitto counts them in ``$SYS``, for the whole broker, not
+per device or client). A publisher that numbers its samples (``seq``: its count of the device's samples
+before this message) lets the session see such a drop: a message whose ``seq`` is past the next one
+expected follows a gap, and the samples in it that the gateway itself refused, rejected whole or dropped
+(:attr:`seq_skipped`) are not the broker's. The rest count in ``broker_dropped`` (and ``dropped``: the
+ledger published = predicted + rejected + dropped holds) with a ``dropped`` event naming the range. A
+message at or before the expected ``seq`` (a redelivery, a publisher that restarted its count) moves
+nothing back; a device whose publisher sends no ``seq`` is not checked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from edgedrift_edge.ledger import Counters
+
+#: Why samples count in ``broker_dropped`` (the ``dropped`` event's reason).
+BROKER_DROP_REASON = (
+    "samples missing from the publisher's seq: dropped before they reached the gateway (the broker's "
+    "queue for the gateway was full, e.g. another device's backlog while the gateway was away)"
+)
+
+
+class SeqMixin:
+    """The ``seq`` check (see the module docstring)."""
+
+    counters: Counters
+    #: The ``seq`` the next message should carry (None: no message with a ``seq`` seen yet).
+    wire_seq: int | None
+    #: Samples since the last checked message that the gateway accounted for without handling them.
+    seq_skipped: int
+
+    if TYPE_CHECKING:
+
+        def _emit(self, kind: str, **values: Any) -> None: ...
+
+    def _check_seq(self, seq: int | None, count: int) -> None:
+        """A message of ``count`` samples that carries ``seq``: count what the broker dropped before it."""
+        skipped, self.seq_skipped = self.seq_skipped, 0
+        if seq is None:
+            return
+        expected = self.wire_seq
+        if expected is not None:
+            lost = seq - expected - skipped
+            if lost > 0:
+                self.counters.broker_dropped += lost
+                self._emit(
+                    "dropped",
+                    count=lost,
+                    total=self.counters.broker_dropped,
+                    first_seq=expected + skipped,
+                    last_seq=seq - 1,
+                    reason=BROKER_DROP_REASON,
+                )
+        if expected is None or seq + count > expected:
+            self.wire_seq = seq + count
