@@ -28,7 +28,7 @@ from edgedrift_edge.cloud import CloudClient, CloudError
 from edgedrift_edge.event_summary import SUMMARY_INTERVAL_S
 from edgedrift_edge.handover import Incoming, Outgoing
 from edgedrift_edge.ledger import Counters, Event, Output, SessionConfig
-from edgedrift_edge.messages import count_items
+from edgedrift_edge.messages import count_items, refused_items, single_seq
 from edgedrift_edge.recompute import LabelBatch, Trainer
 from edgedrift_edge.session import DeviceSession
 from edgedrift_edge.settings import AgentSettings, SettingsError, device_list, device_topics
@@ -194,11 +194,13 @@ class DeviceRuntime:
         """A message refused because this device was past its share of the gateway's worker: its items
         count in ``overloaded`` and ``dropped``; :meth:`overload_events` reports them."""
         batch = b'"samples"' in payload or b'"labels"' in payload  # else one item: no parse (a flood)
-        count = count_items(payload) if batch else 1
+        count, seq = refused_items(payload) if batch else (1, None)
+        if kind == "samples" and not batch:
+            seq = single_seq(payload)
         self.session.counters.overloaded += count
         self.session.counters.dropped += count
-        if kind == "samples":
-            self.session.seq_skipped += count
+        if kind == "samples" and seq is not None:
+            self.session.refused_seq(seq, count)
         self._overload["messages"] += 1
         self._overload[kind] += count
 

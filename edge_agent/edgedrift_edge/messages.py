@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
@@ -498,6 +499,25 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, TypeError) or "could not convert" in text:
         return "x must be a list of numbers"
     return text
+
+
+_SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,18})\b')
+
+
+def single_seq(payload: bytes) -> int | None:
+    """The ``seq`` of a single-sample message without parsing it (a flood's refusal stays cheap)."""
+    found = _SEQ.search(payload)
+    return None if found is None else int(found.group(1))
+
+
+def refused_items(payload: bytes) -> tuple[int, int | None]:
+    """A batch message's item count (as :func:`count_items`) and its top-level ``seq`` (None: none)."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return 1, None
+    seq = data.get("seq") if isinstance(data, dict) else None
+    return _count_decoded(data), seq if type(seq) is int and seq >= 0 else None
 
 
 def count_items(payload: bytes) -> int:

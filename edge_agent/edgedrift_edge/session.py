@@ -95,6 +95,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, Seq
         self.next_seq = 0
         self.wire_seq: int | None = None  # the publisher's seq expected next (session_seq)
         self.seq_skipped = 0
+        self.seq_refused: list[tuple[int, int]] = []
         self.drift_events = 0
         self.width_mismatches = 0
         self.epoch = uuid.uuid4().hex[:12]
@@ -537,6 +538,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, Seq
         tree["counters"] = asdict(self.counters)
         tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
         tree["wire_seq"] = self.wire_seq
+        tree["seq_accounted"] = [self.seq_skipped, [list(r) for r in self.seq_refused]]
         return tree
 
     def restore(self, tree: dict[str, Any]) -> None:
@@ -558,5 +560,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, Seq
         pending = tree.get("pending")
         self.pending = None if pending is None else codec.request_from_fields(pending)
         self.wire_seq = tree.get("wire_seq")  # absent in a checkpoint written before issue 30 row 2
+        skipped, refused = tree.get("seq_accounted") or (0, [])
+        self.seq_skipped, self.seq_refused = int(skipped), [(int(s), int(c)) for s, c in refused]
         if self.loop is not None:
             self.loop.recompute_fn = self._recompute

@@ -6,11 +6,14 @@ device's backlog can fill that queue, and the broker then drops the next message
 the gateway, without a word to the gateway (Mosquitto counts them in ``$SYS``, for the whole broker, not
 per device or client). A publisher that numbers its samples (``seq``: its count of the device's samples
 before this message) lets the session see such a drop: a message whose ``seq`` is past the next one
-expected follows a gap, and the samples in it that the gateway itself refused, rejected whole or dropped
-(:attr:`seq_skipped`) are not the broker's. The rest count in ``broker_dropped`` (and ``dropped``: the
-ledger published = predicted + rejected + dropped holds) with a ``dropped`` event naming the range. A
-message at or before the expected ``seq`` (a redelivery, a publisher that restarted its count) moves
-nothing back; a device whose publisher sends no ``seq`` is not checked.
+expected follows a gap, and the samples in it that the gateway accounted for itself are not the
+broker's: those rejected whole in their turn (:attr:`seq_skipped`, in order) and those a gateway refused
+at intake for its fair share (:attr:`seq_refused`, by their ``seq``: they are refused before the
+device's queued messages, which come earlier in the stream, are handled). The rest count in
+``broker_dropped`` (and ``dropped``: the ledger published = predicted + rejected + dropped holds) with a
+``dropped`` event naming the range. A message at or before the expected ``seq`` (a redelivery, a
+publisher that restarted its count) moves nothing back; a device whose publisher sends no ``seq`` is not
+checked.
 """
 
 from __future__ import annotations
@@ -34,10 +37,20 @@ class SeqMixin:
     wire_seq: int | None
     #: Samples since the last checked message that the gateway accounted for without handling them.
     seq_skipped: int
+    #: Samples a gateway refused at intake, as (seq, count) ranges ahead of the last checked message.
+    seq_refused: list[tuple[int, int]]
 
     if TYPE_CHECKING:
 
         def _emit(self, kind: str, **values: Any) -> None: ...
+
+    def refused_seq(self, seq: int, count: int) -> None:
+        """A gateway refused ``count`` samples from ``seq`` on (its fair share) before they were handled."""
+        ranges = self.seq_refused
+        if ranges and ranges[-1][0] + ranges[-1][1] == seq:
+            ranges[-1] = (ranges[-1][0], ranges[-1][1] + count)
+        else:
+            ranges.append((seq, count))
 
     def _check_seq(self, seq: int | None, count: int) -> None:
         """A message of ``count`` samples that carries ``seq``: count what the broker dropped before it."""
@@ -45,6 +58,10 @@ class SeqMixin:
         if seq is None:
             return
         expected = self.wire_seq
+        if self.seq_refused:
+            low = seq if expected is None else expected
+            skipped += sum(max(0, min(s + c, seq) - max(s, low)) for s, c in self.seq_refused)
+            self.seq_refused = [(s, c) for s, c in self.seq_refused if s + c > seq + count]
         if expected is not None:
             lost = seq - expected - skipped
             if lost > 0:

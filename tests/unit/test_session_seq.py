@@ -74,3 +74,23 @@ def test_a_device_without_seq_is_not_checked_and_the_expected_seq_is_checkpointe
     old = s.snapshot()
     del old["wire_seq"]  # a checkpoint written before issue 30 row 2
     fresh().restore(old)
+
+
+def test_samples_a_gateway_refused_before_earlier_ones_were_handled_are_not_the_brokers() -> None:
+    """A gateway refuses a flood's messages at intake while the device's earlier ones wait in its queue:
+    the refusals are matched by their seq, whenever the earlier messages are handled, and a checkpoint
+    keeps those not reached yet."""
+    s = fresh()
+    s.handle("samples", single(0, 0))
+    s.refused_seq(3, 1)  # refused while 1 and 2 were queued
+    s.refused_seq(4, 2)  # a batch of two (merged with the range before)
+    s.refused_seq(9, 1)  # ahead of what the session will see before the checkpoint
+    assert s.seq_refused == [(3, 3), (9, 1)]
+    s.handle("samples", single(1, 1))
+    s.handle("samples", single(2, 2))
+    s.handle("samples", single(6, 6))  # 3..5 refused: no gap
+    assert s.counters.broker_dropped == 0
+    restored = fresh()
+    restored.restore(s.snapshot())
+    restored.handle("samples", single(10, 10))  # 7, 8 missing; 9 refused
+    assert restored.counters.broker_dropped == 2 and restored.seq_refused == []
