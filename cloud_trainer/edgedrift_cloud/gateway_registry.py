@@ -88,7 +88,9 @@ def assign(session: Session, gateway_id: str, device_ids: Sequence[str]) -> tupl
 
 
 def unassign(session: Session, gateway_id: str, device_id: str) -> bool:
-    """Stop ``gateway_id`` serving ``device_id``; False when it did not."""
+    """Stop ``gateway_id`` serving ``device_id`` (a move to it is called off: the source keeps nothing
+    listed and lets the device go); False when it did not."""
+    session.execute(delete(Handover).where(Handover.device_id == device_id, Handover.target == gateway_id))
     result = session.execute(
         delete(GatewayDevice).where(
             GatewayDevice.gateway_id == gateway_id, GatewayDevice.device_id == device_id

@@ -254,8 +254,9 @@ class EdgeAgent(HandoverSteps):
         self.transport.unsubscribe([device.topics["samples"], device.topics["labels"]])
         for kind in ("samples", "labels"):
             self._routes.pop(device.topics[kind], None)
-        device.checkpoint()
-        device.publish_status(self.status("offline", device))
+        if not isinstance(device.handover, Incoming):  # a move called off: nothing of its own to keep
+            device.checkpoint()
+            device.publish_status(self.status("offline", device))
         del self.devices[device.device_id]
 
     def _sync_request(self) -> tuple[str, str, list[str]]:

@@ -48,3 +48,18 @@ def test_the_cloud_takes_the_steps_in_order_and_only_from_their_gateway(tmp_path
         assert state == b"state" and secret
         s.commit()
         assert reg.sync(s, "g2", {"d"}) == [("d", None, None)]  # over: g2 holds the new secret
+
+
+def test_unassigning_the_target_calls_the_move_off(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    upgrade(engine)
+    with Session(engine) as s:
+        for g in ("g1", "g2"):
+            reg.upsert_gateway(s, g, f"{g}-secret-0123456789")
+        reg.assign(s, "g1", ["d"])
+        reg.assign(s, "g2", ["d"])
+        assert reg.unassign(s, "g2", "d")
+        s.commit()
+        assert reg.sync(s, "g1", {"d"}) == [] and reg.sync(s, "g2", set()) == []
+        reg.assign(s, "g1", ["d"])  # assigned anew: no move left to wait for
+        assert reg.sync(s, "g1", {"d"}) == [("d", None, None)]
