@@ -146,6 +146,7 @@ class EdgeAgent(HandoverSteps):
         self._threads: list[threading.Thread] = []
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
         self._handovers = False  # the last sync named a hand-over of this gateway
+        self.handed: set[str] = set()  # devices this gateway handed over and the cloud may still list
         self._connected_at = time.monotonic()
         #: Prometheus metrics (``metrics_port``); None: no server, nothing observed per message.
         self.metrics = (
@@ -272,6 +273,7 @@ class EdgeAgent(HandoverSteps):
         hand-overs (``flags``: :mod:`~edgedrift_edge.handover`)."""
         listed = self.ids.admitted(listed)
         flags = flags or {}
+        self.handed &= set(listed)
         self._handovers = bool(flags)
         if self.ids.news() and self.transport.connected.is_set():
             self.publish_all_status(None)
@@ -279,8 +281,8 @@ class EdgeAgent(HandoverSteps):
             device = self.devices.get(device_id)
             flag = flags.get(device_id)
             if device is None:
-                if flag == "wait":  # the source does not record yet
-                    continue
+                if flag == "wait" or (flag in ("record", "release") and device_id in self.handed):
+                    continue  # the source does not record yet; a sync older than this release
                 incoming = flag in ("hold", "take")
                 log.info(
                     "gateway %s: serving device %s%s", self.gateway_id, device_id, " (hand-over)" * incoming

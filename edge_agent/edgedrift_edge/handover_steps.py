@@ -31,6 +31,7 @@ class HandoverSteps:
     cloud: CloudClient
     queues: FairQueues[str, tuple[DeviceRuntime, str, Inbound]]
     _routes: dict[str, tuple[DeviceRuntime, str]]
+    handed: set[str]
 
     if TYPE_CHECKING:
 
@@ -144,6 +145,7 @@ class HandoverSteps:
         for kind in ("samples", "labels"):
             self._routes.pop(device.topics[kind], None)
         del self.devices[device.device_id]
+        self.handed.add(device.device_id)
         log.info("gateway %s: %s handed over", self.gateway_id, device.device_id)
 
     def _taken(self, device: DeviceRuntime, h: Incoming, blob: bytes, secret: str) -> None:
