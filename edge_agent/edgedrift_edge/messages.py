@@ -10,6 +10,9 @@ above the per-message item cap is refused as a whole, with its item count (so th
 ``seq`` (optional, at a message's top level: ``{"samples": [...], "seq": 41}`` for a batch) is the
 publisher's count of the device's samples before this message; the session tells from its gaps the
 samples the broker dropped (:mod:`~edgedrift_edge.session_seq`).
+
+The module is a little over 500 lines: it holds the payload contract's two parsers, which must agree (the
+fast one decoded and checked by msgspec, the general one that words each rejection), side by side.
 """
 
 from __future__ import annotations
