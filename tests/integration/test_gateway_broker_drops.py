@@ -12,52 +12,24 @@ import secrets
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from support.cloud import CloudServer
 from support.compose import run_entrypoint
+from support.operator import OperatorView, shipped_env, user_url
 
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto
-from edgedrift_harness.mqtt import Subscriber, publish
+from edgedrift_harness.mqtt import publish
 from edgedrift_harness.ports import free_port
 
-PASSWORDS = {
-    "operator": "operator-password-0123456789",
-    "replay": "replay-password-0123456789",
-    "gw-1": "gw-1-password-0123456789",
-}
 QUEUE = 150  # the broker's max_queued_messages for this test (the shipped 100,000 takes minutes to fill)
 
 
 def sample(i: int) -> str:
     """Sample ``i`` of a device, with ``seq``: the device's samples before it."""
     return json.dumps({"id": i, "x": [(i % 17) / 8.0 - 1.0, 0.5], "seq": i})
-
-
-class View(Subscriber):
-    """Predicted ids, events and statuses per device, and the gateway's status, as the operator."""
-
-    def __init__(self, url: str) -> None:
-        self.seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        super().__init__(url, [("edgedrift/#", 1)])
-
-    def handle(self, topic: str, payload: bytes) -> None:
-        parts = topic.split("/")
-        key = (parts[2], "gateway") if parts[1] == "gateways" else (parts[1], parts[2])
-        if payload:
-            with self.lock:
-                self.seen.setdefault(key, []).append(json.loads(payload))
-
-    def of(self, device: str, kind: str) -> list[dict[str, Any]]:
-        with self.lock:
-            return list(self.seen.get((device, kind), []))
-
-    def counters(self, device: str) -> dict[str, Any]:
-        last: dict[str, Any] = [s for s in self.of(device, "status") if "counters" in s][-1]["counters"]
-        return last
 
 
 def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
@@ -68,14 +40,7 @@ def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
     tag = secrets.token_hex(3)
     big, quiet = f"big-{tag}", [f"q{i}-{tag}" for i in range(3)]
     devices = [big, *quiet]
-    env = {
-        "EDGEDRIFT_MODE": "production",
-        "MQTT_OPERATOR_PASSWORD": PASSWORDS["operator"],
-        "MQTT_REPLAY_PASSWORD": PASSWORDS["replay"],
-        "MQTT_GATEWAYS": "gw-1",
-        "MQTT_GW_1_PASSWORD": PASSWORDS["gw-1"],
-        "MQTT_GW_1_DEVICES": ",".join(devices),
-    }
+    env = shipped_env({"gw-1": devices})
     result = run_entrypoint(tmp_path, env, passwd=shutil.which("mosquitto_passwd"))
     assert result.returncode == 0, result.stderr
     table = {d: secrets.token_urlsafe(24) for d in devices}
@@ -86,7 +51,7 @@ def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
     sent = dict.fromkeys(devices, 0)
     overrides = {"max_queued_messages": str(QUEUE)}
     with ShippedMosquitto(tmp_path, None, overrides=overrides) as broker:
-        url = {u: f"mqtt://{u}:{PASSWORDS[u]}@127.0.0.1:{broker.port}" for u in PASSWORDS}
+        url = {u: user_url(u, broker.port) for u in ("operator", "replay", "gw-1")}
         gateway = AgentProcess(
             tmp_path / "gateway.log",
             {
@@ -102,7 +67,7 @@ def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
                 "metrics_addr": "127.0.0.1",
             },
         )
-        view = View(url["operator"])
+        view = OperatorView(url["operator"])
 
         def send(device: str, n: int) -> None:
             publish(

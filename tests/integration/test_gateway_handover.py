@@ -10,62 +10,21 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.cloud import OPERATOR, CloudServer
 from support.compose import run_entrypoint
+from support.operator import OperatorView, shipped_env, user_url
 
 from edgedrift_edge.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto
-from edgedrift_harness.mqtt import Subscriber
-
-PASSWORDS = {
-    "operator": "operator-password-0123456789",
-    "replay": "replay-password-0123456789",
-    "gw-1": "gw-1-password-0123456789",
-    "gw-2": "gw-2-password-0123456789",
-}
 
 
 def sample(i: int) -> bytes:
     x = [((i * 7919) % 200 - 100) / 50.0, (i % 13) / 6.0 - 1.0]
     return json.dumps({"id": i, "x": x, "y": 1 if x[0] > 0 else -1}).encode()
-
-
-class OperatorView(Subscriber):
-    """Every message under ``edgedrift/`` as the operator sees it (one login for all)."""
-
-    def __init__(self, url: str) -> None:
-        self.seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        super().__init__(url, [("edgedrift/#", 1)])
-
-    def handle(self, topic: str, payload: bytes) -> None:
-        parts = topic.split("/")
-        key = (parts[2], "gateway") if parts[1] == "gateways" else (parts[1], parts[2])
-        if payload:
-            with self.lock:
-                self.seen.setdefault(key, []).append(json.loads(payload))
-
-    def of(self, device: str, kind: str) -> list[dict[str, Any]]:
-        with self.lock:
-            return list(self.seen.get((device, kind), []))
-
-    def events(self, device: str, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.of(device, "events") if e["type"] == kind]
-
-    def predicted(self, device: str) -> list[dict[str, Any]]:
-        return [p for m in self.of(device, "predictions") for p in m.get("predictions", [m])]
-
-    def wait(self, found: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not found():
-            if time.monotonic() > deadline:
-                raise TimeoutError(what)
-            time.sleep(0.05)
 
 
 def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_warm(
@@ -75,16 +34,7 @@ def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_
         pytest.skip("needs mosquitto and mosquitto_passwd installed locally")
     tag = secrets.token_hex(3)
     moved, stay1, stay2 = f"mv-{tag}", f"a-{tag}", f"b-{tag}"
-    env = {
-        "EDGEDRIFT_MODE": "production",
-        "MQTT_OPERATOR_PASSWORD": PASSWORDS["operator"],
-        "MQTT_REPLAY_PASSWORD": PASSWORDS["replay"],
-        "MQTT_GATEWAYS": "gw-1,gw-2",
-        "MQTT_GW_1_PASSWORD": PASSWORDS["gw-1"],
-        "MQTT_GW_2_PASSWORD": PASSWORDS["gw-2"],
-        "MQTT_GW_1_DEVICES": f"{moved},{stay1}",
-        "MQTT_GW_2_DEVICES": f"{moved},{stay2}",
-    }
+    env = shipped_env({"gw-1": [moved, stay1], "gw-2": [moved, stay2]})
     result = run_entrypoint(tmp_path, env, passwd=shutil.which("mosquitto_passwd"))
     assert result.returncode == 0, result.stderr
     gateway_secrets = {}
@@ -94,7 +44,7 @@ def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_
             op.post(f"/v1/gateways/{gateway}/devices", json={"devices": devices}).raise_for_status()
     n, move_at = 700, 350  # 20 samples/s: 35 s; the operator moves the device after 17.5 s
     with ShippedMosquitto(tmp_path, None) as broker:
-        url = {u: f"mqtt://{u}:{PASSWORDS[u]}@127.0.0.1:{broker.port}" for u in PASSWORDS}
+        url = {u: user_url(u, broker.port) for u in ("operator", "replay", "gw-1", "gw-2")}
         gateways = {
             g: AgentProcess(
                 tmp_path / f"{g}.log",
