@@ -177,8 +177,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         marks["restart"] = time.monotonic()
         gateway.stop(timeout=60)
         first = warm + args.burst
-        backlog = [sample(i) for i in range(first, first + args.backlog)]
-        publish(url, f"edgedrift/{flood}/samples", backlog, timeout=600)
+        for start in range(first, first + args.backlog, 50_000):  # paho queues 65,535 messages at most
+            part = [sample(i) for i in range(start, min(start + 50_000, first + args.backlog))]
+            publish(url, f"edgedrift/{flood}/samples", part, timeout=600)
         time.sleep(max(0.0, marks["restart"] + args.restart_s - time.monotonic()))
         gateway.start(timeout=120)
         back = time.monotonic()
