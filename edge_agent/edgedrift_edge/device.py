@@ -192,11 +192,20 @@ class DeviceRuntime:
 
     def refuse_overloaded(self, kind: str, payload: bytes) -> None:
         """A message refused because this device was past its share of the gateway's worker: its items
-        count in ``overloaded`` and ``dropped``; :meth:`overload_events` reports them."""
+        count in ``overloaded`` and ``dropped``; :meth:`overload_events` reports them. A message whose
+        ``seq`` was accounted for already (refused, or handled, before a reconnect) counts only in
+        ``refused_repeats``: refusing it again must not count it twice."""
         batch = b'"samples"' in payload or b'"labels"' in payload  # else one item: no parse (a flood)
         count, seq = refused_items(payload) if batch else (1, None)
         if kind == "samples" and not batch:
             seq = single_seq(payload)
+        if (
+            kind == "samples"
+            and seq is not None
+            and self.session.seq_accounted(seq, 2 * self.settings.broker_inflight)
+        ):
+            self.session.counters.refused_repeats += count  # acknowledged again, counted once
+            return
         self.session.counters.overloaded += count
         self.session.counters.dropped += count
         if kind == "samples" and seq is not None:

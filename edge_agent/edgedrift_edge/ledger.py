@@ -64,6 +64,9 @@ class Counters:
     #: Of ``dropped``: samples the broker dropped before they reached the agent, told from the gaps in
     #: the publisher's ``seq`` (:mod:`~edgedrift_edge.session_seq`).
     broker_dropped: int = 0
+    #: Messages a gateway refused again that it had accounted for already (told by their ``seq``: sent
+    #: again after a reconnect); not in the ledger, they were published once.
+    refused_repeats: int = 0
     duplicates: int = 0
     #: Items of retained messages on the samples or labels topic (ignored: counted in ``rejected`` too),
     #: and the broker's later copies of those messages (not in the ledger: published once).

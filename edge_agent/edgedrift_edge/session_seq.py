@@ -44,6 +44,15 @@ class SeqMixin:
 
         def _emit(self, kind: str, **values: Any) -> None: ...
 
+    def seq_accounted(self, seq: int, window: int) -> bool:
+        """Whether the sample numbered ``seq`` was accounted for already: refused before, or among the
+        ``window`` samples before the expected ``seq`` (a redelivery after a reconnect or a restart: at
+        most the broker's window of unacknowledged messages; further back is a publisher that restarted
+        its count)."""
+        if any(s <= seq < s + c for s, c in self.seq_refused):
+            return True
+        return self.wire_seq is not None and self.wire_seq - window <= seq < self.wire_seq
+
     def refused_seq(self, seq: int, count: int) -> None:
         """A gateway refused ``count`` samples from ``seq`` on (its fair share) before they were handled."""
         ranges = self.seq_refused

@@ -94,3 +94,15 @@ def test_samples_a_gateway_refused_before_earlier_ones_were_handled_are_not_the_
     restored.restore(s.snapshot())
     restored.handle("samples", single(10, 10))  # 7, 8 missing; 9 refused
     assert restored.counters.broker_dropped == 2 and restored.seq_refused == []
+
+
+def test_a_sample_accounted_for_already_is_told_by_its_seq() -> None:
+    """A message refused again after a reconnect must not count twice: its seq was refused before, or is
+    within the broker's window before the expected one (handled already)."""
+    s = fresh()
+    s.handle("samples", single(5000, 5000))
+    s.refused_seq(5003, 2)
+    assert s.seq_accounted(4999, 2000) and s.seq_accounted(5000, 2000)  # handled before
+    assert s.seq_accounted(5003, 2000) and s.seq_accounted(5004, 2000)  # refused before
+    assert not s.seq_accounted(5001, 2000) and not s.seq_accounted(5005, 2000)  # never seen
+    assert not s.seq_accounted(10, 2000)  # a publisher that restarted its count: new samples
