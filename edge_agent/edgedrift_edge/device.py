@@ -94,6 +94,7 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
         outlier_threshold=settings.outlier_threshold,
         retry_cooldown_s=settings.retry_cooldown_s,
         history_batch=settings.history_batch,
+        check_seq=settings.qos == 1,
     )
 
 

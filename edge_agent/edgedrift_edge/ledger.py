@@ -44,6 +44,9 @@ class SessionConfig:
     retry_cooldown_s: float = 30.0
     #: Labels per batch forwarded to the cloud's history (re-tuning strategies).
     history_batch: int = 200
+    #: Whether gaps in the publisher's ``seq`` count as the broker's drops (not under QoS 0, whose inbox
+    #: drops the transport counts already: :mod:`~edgedrift_edge.session_seq`).
+    check_seq: bool = True
 
 
 @dataclass

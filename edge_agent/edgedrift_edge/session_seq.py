@@ -13,14 +13,15 @@ device's queued messages, which come earlier in the stream, are handled). The re
 ``broker_dropped`` (and ``dropped``: the ledger published = predicted + rejected + dropped holds) with a
 ``dropped`` event naming the range. A message at or before the expected ``seq`` (a redelivery, a
 publisher that restarted its count) moves nothing back; a device whose publisher sends no ``seq`` is not
-checked.
+checked, nor one whose agent subscribes with QoS 0 (its inbox drops are the transport's to count, and it
+could not tell them from the broker's).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from edgedrift_edge.ledger import Counters
+from edgedrift_edge.ledger import Counters, SessionConfig
 
 #: Why samples count in ``broker_dropped`` (the ``dropped`` event's reason).
 BROKER_DROP_REASON = (
@@ -33,6 +34,7 @@ class SeqMixin:
     """The ``seq`` check (see the module docstring)."""
 
     counters: Counters
+    config: SessionConfig
     #: The ``seq`` the next message should carry (None: no message with a ``seq`` seen yet).
     wire_seq: int | None
     #: Samples since the last checked message that the gateway accounted for without handling them.
@@ -64,7 +66,7 @@ class SeqMixin:
     def _check_seq(self, seq: int | None, count: int) -> None:
         """A message of ``count`` samples that carries ``seq``: count what the broker dropped before it."""
         skipped, self.seq_skipped = self.seq_skipped, 0
-        if seq is None:
+        if seq is None or not self.config.check_seq:
             return
         expected = self.wire_seq
         if self.seq_refused:
