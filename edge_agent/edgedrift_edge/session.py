@@ -30,6 +30,7 @@ import math
 import time
 import uuid
 from collections import Counter as Tally
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from typing import Any, Literal
@@ -95,7 +96,7 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, Seq
         self.next_seq = 0
         self.wire_seq: int | None = None  # the publisher's seq expected next (session_seq)
         self.seq_skipped = 0
-        self.seq_refused: list[tuple[int, int]] = []
+        self.seq_refused: deque[tuple[int, int]] = deque()
         self.drift_events = 0
         self.width_mismatches = 0
         self.epoch = uuid.uuid4().hex[:12]
@@ -561,6 +562,6 @@ class DeviceSession(ClassesMixin, DedupMixin, RecomputesMixin, ReportsMixin, Seq
         self.pending = None if pending is None else codec.request_from_fields(pending)
         self.wire_seq = tree.get("wire_seq")  # absent in a checkpoint written before issue 30 row 2
         skipped, refused = tree.get("seq_accounted") or (0, [])
-        self.seq_skipped, self.seq_refused = int(skipped), [(int(s), int(c)) for s, c in refused]
+        self.seq_skipped, self.seq_refused = int(skipped), deque((int(s), int(c)) for s, c in refused)
         if self.loop is not None:
             self.loop.recompute_fn = self._recompute

@@ -19,6 +19,8 @@ could not tell them from the broker's).
 
 from __future__ import annotations
 
+import bisect
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from edgedrift_edge.ledger import Counters, SessionConfig
@@ -40,7 +42,7 @@ class SeqMixin:
     #: Samples since the last checked message that the gateway accounted for without handling them.
     seq_skipped: int
     #: Samples a gateway refused at intake, as (seq, count) ranges ahead of the last checked message.
-    seq_refused: list[tuple[int, int]]
+    seq_refused: deque[tuple[int, int]]
 
     if TYPE_CHECKING:
 
@@ -50,29 +52,39 @@ class SeqMixin:
         """Whether the sample numbered ``seq`` was accounted for already: refused before, or among the
         ``window`` samples before the expected ``seq`` (a redelivery after a reconnect or a restart: at
         most the broker's window of unacknowledged messages; further back is a publisher that restarted
-        its count)."""
-        if any(s <= seq < s + c for s, c in self.seq_refused):
+        its count). Logarithmic in the ranges kept: it runs for every refused message of a flood."""
+        ranges = self.seq_refused
+        i = bisect.bisect_right(ranges, seq, key=lambda r: r[0]) - 1
+        if i >= 0 and seq < ranges[i][0] + ranges[i][1]:
             return True
         return self.wire_seq is not None and self.wire_seq - window <= seq < self.wire_seq
 
     def refused_seq(self, seq: int, count: int) -> None:
-        """A gateway refused ``count`` samples from ``seq`` on (its fair share) before they were handled."""
+        """A gateway refused ``count`` samples from ``seq`` on (its fair share) before they were handled;
+        the ranges stay sorted by ``seq`` (adjacent ones merged)."""
         ranges = self.seq_refused
         if ranges and ranges[-1][0] + ranges[-1][1] == seq:
             ranges[-1] = (ranges[-1][0], ranges[-1][1] + count)
-        else:
+        elif not ranges or ranges[-1][0] < seq:
             ranges.append((seq, count))
+        else:  # behind the newest range (a publisher that restarted its count)
+            bisect.insort(ranges, (seq, count), key=lambda r: r[0])
 
     def _check_seq(self, seq: int | None, count: int) -> None:
-        """A message of ``count`` samples that carries ``seq``: count what the broker dropped before it."""
+        """A message of ``count`` samples that carries ``seq``: count what the broker dropped before it.
+        Only the ranges at the front (before this message) are read and let go."""
         skipped, self.seq_skipped = self.seq_skipped, 0
         if seq is None or not self.config.check_seq:
             return
         expected = self.wire_seq
-        if self.seq_refused:
-            low = seq if expected is None else expected
-            skipped += sum(max(0, min(s + c, seq) - max(s, low)) for s, c in self.seq_refused)
-            self.seq_refused = [(s, c) for s, c in self.seq_refused if s + c > seq + count]
+        ranges = self.seq_refused
+        low = seq if expected is None else expected
+        while ranges and ranges[0][0] < seq:
+            start, n = ranges[0]
+            skipped += max(0, min(start + n, seq) - max(start, low))
+            if start + n > seq + count:  # reaches past this message: kept for the next one
+                break
+            ranges.popleft()
         if expected is not None:
             lost = seq - expected - skipped
             if lost > 0:
