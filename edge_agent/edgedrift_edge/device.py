@@ -169,8 +169,7 @@ class DeviceRuntime:
         self.heard = now
         #: Whether the device is reported ``silent`` (nothing received for ``silent_after_s``).
         self.silent = False
-        #: Its side of a hand-over to or from another gateway, None while none runs
-        #: (:mod:`~edgedrift_edge.handover.moves`).
+        #: Its side of a hand-over between gateways (:mod:`~edgedrift_edge.handover.moves`), or None.
         self.handover: Outgoing | Incoming | None = None
 
     def heartbeat(self) -> Heartbeat:
@@ -465,7 +464,6 @@ class DeviceRuntime:
             self.startup_events.append({"type": "state_reset", "reason": reason, "moved_to": str(moved)})
             log.warning("%s: not resuming: %s (checkpoint moved to %s)", self.device_id, reason, moved)
             return False
-        self._synced = None  # the session's counters change either way
         try:
             self.session.restore(session_tree)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
