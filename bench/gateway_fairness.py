@@ -5,10 +5,15 @@ with the real cloud trainer.
 
 Phases, timed by when a quiet sample was published: ``before`` (quiet traffic only; the flooding device
 warms up and gets its model), ``burst`` (the flooder publishes ``--burst`` labeled samples as fast as the
-broker takes them), ``labels`` (it publishes ``--labels`` late labels for ids it never sent), ``after``
-(until the quiet stream ends). Reported per phase: the quiet samples' latency (publish to prediction,
-p50/p99/max) and how many are still unanswered; per device the ledger from its final status (published
-= predicted + rejected + dropped, labels: + label misses) and what is lost; the gateway's peak RSS.
+broker takes them), ``labels`` (it publishes ``--labels`` late labels for ids it never sent), ``restart``
+(the gateway stops; while it is away, at least ``--restart-s``, the flooder uploads a backlog of
+``--backlog`` samples and the quiet devices go on; then it starts again), ``after`` (until the quiet
+stream ends). Reported per phase: the quiet samples' latency (publish to prediction, p50/p99/max; in the
+restart phase from when the gateway was back, for the samples published while it was away) and how many
+are still unanswered; per device the ledger from its final status (published = predicted + rejected +
+dropped, labels: + label misses) and what is lost; the gateway's peak RSS. Every sample carries ``seq``,
+so the samples the broker drops while the gateway is away (its queue for the gateway is full of the
+backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost unseen.
 
     python bench/gateway_fairness.py --json results/gateway_fairness.json
     python bench/gateway_fairness.py --quick          # 20 devices, smaller floods (the smoke run)
@@ -37,8 +42,9 @@ OPERATOR = "bench-operator-token-" + "x" * 24
 
 
 def sample(i: int) -> bytes:
+    """Sample ``i`` of a device; ``seq`` = ``i``: the device's samples before it."""
     x = [((i * 7919) % 200 - 100) / 50.0, (i % 13) / 6.0 - 1.0]
-    return json.dumps({"id": i, "x": x, "y": 1 if x[0] > 0 else -1}).encode()
+    return json.dumps({"id": i, "x": x, "y": 1 if x[0] > 0 else -1, "seq": i}).encode()
 
 
 class Watch(Subscriber):
@@ -79,9 +85,13 @@ def accounted(c: dict[str, int]) -> int:
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
-    """The process's resident set and its peak, in MB."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+    """The process's resident set and its peak, in MB (0 while it is not running: the restart)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0, 0.0
+    fields = dict(line.split(":", 1) for line in text.splitlines())
+    return int(fields.get("VmRSS", "0").split()[0]) / 1024, int(fields.get("VmHWM", "0").split()[0]) / 1024
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -143,7 +153,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
     def sample_rss() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], rss_mb(gateway.pid)[0])
+            if gateway.proc is not None and gateway.proc.poll() is None:
+                peak[0] = max(peak[0], rss_mb(gateway.pid)[0])
             time.sleep(0.5)
 
     gateway.start(timeout=120)
@@ -163,6 +174,18 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         labels = [json.dumps({"id": 10**9 + i, "y": 1}).encode() for i in range(args.labels)]
         publish(url, f"edgedrift/{flood}/labels", labels, timeout=600)
         time.sleep(3.0)
+        marks["restart"] = time.monotonic()
+        gateway.stop(timeout=60)
+        first = warm + args.burst
+        for start in range(first, first + args.backlog, 50_000):  # paho queues 65,535 messages at most
+            part = [sample(i) for i in range(start, min(start + 50_000, first + args.backlog))]
+            publish(url, f"edgedrift/{flood}/samples", part, timeout=600)
+        time.sleep(max(0.0, marks["restart"] + args.restart_s - time.monotonic()))
+        gateway.start(timeout=120)
+        back = time.monotonic()
+        # one more sample of the flooder: its seq tells the gateway how much of the backlog it missed
+        publish(url, f"edgedrift/{flood}/samples", [sample(first + args.backlog)])
+        time.sleep(3.0)
         marks["after"] = time.monotonic()
         time.sleep(args.after_s)
         stop.set()
@@ -172,7 +195,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         deadline = time.monotonic() + args.drain_s
         while time.monotonic() < deadline and any(len(watch.answered(d)) < len(sent[d]) for d in quiet):
             time.sleep(0.2)
-        flood_items = warm + args.burst + args.labels
+        flood_items = warm + args.burst + args.labels + args.backlog + 1
 
         def accounted(c: dict[str, int]) -> int:
             return (
@@ -192,7 +215,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         watch.close()
         cloud.stop()
         broker.stop()
-    phases = ["before", "burst", "labels", "after"]
+    phases = ["before", "burst", "labels", "restart", "after"]
     bounds = [marks[p] for p in phases] + [marks["end"]]
     latency: dict[str, list[float]] = {p: [] for p in phases}
     unanswered = dict.fromkeys(phases, 0)
@@ -200,8 +223,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         got = watch.answered(device)
         for r, at in sent[device].items():
             phase = next(p for p, lo, hi in zip(phases, bounds, bounds[1:], strict=False) if lo <= at < hi)
-            if r in got:
-                latency[phase].append(got[r] - at)
+            if r in got:  # a sample published while the gateway was away waits from its return
+                latency[phase].append(got[r] - (max(at, back) if phase == "restart" else at))
             else:
                 unanswered[phase] += 1
     per_phase = {}
@@ -221,7 +244,17 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         published = flood_items if device == flood else len(sent[device])
         ledger[device] = {
             "published": published,
-            **{k: c.get(k, 0) for k in ("predictions", "rejected", "dropped", "overloaded", "label_misses")},
+            **{
+                k: c.get(k, 0)
+                for k in (
+                    "predictions",
+                    "rejected",
+                    "dropped",
+                    "overloaded",
+                    "broker_dropped",
+                    "label_misses",
+                )
+            },
             "lost": published - accounted(c),
         }
     quiet_lost = sum(ledger[d]["lost"] for d in quiet)
@@ -236,6 +269,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "flood": ledger[flood],
         "quiet_lost": quiet_lost,
         "quiet_dropped": sum(ledger[d]["dropped"] for d in quiet),
+        "quiet_broker_dropped": sum(ledger[d]["broker_dropped"] for d in quiet),
+        "backlog": args.backlog,
+        "restart_away_s": round(back - marks["restart"], 1),
         "rss_mb": round(rss, 1),
         "rss_peak_mb": round(max(hwm, peak[0]), 1),
         "ledger": ledger,
@@ -249,14 +285,21 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=5.0, help="samples/s of each quiet device")
     parser.add_argument("--burst", type=int, default=60_000, help="samples of the burst phase")
     parser.add_argument("--labels", type=int, default=100_000, help="labels for unknown ids (label flood)")
+    parser.add_argument(
+        "--backlog", type=int, default=120_000, help="samples the flooder uploads while the gateway restarts"
+    )
+    parser.add_argument(
+        "--restart-s", type=float, default=10.0, help="the gateway is away at least this long"
+    )
     parser.add_argument("--lead-s", type=float, default=15.0, help="quiet traffic before the burst")
     parser.add_argument("--after-s", type=float, default=5.0, help="quiet traffic after the floods")
     parser.add_argument("--drain-s", type=float, default=300.0, help="longest wait for the last answers")
     parser.add_argument("--share", type=int, default=None, help="device_share (default: the agent's)")
-    parser.add_argument("--quick", action="store_true", help="20 devices, 5,000 samples and labels")
+    parser.add_argument("--quick", action="store_true", help="20 devices, 5,000 samples, labels and backlog")
     args = parser.parse_args()
     if args.quick:
         args.devices, args.burst, args.labels, args.lead_s = 20, 5_000, 5_000, 11.0
+        args.backlog, args.restart_s = 5_000, 3.0
     with tempfile.TemporaryDirectory(prefix="edgedrift-fairness-") as tmp:
         result = run(args, Path(tmp))
     summary = {k: v for k, v in result.items() if k != "ledger"}

@@ -23,10 +23,11 @@ service (status ``error``), never another. Supervision: when no device can work 
 dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
 a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
 
-The module is a little under 600 lines, so over 500 lines: it is the one composition root of the edge process,
-and what it holds beyond the wiring (the worker's dispatch and fair intake, the control queue, the status,
-silence and heartbeat rounds; the fairness rule itself is :mod:`~edgedrift_edge.buffers.fair_queue`) is the
-glue between the pieces above, which would only move into a module that reaches back into this one.
+The module is about 650 lines, so over 500 lines: it is the one composition root of the edge
+process, and what it holds beyond the wiring (the worker's dispatch and fair intake, the control queue,
+the status, silence and heartbeat rounds, the hooks of hand-overs; the fairness rule itself is
+:mod:`~edgedrift_edge.buffers.fair_queue`, a hand-over's steps :mod:`~edgedrift_edge.handover.steps`) is
+the glue between the pieces above, which would only move into a module that reaches back into this one.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import concurrent.futures
 import hashlib
 import json
 import logging
+import math
 import queue
 import threading
 import time
@@ -46,9 +48,11 @@ from typing import Any
 
 from edgedrift_edge import tracing
 from edgedrift_edge.buffers.fair_queue import FairQueues
-from edgedrift_edge.cloud.client import CloudClient
+from edgedrift_edge.cloud.client import CloudClient, GatewayList
 from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, configured_devices, session_config, spread
 from edgedrift_edge.device_ids import DeviceIds
+from edgedrift_edge.handover.moves import HANDOVER_SYNC_S, Incoming, Outgoing
+from edgedrift_edge.handover.steps import HandoverSteps
 from edgedrift_edge.metrics import AgentMetrics
 from edgedrift_edge.session.device_session import DeviceSession, Output
 from edgedrift_edge.session.messages import count_items
@@ -78,7 +82,7 @@ class _Control:
     device: DeviceRuntime | None = None
 
 
-class EdgeAgent:
+class EdgeAgent(HandoverSteps):
     """A gateway for one or more devices. ``start()`` returns once subscribed; ``stop()`` finishes,
     checkpoints and goes offline; ``wait()`` blocks until it stopped or died."""
 
@@ -143,6 +147,8 @@ class EdgeAgent:
         )
         self._threads: list[threading.Thread] = []
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
+        self._handovers = False  # the last sync named a hand-over of this gateway
+        self.handed: set[str] = set()  # devices this gateway handed over and the cloud may still list
         self._connected_at = time.monotonic()
         #: Prometheus metrics (``metrics_port``); None: no server, nothing observed per message.
         self.metrics = (
@@ -171,7 +177,7 @@ class EdgeAgent:
         a credential asks the cloud for its devices first."""
         if self.settings.gateway_secret is not None:
             wait = max(timeout, 2 * self.settings.http_deadline_s)
-            self._apply_devices(self.cloud.first_gateway_devices(*self._sync_request(), wait))
+            self._apply_devices(*self.cloud.first_gateway_devices(*self._sync_request(), wait))
             self._next_sync = time.monotonic() + self.settings.gateway_sync_s
         worker = threading.Thread(target=self._work, name="edgedrift-worker", daemon=True)
         watchdog = threading.Thread(target=watch, args=(self, worker), name="edgedrift-watchdog", daemon=True)
@@ -194,7 +200,8 @@ class EdgeAgent:
                 self._publish_output(device, Output(events=device.overload_events(0.0, flush=True)), None)
             self.transport.wait_flushed(5.0)
             for device in self.devices.values():
-                device.checkpoint()
+                if not isinstance(device.handover, Incoming):  # nothing of its own yet
+                    device.checkpoint()
         self.publish_all_status("error" if self.fatal else "offline")
         self.transport.stop()
         self.cloud.close()
@@ -229,9 +236,13 @@ class EdgeAgent:
 
     # --- devices ------------------------------------------------------------------------------------------
 
-    def _add(self, device_id: str, secret: str | None) -> DeviceRuntime:
+    def _add(self, device_id: str, secret: str | None, incoming: bool = False) -> DeviceRuntime:
+        """Serve a device (``incoming``: handed over from another gateway, its state comes from there)."""
         device = DeviceRuntime(self.settings, device_id, secret, self.transport, self._trainer_for)
-        device.resume()
+        if incoming:
+            device.handover = Incoming()
+        else:
+            device.resume()
         if self.gateway_id is not None:  # spread the fleet's heartbeats (a gateway's batches) over time
             key = self.gateway_id if self.settings.gateway_secret is not None else device_id
             device.next_heartbeat = time.monotonic() + spread(key) * self.settings.heartbeat_every_s
@@ -246,8 +257,9 @@ class EdgeAgent:
         self.transport.unsubscribe([device.topics["samples"], device.topics["labels"]])
         for kind in ("samples", "labels"):
             self._routes.pop(device.topics[kind], None)
-        device.checkpoint()
-        device.publish_status(self.status("offline", device))
+        if not isinstance(device.handover, Incoming):  # a move called off: nothing of its own to keep
+            device.checkpoint()
+            device.publish_status(self.status("offline", device))
         del self.devices[device.device_id]
 
     def _sync_request(self) -> tuple[str, str, list[str]]:
@@ -256,25 +268,42 @@ class EdgeAgent:
         known = [d for d, rt in self.devices.items() if rt.secret is not None]
         return self.gateway_id, self.settings.gateway_secret.get_secret_value(), known
 
-    def _apply_devices(self, listed: Mapping[str, str | None]) -> None:
-        """The cloud's list: start new devices, stop removed ones, take new secrets."""
+    def _apply_devices(
+        self, listed: Mapping[str, str | None], flags: Mapping[str, str] | None = None
+    ) -> None:
+        """The cloud's list: start new devices, stop removed ones, take new secrets, take the steps of
+        hand-overs (``flags``: :mod:`~edgedrift_edge.handover.moves`)."""
         listed = self.ids.admitted(listed)
+        flags = flags or {}
+        self.handed &= set(listed)
+        self._handovers = bool(flags)
         if self.ids.news() and self.transport.connected.is_set():
             self.publish_all_status(None)
         for device_id, secret in listed.items():
             device = self.devices.get(device_id)
+            flag = flags.get(device_id)
             if device is None:
-                log.info("gateway %s: serving device %s", self.gateway_id, device_id)
-                device = self._add(device_id, secret)
-                if self.transport.connected.is_set():
+                if flag == "wait" or (flag in ("record", "release") and device_id in self.handed):
+                    continue  # the source does not record yet; a sync older than this release
+                incoming = flag in ("hold", "take")
+                log.info(
+                    "gateway %s: serving device %s%s", self.gateway_id, device_id, " (hand-over)" * incoming
+                )
+                device = self._add(device_id, secret, incoming)
+                if self.transport.connected.is_set() and not incoming:
                     self._publish_startup(device)
             elif secret is not None:
                 device.secret = secret
-        for device_id in [d for d in self.devices if d not in listed]:
+            if flag is not None:
+                self._handover_flag(device, flag)
+        releasing = [
+            d for d, rt in self.devices.items() if isinstance(rt.handover, Outgoing) and rt.handover.releasing
+        ]
+        for device_id in [d for d in self.devices if d not in listed and d not in releasing]:
             log.info("gateway %s: device %s is no longer listed", self.gateway_id, device_id)
             self._remove(self.devices[device_id])
 
-    def _sync_done(self, future: concurrent.futures.Future[dict[str, str | None]]) -> None:
+    def _sync_done(self, future: concurrent.futures.Future[GatewayList]) -> None:
         self._syncing = False
         if future.cancelled():
             return
@@ -292,7 +321,8 @@ class EdgeAgent:
                 if self.stopping.is_set():
                     return
             for device in list(self.devices.values()):
-                self._publish_startup(device)
+                if not isinstance(device.handover, Incoming):
+                    self._publish_startup(device)
             while not self.stopping.is_set():
                 self._drain_control()
                 self._take_in()
@@ -332,6 +362,9 @@ class EdgeAgent:
                 self.transport.done(message)
                 continue
             device, kind = route
+            if isinstance(device.handover, Incoming):
+                self._hold(device, kind, message)
+                continue
             if device.silent:
                 self._set_silent(device, False, now)
             device.heard = now
@@ -341,6 +374,8 @@ class EdgeAgent:
             self.queues.arrivals.add(device.device_id, now)
             if not message.retain and self.queues.over_share(device.device_id, unacknowledged, now):
                 device.refuse_overloaded(kind, message.payload)
+                if isinstance(device.handover, Outgoing):
+                    device.handover.note(kind, message.payload)
                 self.transport.done(message)  # refused is handled: acknowledged, so the window moves on
                 unacknowledged += 1
                 continue
@@ -388,6 +423,8 @@ class EdgeAgent:
                 device.errors += 1
         self._publish_output(device, out, message)
         self.transport.done(message)
+        if isinstance(device.handover, Outgoing):
+            device.handover.note(kind, message.payload)
         if self.metrics is not None:
             self.metrics.observe(device.device_id, time.monotonic() - message.received)
         if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
@@ -397,6 +434,8 @@ class EdgeAgent:
     def _rejected_whole(device: DeviceRuntime, kind: str, message: Inbound, reason: str) -> Output:
         count = count_items(message.payload)
         device.session.counters.rejected += count
+        if kind == "samples":
+            device.session.seq.skipped += count
         digest = hashlib.blake2b(message.payload, digest_size=8).hexdigest()
         rejected = {"type": "rejected", "topic": kind, "count": count, "message": digest}
         return Output(events=[{**rejected, "reasons": [{"id": None, "reason": reason}]}])
@@ -430,10 +469,13 @@ class EdgeAgent:
                 return
             device = item.device
             if item.kind == "devices":
-                self._apply_devices(item.value)
+                self._apply_devices(*item.value)
                 continue
             if device is None or self.devices.get(device.device_id) is not device:
                 continue  # a device removed since
+            if item.kind.startswith("handover:"):
+                self._handover_answer(item.kind.split(":", 1)[1], device, item.value)
+                continue
             events = []
             if item.kind == "trained" and item.value is not None:
                 self.traces.arrived(device.device_id)
@@ -455,6 +497,8 @@ class EdgeAgent:
         cutoff = now - self.settings.silent_after_s  # heard (or connected) before this: silent
         watching = self.transport.connected.is_set() and self._connected_at <= cutoff
         for device in list(self.devices.values()):
+            if isinstance(device.handover, Incoming):  # not this gateway's to report yet
+                continue
             if watching and not device.silent and device.heard <= cutoff and device.failed is None:
                 self._set_silent(device, True, now)
             device.sync_transport_counters()
@@ -470,8 +514,12 @@ class EdgeAgent:
                 device.checkpoint()
         if due:
             self._send_heartbeats(due)
-        if self.settings.gateway_secret is not None and now >= self._next_sync and not self._syncing:
-            self._next_sync = now + self.settings.gateway_sync_s
+        if self.settings.gateway_secret is None:
+            return
+        self._handover_round()
+        if now >= self._next_sync and not self._syncing:
+            active = self._handovers or any(d.handover is not None for d in self.devices.values())
+            self._next_sync = now + min(self.settings.gateway_sync_s, HANDOVER_SYNC_S if active else math.inf)
             self._syncing = True
             self.cloud.gateway_devices(*self._sync_request()).add_done_callback(self._sync_done)
 
@@ -558,7 +606,8 @@ class EdgeAgent:
     def publish_all_status(self, state: str | None, devices: bool = True) -> None:
         """Every device's retained status (unless not ``devices``) and a gateway's own."""
         for device in list(self.devices.values()) if devices else []:
-            device.publish_status(self.status(state, device))
+            if not isinstance(device.handover, Incoming):
+                device.publish_status(self.status(state, device))
         if self.gateway_id is not None:
             body = {
                 "state": state or ("error" if self.fatal else "degraded" if self.degraded else "online"),
@@ -567,6 +616,7 @@ class EdgeAgent:
                 "failed": sorted(d for d, rt in self.devices.items() if rt.failed),
                 "silent": sorted(d for d, rt in self.devices.items() if rt.silent),
                 "refused": self.ids.listing(),
+                "broker_dropped": sum(d.session.counters.broker_dropped for d in self.devices.values()),
                 "reason": self.fatal or self.degraded,
                 "ts": time.time(),
             }

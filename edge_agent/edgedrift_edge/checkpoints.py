@@ -58,12 +58,27 @@ class CheckpointStore:
         self.path = self.directory / f"{device_id}.ckpt"
         self.counters_path = self.directory / f"{device_id}.counters.json"
 
-    def save(self, tree: Any) -> int:
-        """Write ``tree`` atomically; returns the file's size. Raises :class:`CheckpointError`."""
+    def encode(self, tree: Any) -> bytes:
+        """``tree`` as this device's checkpoint bytes (what :meth:`save` writes; a hand-over carries them
+        to another gateway). Raises :class:`CheckpointError`."""
         try:
-            blob = state.dumps(tree, {"format": FORMAT, "device_id": self.device_id})
+            return state.dumps(tree, {"format": FORMAT, "device_id": self.device_id})
         except state.StateError as exc:
             raise CheckpointError(f"cannot snapshot the session: {exc}") from None
+
+    def decode(self, blob: bytes) -> Any:
+        """The tree of checkpoint bytes of this device; :class:`state.StateError` when they are not."""
+        tree, meta = state.loads(blob)
+        if meta.get("format") != FORMAT:
+            raise state.StateError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
+        if meta.get("device_id") != self.device_id:
+            raise state.StateError(f"checkpoint of device {meta.get('device_id')!r}")
+        return tree
+
+    def save(self, tree: Any, blob: bytes | None = None) -> int:
+        """Write ``tree`` (or its bytes ``blob``) atomically; returns the file's size. Raises
+        :class:`CheckpointError`."""
+        blob = self.encode(tree) if blob is None else blob
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -96,14 +111,9 @@ class CheckpointStore:
         except OSError as exc:
             raise CorruptCheckpointError(f"cannot read {self.path}: {exc.strerror or exc}", None) from None
         try:
-            tree, meta = state.loads(blob)
-            if meta.get("format") != FORMAT:
-                raise state.StateError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
-            if meta.get("device_id") != self.device_id:
-                raise state.StateError(f"checkpoint of device {meta.get('device_id')!r}")
+            return self.decode(blob)
         except state.StateError as exc:
             raise CorruptCheckpointError(str(exc), self.quarantine()) from None
-        return tree
 
     def quarantine(self) -> Path | None:
         """Move the checkpoint aside with a timestamped name; None if that failed too."""

@@ -20,14 +20,16 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
+from edgedrift import state
 from edgedrift.window import delay_buffer_size
 from edgedrift.wire import Heartbeat
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
 from edgedrift_edge.cloud.client import CloudClient, CloudError
+from edgedrift_edge.handover.moves import Incoming, Outgoing
 from edgedrift_edge.session.device_session import DeviceSession
 from edgedrift_edge.session.event_summary import SUMMARY_INTERVAL_S
 from edgedrift_edge.session.ledger import Counters, Event, Output, SessionConfig
-from edgedrift_edge.session.messages import count_items
+from edgedrift_edge.session.messages import count_items, refused_items, single_seq
 from edgedrift_edge.session.trainer import LabelBatch, Trainer
 from edgedrift_edge.settings import AgentSettings, SettingsError, device_list, device_topics
 from edgedrift_edge.transport.connection import Inbound, MqttTransport
@@ -92,6 +94,7 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
         outlier_threshold=settings.outlier_threshold,
         retry_cooldown_s=settings.retry_cooldown_s,
         history_batch=settings.history_batch,
+        check_seq=settings.qos == 1,
     )
 
 
@@ -144,10 +147,9 @@ class DeviceRuntime:
         self.failed: str | None = None
         self.errors = 0
         self.startup_events: list[Event] = []
-        self._base = {"dropped": 0, "overloaded": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
+        self._base = {"dropped": 0, "overloaded": 0, "broker_dropped": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
         #: What :meth:`sync_transport_counters` last copied from (None: copy at the next call).
         self._synced: tuple[int, ...] | None = None
-        self._synced_into: Counters | None = None
         self._transport_dropped_reported = 0
         #: Refused for overload since the last ``overloaded`` event: messages and items per topic.
         self._overload = {"messages": 0, "samples": 0, "labels": 0}
@@ -167,6 +169,8 @@ class DeviceRuntime:
         self.heard = now
         #: Whether the device is reported ``silent`` (nothing received for ``silent_after_s``).
         self.silent = False
+        #: Its side of a hand-over between gateways (:mod:`~edgedrift_edge.handover.moves`), or None.
+        self.handover: Outgoing | Incoming | None = None
 
     def heartbeat(self) -> Heartbeat:
         """The session's heartbeat with what only the runtime knows (``silent``)."""
@@ -191,11 +195,24 @@ class DeviceRuntime:
 
     def refuse_overloaded(self, kind: str, payload: bytes) -> None:
         """A message refused because this device was past its share of the gateway's worker: its items
-        count in ``overloaded`` and ``dropped``; :meth:`overload_events` reports them."""
+        count in ``overloaded`` and ``dropped``; :meth:`overload_events` reports them. A message whose
+        ``seq`` was accounted for already (refused, or handled, before a reconnect) counts only in
+        ``refused_repeats``: refusing it again must not count it twice."""
         batch = b'"samples"' in payload or b'"labels"' in payload  # else one item: no parse (a flood)
-        count = count_items(payload) if batch else 1
+        count, seq = refused_items(payload) if batch else (1, None)
+        if kind == "samples" and not batch:
+            seq = single_seq(payload)
+        if (
+            kind == "samples"
+            and seq is not None
+            and self.session.seq.accounted(seq, 2 * self.settings.broker_inflight)
+        ):
+            self.session.counters.refused_repeats += count  # acknowledged again, counted once
+            return
         self.session.counters.overloaded += count
         self.session.counters.dropped += count
+        if kind == "samples" and seq is not None:
+            self.session.seq.refuse(seq, count)
         self._overload["messages"] += 1
         self._overload[kind] += count
 
@@ -226,8 +243,11 @@ class DeviceRuntime:
     def save_counters(self) -> None:
         """Keep the counters about to be reported (status, heartbeat), so that a restart after a crash
         never reports smaller ones (:mod:`~edgedrift_edge.checkpoints`); a failure is logged, not fatal."""
+        counters = asdict(self.session.counters)
+        if self.session.seq.expected is not None:  # a crash resumes it with the counters (session.seq)
+            counters["wire_seq"] = self.session.seq.expected
         try:
-            self.store.save_counters(asdict(self.session.counters))
+            self.store.save_counters(counters)
         except OSError as exc:
             if not self._counters_failing:  # once: checkpoints report a failing disk as events
                 log.warning("%s: counters not saved: %s", self.device_id, exc.strerror or exc)
@@ -247,12 +267,20 @@ class DeviceRuntime:
         do while they and the device's refusals are unchanged (a gateway calls it for every device at every
         housekeeping turn)."""
         c, t = self.session.counters, self.transport.counters
-        key = (t.dropped, t.backpressure_waits, t.publish_failures, t.reconnects, c.overloaded)
-        if key == self._synced and self._synced_into is c:
+        key = (
+            t.dropped,
+            t.backpressure_waits,
+            t.publish_failures,
+            t.reconnects,
+            c.overloaded,
+            c.broker_dropped,
+        )
+        if key == self._synced:
             return
-        self._synced, self._synced_into = key, c
+        self._synced = key
         lost = sum(self.transport.dropped_for(self.topics[kind]) for kind in ("samples", "labels"))
-        c.dropped = self._base["dropped"] + lost + c.overloaded - self._base["overloaded"]
+        gateway = c.overloaded - self._base["overloaded"] + c.broker_dropped - self._base["broker_dropped"]
+        c.dropped = self._base["dropped"] + lost + gateway
         for name in SHARED_COUNTERS:
             setattr(c, name, self._base[name] + getattr(t, name))
         if lost > self._transport_dropped_reported:
@@ -387,6 +415,41 @@ class DeviceRuntime:
             return False
         if tree is None:
             return False
+        return self._restore(tree, self.store.quarantine)
+
+    def adopt(self, blob: bytes) -> dict[str, Any] | None:
+        """Continue from the checkpoint another gateway handed over (``blob``, its bytes), keep it as this
+        device's checkpoint here, and return its tree; None (and a fresh session, a reason in the
+        events) when it is unusable. The shared transport counters go on from the handed-over values."""
+        try:
+            tree = self.store.decode(blob)
+        except state.StateError as exc:
+            self.startup_events.append(
+                {"type": "checkpoint_corrupt", "reason": str(exc)[:300], "moved_to": None}
+            )
+            return None
+        if not self._restore(tree, lambda: None):
+            return None
+        c, t = self.session.counters, self.transport.counters
+        self._continue_counters(True)
+        self._base = {name: getattr(c, name) for name in self._base}
+        for name in SHARED_COUNTERS:
+            self._base[name] = getattr(c, name) - getattr(t, name)
+        self._synced = None
+        try:
+            self.store.save(tree, blob)
+            self.save_counters()
+        except CheckpointError as exc:
+            log.error("%s: handed-over checkpoint not kept: %s", self.device_id, exc)
+        c = self.session.counters
+        self.startup_events.append(
+            {"type": "resumed", "samples": c.samples, "model_version": self.session.model_version}
+        )
+        return dict(tree)
+
+    def _restore(self, tree: Any, set_aside: Callable[[], Path | None]) -> bool:
+        """The session from a checkpoint's tree when it is of this configuration (True); else a fresh
+        session, the checkpoint set aside (``set_aside``: where it went) and a reason in the events."""
         identity = self._identity()
         session_tree = tree["session"] if isinstance(tree, dict) and "session" in tree else None
         width = session_tree.get("n_features") if session_tree else None
@@ -397,14 +460,14 @@ class DeviceRuntime:
         elif n_features is not None and width is not None and width != n_features:
             reason = f"n_features changed from {width} to {n_features}"
         if reason is not None or session_tree is None:
-            moved = self.store.quarantine()
+            moved = set_aside()
             self.startup_events.append({"type": "state_reset", "reason": reason, "moved_to": str(moved)})
             log.warning("%s: not resuming: %s (checkpoint moved to %s)", self.device_id, reason, moved)
             return False
         try:
             self.session.restore(session_tree)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            moved = self.store.quarantine()
+            moved = set_aside()
             config = session_config(self.settings, self.device_id)
             self.session = DeviceSession(config, self._trainer_for(self), time.monotonic)
             self.startup_events.append(
@@ -428,6 +491,9 @@ class DeviceRuntime:
         ahead = {f.name: saved[f.name] for f in fields(Counters) if saved.get(f.name, 0) > getattr(c, f.name)}
         for name, value in ahead.items():
             setattr(c, name, value)
+        seq = saved.get("wire_seq")
+        if seq is not None and (self.session.seq.expected is None or seq > self.session.seq.expected):
+            self.session.seq.expected = seq
         self._base = {name: getattr(c, name) for name in self._base}
         self._synced = None
         if ahead and not resumed:

@@ -95,8 +95,9 @@ def messages(plan: ReplayPlan) -> list[tuple[str, str, int]]:
     batch: list[dict[str, Any]] = []
 
     def flush() -> None:
-        if batch:
-            body = {"samples": list(batch)} if plan.batch_size > 1 else batch[0]
+        if batch:  # seq: the samples published before, so the agent sees what the broker drops
+            seq = batch[0]["id"]
+            body = {"samples": list(batch), "seq": seq} if plan.batch_size > 1 else {**batch[0], "seq": seq}
             out.append(("samples", json.dumps(body, separators=(",", ":")), len(batch)))
             batch.clear()
 

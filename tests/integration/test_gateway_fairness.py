@@ -10,7 +10,7 @@ import shutil
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import httpx
 import pytest
 from support.cloud import OPERATOR, CloudServer
 from support.compose import run_entrypoint
+from support.operator import OperatorView
 
 from edgedrift_edge.transport.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
@@ -169,37 +170,6 @@ def test_a_flooding_device_does_not_delay_its_quiet_neighbours(
     assert len(overloaded) < 60, "one summary event per second, not one per refused message"
 
 
-class OperatorView(Subscriber):
-    """Every device's predictions, events and statuses, seen by the operator (one login for all: the
-    shipped broker allows one connection per user)."""
-
-    def __init__(self, url: str) -> None:
-        self.seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        super().__init__(url, [("edgedrift/#", 1)])
-
-    def handle(self, topic: str, payload: bytes) -> None:
-        parts = topic.split("/")  # edgedrift/{device}/{kind} or edgedrift/gateways/{gateway}/status
-        key = (parts[2], "gateway") if parts[1] == "gateways" else (parts[1], parts[2])
-        if payload:
-            with self.lock:
-                self.seen.setdefault(key, []).append(json.loads(payload))
-
-    def of(self, device: str, kind: str) -> list[dict[str, Any]]:
-        with self.lock:
-            return list(self.seen.get((device, kind), []))
-
-    def wait(self, found: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not found():
-            if time.monotonic() > deadline:
-                raise TimeoutError(what)
-            time.sleep(0.05)
-
-
-def events(view: OperatorView, device: str, kind: str) -> list[dict[str, Any]]:
-    return [e for e in view.of(device, "events") if e["type"] == kind]
-
-
 def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view(
     sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
@@ -279,7 +249,7 @@ def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view
                 return bool(status) and sorted(status[-1]["silent"]) == sorted([granted[1], ungranted])
 
             view.wait(silent_listed, 60, "both silent devices in the gateway's status")
-            view.wait(lambda: bool(events(view, granted[1], "silent")), 10, "a1's silent event")
+            view.wait(lambda: bool(view.events(granted[1], "silent")), 10, "a1's silent event")
             assert view.of(granted[1], "status")[-1]["state"] == "silent"
             scrape = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
             deadline = time.monotonic() + 30
@@ -298,7 +268,7 @@ def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view
                 time.sleep(0.3)
             live = view.of(granted[0], "status")[-1]
             streaming[granted[1]] = True  # its next message ends the silence
-            view.wait(lambda: bool(events(view, granted[1], "silent_ended")), 30, "a1's silent_ended event")
+            view.wait(lambda: bool(view.events(granted[1], "silent_ended")), 30, "a1's silent_ended event")
             stop.set()
             publisher.join(30)
             for device in granted:
@@ -313,13 +283,13 @@ def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view
             code = gateway.stop()
             view.close()
     assert code == 0
-    [event] = events(view, granted[1], "silent")
+    [event] = view.events(granted[1], "silent")
     assert "ACL" in event["reason"] and event["silent_s"] >= 6
     assert f'edgedrift_edge_devices_silent{{device="{ungranted}"}} 1.0' in scrape
     assert f'edgedrift_edge_devices_silent{{device="{granted[1]}"}} 1.0' in scrape
     assert f'edgedrift_edge_devices_silent{{device="{granted[0]}"}} 0.0' in scrape
     assert fleet == {granted[0]: "online", granted[1]: "silent", ungranted: "silent"}, fleet
-    assert live["state"] == "online" and not events(view, granted[0], "silent")
+    assert live["state"] == "online" and not view.events(granted[0], "silent")
     assert sent[ungranted] > 0 and not view.of(ungranted, "predictions")
     assert all(s["state"] in ("online", "offline") for s in view.of("gw-1", "gateway"))
     for device in granted:  # the ledger: every sample published answered

@@ -114,7 +114,7 @@ def test_bad_device_ids_are_refused_alone_from_every_source(
         assert sorted(agent.devices) == sorted([from_file, from_flag])
         # the cloud's list goes through the same path as a sync's answer
         listed = {**dict.fromkeys(agent.devices), from_cloud: None, "c+d": None, "../up": None}
-        agent.control.put(_Control("devices", listed))
+        agent.control.put(_Control("devices", (listed, {})))  # (secrets, hand-over flags)
         watches[from_cloud].wait(lambda: from_cloud in agent.devices, 10, "the cloud's device")
         for device in watches:
             publish(broker.url, f"edgedrift/{device}/samples", samples(0, 20))

@@ -189,6 +189,21 @@ class GatewayDevice(Base):
     assigned_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class Handover(Base):
+    """A device on its way from one gateway to another (``edgedrift_cloud.gateway_registry``): the phase
+    the two gateways reached and, once the source released it, the device's checkpoint for the target."""
+
+    __tablename__ = "handovers"
+
+    device_id: Mapped[str] = mapped_column(ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True)
+    source: Mapped[str] = mapped_column(ForeignKey("gateways.id", ondelete="CASCADE"))
+    target: Mapped[str] = mapped_column(ForeignKey("gateways.id", ondelete="CASCADE"))
+    #: moving -> recording (source) -> subscribed (target) -> released (source, with the state).
+    phase: Mapped[str] = mapped_column(String(16))
+    state: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class DeviceCounter(Base):
     """A device's counters, maintained on write in the transaction that stores a version or a batch of
     heartbeats (atomic ``x = x + n`` upserts), so reading them is one row whatever the history's size.

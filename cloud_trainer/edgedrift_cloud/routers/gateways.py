@@ -4,10 +4,11 @@ provisioned through this API and picked up by a running gateway without a restar
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import base64
+from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import APIRouter, Body, Depends, HTTPException, Path, status
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import Field
 from sqlalchemy.exc import IntegrityError
@@ -64,6 +65,20 @@ class SyncRequest(WireModel):
 class GatewayDevice(WireModel):
     device_id: str
     secret: str | None = None
+    #: In a hand-over (``gateway_registry``): record, release (the source); wait, hold, take (the target).
+    handover: str | None = None
+
+
+class HandoverStep(WireModel):
+    phase: Literal["recording", "subscribed"]
+
+
+class HandoverState(WireModel):
+    device_id: str
+    #: The device's fresh secret (the source's copy stops working).
+    secret: str
+    #: The device's checkpoint as the source left it, base64.
+    state: str
 
 
 class GatewayDevices(WireModel):
@@ -134,14 +149,18 @@ def register_gateway(
     "/{gateway_id}/devices",
     response_model=Assigned,
     summary="Assign devices to a gateway (operator)",
-    responses=_UNKNOWN_GATEWAY,
+    responses={**_UNKNOWN_GATEWAY, 409: {"description": "A device's previous move has not ended"}},
 )
 def assign_devices(
     gateway_id: GatewayPath, _: OperatorDep, session: SessionDep, body: Assignment
 ) -> Assigned:
     _known_gateway(session, gateway_id)
     devices = list(dict.fromkeys(body.devices))
-    created, moved = gateway_registry.assign(session, gateway_id, devices)
+    try:
+        created, moved = gateway_registry.assign(session, gateway_id, devices)
+    except gateway_registry.HandoverConflictError as exc:
+        session.rollback()
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     session.commit()
     return Assigned(gateway_id=gateway_id, devices=len(devices), created=created, moved=moved)
 
@@ -185,13 +204,86 @@ def sync_gateway(
     before = state.credential_generation
     rows = gateway_registry.sync(session, gateway_id, set(body.known))
     session.commit()
-    issued = {device_id for device_id, secret in rows if secret is not None}
+    issued = {device_id for device_id, secret, _ in rows if secret is not None}
     if issued:
         state.wait_heard(before)
     state.tokens.forget_devices(issued)
-    return GatewayDevices(
-        gateway_id=gateway_id, devices=[GatewayDevice(device_id=d, secret=s) for d, s in rows]
-    )
+    devices = [GatewayDevice(device_id=d, secret=s, handover=h) for d, s, h in rows]
+    return GatewayDevices(gateway_id=gateway_id, devices=devices)
+
+
+def _gateway_only(caller: str) -> None:
+    if caller != "gateway":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "only a gateway of the hand-over takes its steps")
+
+
+_HANDOVER: dict[int | str, dict[str, Any]] = {
+    403: {"description": "The operator's token: only the gateways take the steps"},
+    409: {"description": "No hand-over of this device involves the gateway, or not in this phase"},
+}
+
+
+@router.post(
+    "/{gateway_id}/handovers/{device_id}/phase",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="The source records the device's messages, or the target subscribed (a gateway)",
+    responses=_HANDOVER,
+)
+def handover_phase(
+    gateway_id: GatewayPath, device_id: DevicePath, caller: CallerDep, session: SessionDep, step: HandoverStep
+) -> None:
+    _gateway_only(caller)
+    try:
+        gateway_registry.advance(session, gateway_id, device_id, step.phase)
+    except gateway_registry.HandoverConflictError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    session.commit()
+
+
+@router.post(
+    "/{gateway_id}/handovers/{device_id}/state",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="The source leaves the device's checkpoint and stops serving it (a gateway)",
+    responses=_HANDOVER,
+)
+async def handover_release(
+    gateway_id: GatewayPath, device_id: DevicePath, caller: CallerDep, state: StateDep, request: Request
+) -> Response:
+    _gateway_only(caller)
+    blob = await request.body()
+
+    def store() -> None:
+        with state.sessions() as session:
+            gateway_registry.release(session, gateway_id, device_id, blob)
+            session.commit()
+
+    try:
+        await anyio.to_thread.run_sync(store)
+    except gateway_registry.HandoverConflictError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/{gateway_id}/handovers/{device_id}/take",
+    response_model=HandoverState,
+    summary="The target takes the device's checkpoint and a fresh secret; the hand-over ends (a gateway)",
+    responses=_HANDOVER,
+)
+def handover_take(
+    gateway_id: GatewayPath, device_id: DevicePath, caller: CallerDep, session: SessionDep, state: StateDep
+) -> HandoverState:
+    _gateway_only(caller)
+    before = state.credential_generation
+    try:
+        blob, secret = gateway_registry.take(session, gateway_id, device_id)
+    except gateway_registry.HandoverConflictError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    session.commit()
+    state.wait_heard(before)
+    state.tokens.forget_devices({device_id})
+    encoded = base64.b64encode(blob).decode()
+    return HandoverState(device_id=device_id, secret=secret, state=encoded)
 
 
 @router.post(
@@ -215,7 +307,7 @@ async def post_gateway_heartbeats(
 
     def store(session: Session) -> GatewayHeartbeatsStored:
         _known_gateway(session, gateway_id)
-        served = set(gateway_registry.devices_of(session, gateway_id))
+        served = gateway_registry.serving(session, gateway_id)
         refused = sorted({d for d, _ in beats} - served)
         kept = [(d, b) for d, b in beats if d in served]
         if not kept:

@@ -11,11 +11,17 @@ Retries: transport errors, 5xx and 408 back off exponentially with full jitter (
 or revoked: reported as *unauthorized* and retried slowly (capped at ``unauthorized_retry_s``), since
 an operator may fix it; any other 4xx is final. Every retry of a request carries its ``request_id``, so
 the cloud never trains or counts one recompute twice.
+
+The module is a little over 500 lines: it is the one client of every call the edge makes to the cloud
+(recomputes, label batches, heartbeats, a gateway's list and the steps of its hand-overs), which share
+one event loop, one connection pool and one deadline rule.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import concurrent.futures
 import json
 import logging
@@ -42,6 +48,8 @@ from edgedrift_edge.session.trainer import LabelBatch, RecomputeFailure, Recompu
 
 log = logging.getLogger("edgedrift_edge.cloud.client")
 T = TypeVar("T")
+#: A gateway's devices from the cloud: id -> secret (None: held already), and id -> hand-over flag.
+GatewayList = tuple[dict[str, str | None], dict[str, str]]
 #: Heartbeats per request of a gateway's batch (the cloud takes up to 10,000).
 HEARTBEAT_CHUNK = 1000
 
@@ -415,14 +423,15 @@ class CloudClient:
 
     def gateway_devices(
         self, gateway_id: str, secret: str, known: list[str]
-    ) -> concurrent.futures.Future[dict[str, str | None]]:
+    ) -> concurrent.futures.Future[GatewayList]:
         """The devices the cloud assigns to ``gateway_id``: id -> secret, a fresh secret for each device
-        not in ``known`` (the gateway holds those already), None for the others."""
+        not in ``known`` (the gateway holds those already), None for the others; and each device's
+        hand-over flag (``edgedrift_cloud.gateway_registry``)."""
         return self._spawn(self._gateway_devices(gateway_id, secret, known))
 
     def first_gateway_devices(
         self, gateway_id: str, secret: str, known: list[str], timeout: float
-    ) -> dict[str, str | None]:
+    ) -> GatewayList:
         """The gateway's list at its start (blocking): asked again with backoff while the cloud is busy
         or unreachable, until ``timeout``; a refused credential raises :class:`CloudError` at once."""
         deadline = time.monotonic() + timeout
@@ -441,13 +450,52 @@ class CloudClient:
             time.sleep(delay)
             delay = min(2 * delay, self.retry_max_s)
 
-    async def _gateway_devices(self, gateway_id: str, secret: str, known: list[str]) -> dict[str, str | None]:
+    async def _gateway_devices(self, gateway_id: str, secret: str, known: list[str]) -> GatewayList:
         headers = {"Authorization": f"Bearer {secret}"}
         response = await self._post(f"/v1/gateways/{gateway_id}/sync", headers, json={"known": known})
         try:
             rows = response.json()["devices"]
-            return {str(row["device_id"]): row.get("secret") for row in rows}
-        except (ValueError, KeyError, TypeError) as exc:
+            secrets = {str(row["device_id"]): row.get("secret") for row in rows}
+            flags = {str(row["device_id"]): str(row["handover"]) for row in rows if row.get("handover")}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
+        return secrets, flags
+
+    # --- hand-overs between gateways (edgedrift_edge.handover.moves) --------------------------------------
+
+    def handover_phase(
+        self, gateway_id: str, secret: str, device_id: str, phase: str
+    ) -> concurrent.futures.Future[None]:
+        """Tell the cloud this gateway records the device's messages (source) or subscribed (target)."""
+        url = f"/v1/gateways/{gateway_id}/handovers/{device_id}/phase"
+        return self._spawn(self._gateway_post(url, secret, json={"phase": phase}))
+
+    def handover_release(
+        self, gateway_id: str, secret: str, device_id: str, state: bytes
+    ) -> concurrent.futures.Future[None]:
+        """Leave the device's state at the cloud for the target (the source's last step)."""
+        url = f"/v1/gateways/{gateway_id}/handovers/{device_id}/state"
+        content = {"Content-Type": "application/octet-stream"}
+        return self._spawn(self._gateway_post(url, secret, headers=content, content=state))
+
+    def handover_take(
+        self, gateway_id: str, secret: str, device_id: str
+    ) -> concurrent.futures.Future[tuple[bytes, str]]:
+        """The state the source left and the device's fresh secret (the target's last step)."""
+        return self._spawn(self._handover_take(gateway_id, secret, device_id))
+
+    async def _gateway_post(
+        self, url: str, secret: str, headers: dict[str, str] | None = None, **body: Any
+    ) -> None:
+        await self._post(url, {**(headers or {}), "Authorization": f"Bearer {secret}"}, **body)
+
+    async def _handover_take(self, gateway_id: str, secret: str, device_id: str) -> tuple[bytes, str]:
+        url = f"/v1/gateways/{gateway_id}/handovers/{device_id}/take"
+        response = await self._post(url, {"Authorization": f"Bearer {secret}"})
+        try:
+            body = response.json()
+            return base64.b64decode(body["state"], validate=True), str(body["secret"])
+        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
             raise CloudError(f"unusable answer from the cloud: {exc}", True) from None
 
     async def _post(

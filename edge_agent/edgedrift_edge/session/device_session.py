@@ -63,6 +63,7 @@ from edgedrift_edge.session.messages import MessageError, Rejection, SampleId, S
 from edgedrift_edge.session.quality import Quality
 from edgedrift_edge.session.recomputes import Recomputes
 from edgedrift_edge.session.reports import OUTLIER_REASON, REASONS_PER_EVENT
+from edgedrift_edge.session.seq import SeqCheck
 from edgedrift_edge.session.trainer import (
     LabelBatch,
     RecomputeFailure,
@@ -107,6 +108,7 @@ class DeviceSession:
             config, self.strategy, self.class_names, trainer, self.counters, self._emit
         )
         self.next_seq = 0
+        self.seq = SeqCheck(config, self.counters, self._emit)
         self.drift_events = 0
         self.width_mismatches = 0
         self.guard: RangeGuard | None = None
@@ -155,6 +157,7 @@ class DeviceSession:
             else:
                 self._release_cooldown()
                 samples = self.class_names.parse_samples(payload, self.n_features, self.next_seq)
+                self.seq.check(samples.seq, len(samples.ids) + len(samples.rejected))
                 self._reject(samples.rejected, kind, len(samples.rejected))
                 self.next_seq += len(samples.ids) + len(samples.rejected)
                 if samples.ids:
@@ -162,6 +165,8 @@ class DeviceSession:
                 out.batch = samples.batch
         except MessageError as exc:
             self._reject([Rejection(str(exc))], kind, exc.count)
+            if kind != "labels":
+                self.seq.skipped += exc.count
         self._events.extend(self.summaries.due())
         out.history = self.take_history()
         out.events = self._events
@@ -660,6 +665,7 @@ class DeviceSession:
         self.quality.snapshot(tree)
         tree["counters"] = asdict(self.counters)
         tree["pending"] = None if self.pending is None else codec.request_fields(self.pending)
+        self.seq.snapshot(tree)
         return tree
 
     def restore(self, tree: dict[str, Any]) -> None:
@@ -685,5 +691,6 @@ class DeviceSession:
         for f in fields(Counters):  # in place: the collaborators count into the same object
             setattr(self.counters, f.name, saved.get(f.name, 0))
         self.counters.join_evictions += dropped
+        self.seq.restore(tree)
         if self.loop is not None:
             self.loop.recompute_fn = self._recompute

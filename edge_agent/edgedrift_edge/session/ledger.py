@@ -44,6 +44,9 @@ class SessionConfig:
     retry_cooldown_s: float = 30.0
     #: Labels per batch forwarded to the cloud's history (re-tuning strategies).
     history_batch: int = 200
+    #: Whether gaps in the publisher's ``seq`` count as the broker's drops (not under QoS 0, whose inbox
+    #: drops the transport counts already: :mod:`~edgedrift_edge.session.seq`).
+    check_seq: bool = True
 
 
 @dataclass
@@ -61,6 +64,12 @@ class Counters:
     #: Of ``dropped``: items of messages a gateway refused because their device was past its share of
     #: the worker's queue while the broker's window was full (:mod:`~edgedrift_edge.buffers.fair_queue`).
     overloaded: int = 0
+    #: Of ``dropped``: samples the broker dropped before they reached the agent, told from the gaps in
+    #: the publisher's ``seq`` (:mod:`~edgedrift_edge.session.seq`).
+    broker_dropped: int = 0
+    #: Messages a gateway refused again that it had accounted for already (told by their ``seq``: sent
+    #: again after a reconnect); not in the ledger, they were published once.
+    refused_repeats: int = 0
     duplicates: int = 0
     #: Items of retained messages on the samples or labels topic (ignored: counted in ``rejected`` too),
     #: and the broker's later copies of those messages (not in the ledger: published once).

@@ -1,12 +1,18 @@
 """Parsing and checking MQTT payloads (wire contract in docs/edge-agent.md).
 
-In: ``{"id": 17, "x": [...], "y": 1, "ts": ...}`` (``y`` absent or null = unlabeled) or a batch
+In: ``{"id": 17, "x": [...], "y": 1, "ts": ..., "seq": 41}`` (``y`` absent or null = unlabeled) or a batch
 ``{"samples": [...]}``; late labels ``{"id": 17, "y": 1}`` or ``{"labels": [...]}``. A device configured
 with ``classes`` takes its labels by class name (``"y": "oak"`` or ``"y": 3``); they become the codes of
 :mod:`edgedrift.labels` here, so the core only sees codes, and a name outside the classes is rejected. A
 bad sample in a batch is rejected on its own: the good ones are kept. Every rejection carries a reason
 that names the field; the session counts each one and publishes one summary event per message. A batch
 above the per-message item cap is refused as a whole, with its item count (so the ledger still adds up).
+``seq`` (optional, at a message's top level: ``{"samples": [...], "seq": 41}`` for a batch) is the
+publisher's count of the device's samples before this message; the session tells from its gaps the
+samples the broker dropped (:mod:`~edgedrift_edge.session.seq`).
+
+The module is a little over 500 lines: it holds the payload contract's two parsers, which must agree (the
+fast one decoded and checked by msgspec, the general one that words each rejection), side by side.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
@@ -27,7 +34,7 @@ from edgedrift.labels import ClassLabels
 from edgedrift.limits import MAX_FEATURES
 from edgedrift.models.losses import FloatArray
 
-SAMPLE_FIELDS = frozenset({"id", "x", "y", "ts"})
+SAMPLE_FIELDS = frozenset({"id", "x", "y", "ts", "seq"})
 LABEL_FIELDS = frozenset({"id", "y"})
 SampleId = int | str
 
@@ -55,6 +62,8 @@ class Samples:
     batch: bool
     rejected: list[Rejection] = field(default_factory=list)
     rows: list[FloatArray] | None = None
+    #: The publisher's count of this device's samples before this message (``seq``), or None.
+    seq: int | None = None
 
     def row(self, i: int) -> FloatArray:
         return self.X[i] if self.rows is None else self.rows[i]
@@ -133,10 +142,12 @@ class _Sample(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     id: int | Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | msgspec.UnsetType = msgspec.UNSET
     y: float | None = None
     ts: float | None = None
+    seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class _Batch(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     samples: list[_Sample]
+    seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 _SAMPLE = msgspec.json.Decoder(_Sample)
@@ -169,9 +180,26 @@ def _fast(
     ``classes``, numeric labels are names, coded here (a text label takes the general path)."""
     try:
         batch = b'"samples"' in payload
-        items = _BATCH.decode(payload).samples if batch else [_SAMPLE.decode(payload)]
+        top = _BATCH.decode(payload) if batch else _SAMPLE.decode(payload)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
+    items = top.samples if isinstance(top, _Batch) else [top]
+    samples = _fast_items(items, batch, d, task, next_seq, max_items, classes)
+    if samples is not None:
+        samples.seq = top.seq
+    return samples
+
+
+def _fast_items(
+    items: list[_Sample],
+    batch: bool,
+    d: int,
+    task: str,
+    next_seq: int,
+    max_items: int | None,
+    classes: ClassLabels | None,
+) -> Samples | None:
+    """:func:`_fast` once decoded."""
     n = len(items)
     if max_items is not None and n > max_items:
         raise MessageError(f"batch of {n} samples exceeds the cap of {max_items} per message", n)
@@ -325,6 +353,31 @@ def parse_samples(
         if fast is not None:
             return fast
     data = _load(payload)
+    seq = data.pop("seq", None)
+    if seq is not None and (type(seq) is not int or seq < 0):
+        raise MessageError(f"seq must be a non-negative integer, got {seq!r}"[:200], _count_decoded(data))
+    samples = _parse_data(data, d, task, next_seq, max_items, classes)
+    samples.seq = seq
+    return samples
+
+
+def _count_decoded(data: Any) -> int:
+    """The items of a decoded message: a batch's samples or labels (at least 1), else one."""
+    for key in ("samples", "labels"):
+        if isinstance(data, dict) and isinstance(data.get(key), list):
+            return max(len(data[key]), 1)
+    return 1
+
+
+def _parse_data(
+    data: dict[str, Any],
+    d: int | None,
+    task: str,
+    next_seq: int,
+    max_items: int | None,
+    classes: ClassLabels | None,
+) -> Samples:
+    """:func:`parse_samples` once decoded (``seq`` taken out)."""
     batch = "samples" in data
     if batch:
         if set(data) != {"samples"}:
@@ -451,6 +504,25 @@ def _reason(exc: Exception) -> str:
     return text
 
 
+_SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,18})\b')
+
+
+def single_seq(payload: bytes) -> int | None:
+    """The ``seq`` of a single-sample message without parsing it (a flood's refusal stays cheap)."""
+    found = _SEQ.search(payload)
+    return None if found is None else int(found.group(1))
+
+
+def refused_items(payload: bytes) -> tuple[int, int | None]:
+    """A batch message's item count (as :func:`count_items`) and its top-level ``seq`` (None: none)."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return 1, None
+    seq = data.get("seq") if isinstance(data, dict) else None
+    return _count_decoded(data), seq if type(seq) is int and seq >= 0 else None
+
+
 def count_items(payload: bytes) -> int:
     """How many samples (or labels) a message carries, as far as it can be told (1 when it cannot):
     the count of a message whose handling failed, so that the ledger still adds up."""
@@ -458,10 +530,7 @@ def count_items(payload: bytes) -> int:
         data = json.loads(payload)
     except (ValueError, RecursionError):
         return 1
-    for key in ("samples", "labels"):
-        if isinstance(data, dict) and isinstance(data.get(key), list):
-            return max(len(data[key]), 1)
-    return 1
+    return _count_decoded(data)
 
 
 def parse_labels(

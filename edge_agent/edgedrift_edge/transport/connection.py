@@ -591,6 +591,7 @@ class MqttTransport:
         client.on_connect = self._on_connect_callback
         client.on_disconnect = lambda _c, _u, _f, code, p: events.append(("lost", describe_reason(code, p)))
         client.on_subscribe = lambda _c, _u, mid, codes, _p: events.append(("suback", (mid, codes)))
+        client.on_unsubscribe = lambda _c, _u, mid, _codes, _p: events.append(("unsuback", mid))
         # Set, so that paho never writes to the socket from the worker's thread: its loop (the I/O
         # thread) writes everything, woken by paho's socket pair.
         client.on_socket_register_write = lambda *_: None
@@ -615,6 +616,12 @@ class MqttTransport:
         self._subscribing: dict[int, list[str]] = {}
         self._sent: set[str] = set()  # topics subscribed (or being subscribed) on this connection
         self._granted: set[str] = set()  # topics the broker's session holds
+        self._unsubscribing: dict[int, list[str]] = {}
+        self._leaving: set[str] = set()  # unsubscribed, the broker's UNSUBACK not received yet
+        #: Topic -> messages enqueued before its UNSUBACK; ``_taken``: messages the worker took so far.
+        self._left: dict[str, int] = {}
+        self._enqueued = 0
+        self._taken = 0
         self._dropped_by_topic: dict[str, int] = {}
         self.reconnects = 0
 
@@ -648,6 +655,7 @@ class MqttTransport:
         """Add subscriptions (a gateway's new device); sent at once when connected, else on connect."""
         with self._lock:
             self.subscriptions = [*self.subscriptions, *(t for t in topics if t not in self.subscriptions)]
+            self._leaving -= set(topics)
             self._sync_subscriptions()
 
     def unsubscribe(self, topics: list[str]) -> None:
@@ -656,7 +664,21 @@ class MqttTransport:
         with self._lock:
             self.subscriptions = [t for t in self.subscriptions if t not in gone]
             self._granted -= gone
+            self._leaving |= gone
+            for topic in gone:
+                self._left.pop(topic, None)
             self._sync_subscriptions()
+
+    def holds(self, topics: list[str]) -> bool:
+        """Whether the broker acknowledged the subscription to every one of ``topics`` (its SUBACK)."""
+        with self._lock:
+            return all(t in self._granted for t in topics)
+
+    def left(self, topics: list[str]) -> bool:
+        """Whether the broker acknowledged the unsubscription from every one of ``topics`` (its UNSUBACK:
+        nothing of them comes after it) and the worker took every message received before."""
+        with self._lock:
+            return all(t in self._left and self._taken >= self._left[t] for t in topics)
 
     def dropped_for(self, topic: str) -> int:
         """QoS-0 messages of ``topic`` dropped because the inbox was full."""
@@ -801,6 +823,8 @@ class MqttTransport:
                 self._on_connack(*value)
             elif kind == "suback":
                 self._on_suback(*value)
+            elif kind == "unsuback":
+                self._on_unsuback(value)
             elif kind == "lost":
                 self._lost(str(value))
             elif kind == "fatal":
@@ -817,8 +841,13 @@ class MqttTransport:
         with self._lock:
             if not session_present:  # the broker holds no subscription
                 self._granted.clear()
-            self._sent = set(self._granted)
+                for topic in self._leaving:
+                    self._left[topic] = self._enqueued
+                self._leaving.clear()
+            # an unsubscription the broker did not acknowledge goes out again
+            self._sent = self._granted | self._leaving
             self._subscribing.clear()
+            self._unsubscribing.clear()
             self.connected.set()
             if not self._sync_subscriptions():  # everything held by the broker's session, or no device yet
                 self.subscribed.set()
@@ -838,7 +867,10 @@ class MqttTransport:
         self._sent.update(new)
         self._sent -= gone
         for start in range(0, len(gone), TOPICS_PER_SUBSCRIBE):
-            self.client.unsubscribe(sorted(gone)[start : start + TOPICS_PER_SUBSCRIBE])
+            part = sorted(gone)[start : start + TOPICS_PER_SUBSCRIBE]
+            rc, mid = self.client.unsubscribe(part)
+            if rc == _OK and mid is not None:
+                self._unsubscribing[mid] = part
         for start in range(0, len(new), TOPICS_PER_SUBSCRIBE):
             part = new[start : start + TOPICS_PER_SUBSCRIBE]
             rc, mid = self.client.subscribe([(t, self.qos) for t in part])
@@ -857,6 +889,13 @@ class MqttTransport:
             )
             if not self._subscribing:
                 self.subscribed.set()
+
+    def _on_unsuback(self, mid: int) -> None:
+        with self._lock:
+            for topic in self._unsubscribing.pop(mid, []):
+                if topic in self._leaving and topic not in self.subscriptions:
+                    self._leaving.discard(topic)
+                    self._left[topic] = self._enqueued
 
     def _lost(self, why: str | None) -> None:
         """The connection is gone: nothing received on it may be acknowledged any more."""
@@ -908,6 +947,7 @@ class MqttTransport:
             full = full or over
             inbox.append(Inbound(topic, payload, mid, qos, generation, now, retain))
             self._inbox_bytes += size
+            self._enqueued += 1
         if full and not self._paused:
             self._paused = True
             self._resume.clear()
@@ -925,6 +965,7 @@ class MqttTransport:
             inbox = self._inbox
             batch = [inbox.popleft() for _ in range(min(limit, len(inbox)))]
             self._inbox_bytes -= sum(len(m.payload) for m in batch)
+            self._taken += len(batch)
             if (
                 self._paused
                 and len(inbox) <= self.inbox_size // 2

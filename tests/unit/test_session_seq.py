@@ -1,0 +1,125 @@
+"""Issue 30 row 2: samples the broker dropped are told from the gaps in the publisher's ``seq``, counted
+in ``broker_dropped`` with one ``dropped`` event per gap, and never confused with what the agent accounted
+for itself (rejected whole), with redeliveries or with a restarted count; the expected ``seq`` survives a
+checkpoint."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from edgedrift_edge.session.device_session import DeviceSession, SessionConfig
+
+
+def no_cloud(_request: Any) -> None:
+    return None
+
+
+def fresh() -> DeviceSession:
+    config = SessionConfig(device_id="dev-s", n_features=2, warmup_samples=1000)
+    return DeviceSession(config, no_cloud, lambda: 0.0)
+
+
+def single(i: int, seq: int | None = None) -> bytes:
+    body: dict[str, Any] = {"id": i, "x": [0.1 * i, 1.0]}
+    if seq is not None:
+        body["seq"] = seq
+    return json.dumps(body).encode()
+
+
+def batch(first: int, n: int, seq: int) -> bytes:
+    items = [{"id": i, "x": [0.1 * i, 1.0]} for i in range(first, first + n)]
+    return json.dumps({"samples": items, "seq": seq}).encode()
+
+
+def drops(out_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in out_events if e["type"] == "dropped"]
+
+
+def test_a_gap_in_seq_counts_the_missing_samples_once() -> None:
+    s = fresh()
+    assert not drops(s.handle("samples", single(0, 0)).events)
+    assert not drops(s.handle("samples", batch(1, 4, 1)).events)  # seq 1..4
+    out = s.handle("samples", single(9, 9))  # 5..8 never came
+    [event] = drops(out.events)
+    assert (event["count"], event["first_seq"], event["last_seq"]) == (4, 5, 8)
+    assert s.counters.broker_dropped == 4 and s.counters.predictions == 6
+    assert not drops(s.handle("samples", single(9, 9)).events)  # a redelivery moves nothing
+    assert not drops(s.handle("samples", single(100, 0)).events)  # a publisher that restarted its count
+    assert s.counters.broker_dropped == 4
+
+
+def test_what_the_agent_accounted_for_itself_is_not_the_brokers() -> None:
+    s = fresh()
+    s.handle("samples", single(0, 0))
+    rejected = s.handle("samples", b'{"samples": [{"id": 1, "x": [1, 2], "colour": 3}, 7], "seq": 1}')
+    assert not drops(rejected.events) and s.counters.rejected == 2
+    s.handle("samples", b"not json")  # rejected whole: one sample, no seq to read
+    s.seq.skipped += 3  # a gateway refused 3 samples of this device (fair share)
+    assert not drops(s.handle("samples", single(7, 7)).events)  # 3 + 1 + 3 accounted before 7
+    assert s.counters.broker_dropped == 0
+
+
+def test_a_device_without_seq_is_not_checked_and_the_expected_seq_is_checkpointed() -> None:
+    s = fresh()
+    s.handle("samples", single(0))
+    s.handle("samples", single(50))
+    assert s.counters.broker_dropped == 0 and s.seq.expected is None
+    s.handle("samples", single(51, 10))
+    restored = fresh()
+    restored.restore(s.snapshot())
+    assert restored.seq.expected == 11
+    restored.handle("samples", single(60, 20))
+    assert restored.counters.broker_dropped == 9
+    old = s.snapshot()
+    del old["wire_seq"]  # a checkpoint written before issue 30 row 2
+    fresh().restore(old)
+
+
+def test_samples_a_gateway_refused_before_earlier_ones_were_handled_are_not_the_brokers() -> None:
+    """A gateway refuses a flood's messages at intake while the device's earlier ones wait in its queue:
+    the refusals are matched by their seq, whenever the earlier messages are handled, and a checkpoint
+    keeps those not reached yet."""
+    s = fresh()
+    s.handle("samples", single(0, 0))
+    s.seq.refuse(3, 1)  # refused while 1 and 2 were queued
+    s.seq.refuse(4, 2)  # a batch of two (merged with the range before)
+    s.seq.refuse(9, 1)  # ahead of what the session will see before the checkpoint
+    assert list(s.seq.refused) == [(3, 3), (9, 1)]
+    s.handle("samples", single(1, 1))
+    s.handle("samples", single(2, 2))
+    s.handle("samples", single(6, 6))  # 3..5 refused: no gap
+    assert s.counters.broker_dropped == 0
+    restored = fresh()
+    restored.restore(s.snapshot())
+    restored.handle("samples", single(10, 10))  # 7, 8 missing; 9 refused
+    assert restored.counters.broker_dropped == 2 and not restored.seq.refused
+
+
+def test_a_sample_accounted_for_already_is_told_by_its_seq() -> None:
+    """A message refused again after a reconnect must not count twice: its seq was refused before, or is
+    within the broker's window before the expected one (handled already)."""
+    s = fresh()
+    s.handle("samples", single(5000, 5000))
+    s.seq.refuse(5003, 2)
+    assert s.seq.accounted(4999, 2000) and s.seq.accounted(5000, 2000)  # handled before
+    assert s.seq.accounted(5003, 2000) and s.seq.accounted(5004, 2000)  # refused before
+    assert not s.seq.accounted(5001, 2000) and not s.seq.accounted(5005, 2000)  # never seen
+    assert not s.seq.accounted(10, 2000)  # a publisher that restarted its count: new samples
+
+
+def test_an_agent_subscribed_with_qos_0_does_not_check_seq() -> None:
+    config = SessionConfig(device_id="dev-s", n_features=2, warmup_samples=1000, check_seq=False)
+    s = DeviceSession(config, no_cloud, lambda: 0.0)
+    s.handle("samples", single(0, 0))
+    s.handle("samples", single(9, 9))  # the gap may be its own inbox's drops, counted by the transport
+    assert s.counters.broker_dropped == 0
+
+
+def test_refused_ranges_stay_sorted_whatever_the_order_they_come_in() -> None:
+    s = fresh()
+    s.seq.refuse(10, 2)
+    s.seq.refuse(3, 1)  # a publisher that restarted its count
+    s.seq.refuse(12, 1)  # adjacent: merged
+    assert list(s.seq.refused) == [(3, 1), (10, 3)]
+    assert s.seq.accounted(3, 0) and s.seq.accounted(12, 0) and not s.seq.accounted(4, 0)
