@@ -6,6 +6,7 @@ of an admitted recompute."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -99,3 +100,17 @@ def new_model(
         request_sha256=fingerprint,
         edge=edge,
     )
+
+
+def log_stored(
+    log: logging.Logger,
+    device_id: str,
+    record: ModelRecord,
+    header: WindowHeader,
+    outcome: TrainOutcome,
+    **extra: Any,
+) -> None:
+    """The one log line of a newly stored recompute (the API's inline path and the training worker)."""
+    fields = {"device": device_id, "version": record.version, "learner": header.learner}
+    fields |= {"reason": header.reason, "n": record.n, "d": record.d, "train_ms": round(outcome.train_ms, 3)}
+    log.info("recompute", extra={**fields, **extra})

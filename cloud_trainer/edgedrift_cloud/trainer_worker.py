@@ -117,19 +117,7 @@ class JobRunner:
             self._finish(key, "failed", error=f"{type(exc).__name__}: {exc}"[:500])
             return
         if not replayed:
-            log.info(
-                "recompute",
-                extra={
-                    "device": device_id,
-                    "version": record.version,
-                    "learner": header.learner,
-                    "reason": header.reason,
-                    "n": record.n,
-                    "d": record.d,
-                    "train_ms": round(outcome.train_ms, 3),
-                    "retuned": edge is not None,
-                },
-            )
+            recompute.log_stored(log, device_id, record, header, outcome, retuned=edge is not None)
         self._finish(key, "done", version=str(record.version))
 
     def _train(

@@ -168,15 +168,9 @@ async def _queued(
     if waiting >= state.settings.jobs_max_queued:
         return _too_many(state, "queue_full", "the training queue is full", state.trainings.retry_after())
     admitted_in = budget.current_minute()
-    early = await anyio.to_thread.run_sync(
-        _before_training, state, device_id, header, fingerprint, admitted_in
-    )
-    if isinstance(early, str):
-        wait = budget.retry_after(time.time(), random.random())
-        return _too_many(state, early, f"the recompute {early.replace('_', ' ')} is spent", wait)
-    if early is not None:
-        record, replayed = early
-        return _reply(record, replayed=replayed, pinned=not replayed)
+    answer = await _admit(state, device_id, header, fingerprint, admitted_in)
+    if answer is not None:
+        return answer
     if header.retune is not None and await jobs.queued() > state.settings.retune_max_queued:
         state.metrics.retune_deferred.inc()
         header = header.model_copy(update={"retune": None})
@@ -266,15 +260,9 @@ async def _admitted(
     header, X, y, encoding = parsed
     fingerprint = window_fingerprint(header, X, y)
     admitted_in = budget.current_minute()
-    early = await anyio.to_thread.run_sync(
-        _before_training, state, device_id, header, fingerprint, admitted_in
-    )
-    if isinstance(early, str):
-        wait = budget.retry_after(time.time(), random.random())
-        return _too_many(state, early, f"the recompute {early.replace('_', ' ')} is spent", wait)
-    if early is not None:
-        record, replayed = early
-        return _reply(record, replayed=replayed, pinned=not replayed)
+    answer = await _admit(state, device_id, header, fingerprint, admitted_in)
+    if answer is not None:
+        return answer
     state.metrics.recompute_admitted.inc()
     edge: dict[str, Any] | None = None
     attributes: dict[str, str | int] = {
@@ -303,19 +291,8 @@ async def _admitted(
     )  # fmt: skip
     record, replayed = await anyio.to_thread.run_sync(_store, state, new)
     if not replayed:
-        log.info(
-            "recompute",
-            extra={
-                "device": device_id,
-                "version": record.version,
-                "learner": header.learner,
-                "reason": header.reason,
-                "n": record.n,
-                "d": record.d,
-                "train_ms": round(outcome.train_ms, 3),
-                "bytes_in": record.bytes_in,
-                "encoding": encoding,
-            },
+        recompute.log_stored(
+            log, device_id, record, header, outcome, bytes_in=record.bytes_in, encoding=encoding
         )
     return _reply(record, replayed=replayed)
 
@@ -353,6 +330,24 @@ def _limits(state: AppState) -> budget.BudgetLimits:
 def _refund(state: AppState, device_id: str, minute: int) -> None:
     """The budget back when an admitted training produced no version (it failed, or its client left)."""
     recompute.refund(state.sessions, _limits(state), device_id, minute)
+
+
+async def _admit(
+    state: AppState, device_id: str, header: WindowHeader, fingerprint: str, admitted_in: int
+) -> Response | None:
+    """The registry's and the budget's answer before any training (the inline and the queue paths): a
+    429 when the budget is spent, the stored version for a pinned device or a repeated request id, else
+    None (admitted: a recompute was taken from the budget in minute ``admitted_in``)."""
+    early = await anyio.to_thread.run_sync(
+        _before_training, state, device_id, header, fingerprint, admitted_in
+    )
+    if isinstance(early, str):
+        wait = budget.retry_after(time.time(), random.random())
+        return _too_many(state, early, f"the recompute {early.replace('_', ' ')} is spent", wait)
+    if early is not None:
+        record, replayed = early
+        return _reply(record, replayed=replayed, pinned=not replayed)
+    return None
 
 
 def _before_training(
