@@ -24,11 +24,10 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from edgedrift_harness.ports import HOST, free_port, wait_listening
-from edgedrift_harness.processes import log_tail, stop_process
+from edgedrift_harness.processes import ServerProcess, stop_process
 
 __all__ = [
     "SHIPPED_ACL",
@@ -87,7 +86,7 @@ def as_root() -> str:
     return "user root\n" if os.geteuid() == 0 else ""
 
 
-class MosquittoProcess:
+class MosquittoProcess(ServerProcess):
     """One Mosquitto with the configuration ``config(port)`` in ``workdir``; a context manager.
 
     The port is chosen once (another process may take it before Mosquitto binds it: the first start then
@@ -181,17 +180,6 @@ class MosquittoProcess:
         """Stop (cleanly) and start again on the same port and data directory."""
         self.stop()
         return self.start()
-
-    def log_tail(self, lines: int = 30) -> str:
-        return log_tail(self.log_path, lines)
-
-    def __enter__(self) -> Self:
-        return self.start() if self.proc is None else self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def local_mosquitto(workdir: Path, *, persistence: bool = True, port: int | None = None) -> MosquittoProcess:

@@ -1,12 +1,15 @@
-"""Child processes: stopping one (a signal, then SIGKILL when it does not exit) and the tail of its log."""
+"""Child processes: stopping one (a signal, then SIGKILL when it does not exit), the tail of its log, and the
+base of the broker processes the harness starts (a context manager around start and stop)."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
-__all__ = ["log_tail", "stop_process"]
+__all__ = ["ServerProcess", "log_tail", "stop_process"]
 
 
 def stop_process(
@@ -30,3 +33,28 @@ def log_tail(path: Path, lines: int = 30, empty: str = "(empty log)") -> str:
     """The last ``lines`` lines of a log file (``empty`` when it is missing or empty)."""
     text = path.read_text(errors="replace") if path.exists() else ""
     return "\n".join(text.splitlines()[-lines:]) or empty
+
+
+class ServerProcess:
+    """A server the harness runs as a child process with a log file: ``with`` starts it (unless it runs)
+    and stops it; subclasses give :meth:`start` and :meth:`stop`."""
+
+    proc: subprocess.Popen[bytes] | None
+    log_path: Path
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def log_tail(self, lines: int = 30) -> str:
+        return log_tail(self.log_path, lines)
+
+    def __enter__(self) -> Self:
+        return self.start() if self.proc is None else self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -35,12 +35,11 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from edgedrift_harness.mosquitto import BrokerError
 from edgedrift_harness.ports import HOST, free_port, wait_listening
-from edgedrift_harness.processes import log_tail
+from edgedrift_harness.processes import ServerProcess
 
 __all__ = [
     "SHIPPED_RABBITMQ_CONF",
@@ -220,7 +219,7 @@ def definitions(
     return out
 
 
-class RabbitMQProcess:
+class RabbitMQProcess(ServerProcess):
     """One RabbitMQ node with the shipped configuration in ``workdir``; ``users`` (name -> password) and
     ``gateways`` (gateway user -> its devices) as in the shipped Mosquitto ACL; a context manager."""
 
@@ -378,14 +377,3 @@ class RabbitMQProcess:
         text = self.ctl("list_queues", "name", "type", "durable", "messages", "--formatter", "json")
         rows: list[dict[str, Any]] = json.loads(text)
         return rows
-
-    def log_tail(self, lines: int = 30) -> str:
-        return log_tail(self.log_path, lines)
-
-    def __enter__(self) -> Self:
-        return self.start() if self.proc is None else self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -128,6 +128,7 @@ def test_sigkill_loses_no_acknowledged_message_of_an_offline_session(broker: Rab
 
 
 def test_the_acl_keeps_devices_to_their_own_topics_and_sessions(broker: RabbitMQProcess) -> None:
+    session(broker, "dev-1", "edgedrift-agent-dev-1")  # dev-1's session queue exists (not left to test order)
     # dev-2 may not subscribe to dev-1's samples: it gets none of them (the broker refuses the subscription).
     got: list[bytes] = []
     thief, codes = connected(
