@@ -33,7 +33,6 @@ the glue between the pieces above, which would only move into a module that reac
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import json
 import logging
 import math
@@ -55,7 +54,7 @@ from edgedrift_edge.handover.moves import HANDOVER_SYNC_S, Incoming, Outgoing
 from edgedrift_edge.handover.steps import HandoverSteps
 from edgedrift_edge.metrics import AgentMetrics
 from edgedrift_edge.session.device_session import DeviceSession, Output
-from edgedrift_edge.session.messages import count_items
+from edgedrift_edge.session.messages import count_items, message_digest
 from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport.connection import Inbound, MqttTransport
@@ -436,7 +435,7 @@ class EdgeAgent(HandoverSteps):
         device.session.counters.rejected += count
         if kind == "samples":
             device.session.seq.skipped += count
-        digest = hashlib.blake2b(message.payload, digest_size=8).hexdigest()
+        digest = message_digest(message.payload)
         rejected = {"type": "rejected", "topic": kind, "count": count, "message": digest}
         return Output(events=[{**rejected, "reasons": [{"id": None, "reason": reason}]}])
 

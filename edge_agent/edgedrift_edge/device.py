@@ -9,7 +9,6 @@ device's state. Everything here runs on the gateway's worker thread.
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import json
 import logging
 import math
@@ -29,7 +28,7 @@ from edgedrift_edge.handover.moves import Incoming, Outgoing
 from edgedrift_edge.session.device_session import DeviceSession
 from edgedrift_edge.session.event_summary import SUMMARY_INTERVAL_S
 from edgedrift_edge.session.ledger import Counters, Event, Output, SessionConfig
-from edgedrift_edge.session.messages import count_items, refused_items, single_seq
+from edgedrift_edge.session.messages import count_items, message_digest, refused_items, single_seq
 from edgedrift_edge.session.trainer import LabelBatch, Trainer
 from edgedrift_edge.settings import AgentSettings, SettingsError, device_list, device_topics
 from edgedrift_edge.transport.connection import Inbound, MqttTransport
@@ -181,7 +180,7 @@ class DeviceRuntime:
     def retained(self, kind: str, payload: bytes) -> Output:
         """A retained message on the ``kind`` topic: rejected whole, with an event, the first time; its
         copies at later subscribes (a broker that lost the session) count in ``retained_repeats``."""
-        digest = hashlib.blake2b(payload, digest_size=8).hexdigest()
+        digest = message_digest(payload)
         c = self.session.counters
         if self.retained_seen.get(kind) == digest:
             c.retained_repeats += 1

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from edgedrift_edge.handover.moves import Incoming, digest, overlap
+from edgedrift_edge.handover.moves import Incoming, overlap
+from edgedrift_edge.session.messages import message_digest as digest
 from edgedrift_edge.transport.connection import Inbound
 
 

@@ -24,10 +24,10 @@ While a hand-over runs both gateways ask the cloud every :data:`HANDOVER_SYNC_S`
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from edgedrift_edge.session.messages import message_digest
 from edgedrift_edge.transport.connection import Inbound
 
 #: Seconds between a gateway's syncs while a hand-over of one of its devices runs.
@@ -36,11 +36,6 @@ HANDOVER_SYNC_S = 0.5
 RETRY_S = 1.0
 #: Messages a target holds for one device at most; beyond, they are dropped and counted.
 MAX_HELD = 100_000
-
-
-def digest(payload: bytes) -> str:
-    """A message's content digest (the same as the events' ``message``)."""
-    return hashlib.blake2b(payload, digest_size=8).hexdigest()
 
 
 def overlap(held: Sequence[str], handled: Sequence[str]) -> int:
@@ -74,7 +69,7 @@ class Outgoing:
     retry_at: float = 0.0  # a failed step is asked again from then on (time.monotonic)
 
     def note(self, kind: str, payload: bytes) -> None:
-        self.handled.setdefault(kind, []).append(digest(payload))
+        self.handled.setdefault(kind, []).append(message_digest(payload))
 
 
 @dataclass
@@ -92,7 +87,7 @@ class Incoming:
         skip: set[int] = set()
         for kind in {k for k, _ in self.held}:
             mine = [i for i, (k, _) in enumerate(self.held) if k == kind]
-            n = overlap([digest(self.held[i][1].payload) for i in mine], notes.get(kind, []))
+            n = overlap([message_digest(self.held[i][1].payload) for i in mine], notes.get(kind, []))
             skip.update(mine[:n])
         rest = [item for i, item in enumerate(self.held) if i not in skip]
         return rest, len(skip)

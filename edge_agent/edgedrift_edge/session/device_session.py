@@ -32,7 +32,6 @@ the state of each concept.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -59,7 +58,7 @@ from edgedrift_edge.session.classes import ClassNames
 from edgedrift_edge.session.dedup import place_new, sort_samples
 from edgedrift_edge.session.event_summary import EventSummaries
 from edgedrift_edge.session.ledger import Counters, Event, Output, Prediction, SessionConfig
-from edgedrift_edge.session.messages import MessageError, Rejection, SampleId, Samples
+from edgedrift_edge.session.messages import MessageError, Rejection, SampleId, Samples, message_digest
 from edgedrift_edge.session.quality import Quality
 from edgedrift_edge.session.recomputes import Recomputes
 from edgedrift_edge.session.reports import OUTLIER_REASON, REASONS_PER_EVENT
@@ -191,7 +190,7 @@ class DeviceSession:
             topic=topic,
             count=count,
             reasons=[{"id": r.id, "reason": r.reason} for r in rejected[:REASONS_PER_EVENT]],
-            message=hashlib.blake2b(self._payload, digest_size=8).hexdigest(),
+            message=message_digest(self._payload),
         )
         widths = [r for r in rejected if r.reason.startswith("x has ")]
         if widths and self.phase == "running":
