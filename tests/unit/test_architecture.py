@@ -101,3 +101,31 @@ def test_the_edge_groups_its_modules_by_concept() -> None:
     assert {"session", "buffers", "transport", "cloud"} <= groups
     prefixed = [p.name for p in edge.glob("*.py") if p.stem.split("_")[0] in groups]
     assert prefixed == []
+
+
+def test_every_edge_module_imports_first_in_a_fresh_interpreter() -> None:
+    """No import cycle hides behind import order: each module of ``edgedrift_edge`` is imported with
+    none of the package loaded before it (``import edgedrift_edge.buffers.id_index`` first once failed:
+    the buffers use the session's message types while the session package imported its session)."""
+    import subprocess
+    import sys
+
+    modules = sorted(
+        ".".join(
+            ("edgedrift_edge", *path.relative_to(PACKAGES["edgedrift_edge"]).with_suffix("").parts)
+        ).removesuffix(".__init__")
+        for path in PACKAGES["edgedrift_edge"].rglob("*.py")
+    )
+    code = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    for loaded in [m for m in sys.modules if m.split('.')[0] == 'edgedrift_edge']:\n"
+        "        del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as exc:\n"
+        "        print(f'{name}: {exc!r}')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert len(modules) > 30 and out.stdout == "", out.stdout
