@@ -147,7 +147,7 @@ class DeviceRuntime:
         self.errors = 0
         self.startup_events: list[Event] = []
         self._base = {"dropped": 0, "overloaded": 0, "broker_dropped": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
-        #: What :meth:`sync_transport_counters` last copied from (None: copy at the next call).
+        #: What :meth:`sync_transport_counters` read and wrote at its last copy (None: none yet).
         self._synced: tuple[int, ...] | None = None
         self._transport_dropped_reported = 0
         #: Refused for overload since the last ``overloaded`` event: messages and items per topic.
@@ -261,27 +261,40 @@ class DeviceRuntime:
         body = json.dumps(status, separators=(",", ":"), allow_nan=False).encode()
         self.transport.publish_raw(self.topics["status"], body, retain=True, qos=1)
 
-    def sync_transport_counters(self) -> None:
-        """Copy the transport's counters into the session's (plus what a resumed checkpoint had); nothing to
-        do while they and the device's refusals are unchanged (a gateway calls it for every device at every
-        housekeeping turn)."""
-        c, t = self.session.counters, self.transport.counters
-        key = (
-            t.dropped,
-            t.backpressure_waits,
-            t.publish_failures,
-            t.reconnects,
+    def add_dropped(self, count: int) -> None:
+        """Items lost outside the session and the transport (a hand-over's held messages beyond its
+        bound): counted in ``dropped`` from now on."""
+        self._base["dropped"] += count
+
+    def _own_key(self) -> tuple[int, ...]:
+        """The device's part of what :meth:`sync_transport_counters` reads and writes (all the worker's):
+        its refusals, the base a restore set and the session's copies."""
+        c = self.session.counters
+        return (
             c.overloaded,
             c.broker_dropped,
+            c.dropped,
+            c.backpressure_waits,
+            c.publish_failures,
+            c.reconnects,
+            *self._base.values(),
         )
-        if key == self._synced:
+
+    def sync_transport_counters(self) -> None:
+        """Copy the transport's counters into the session's (plus what a resumed checkpoint had). Nothing to
+        do while nothing it reads or writes changed since its last copy (a gateway calls it for every device
+        at every housekeeping turn); a restore, which sets the base or the session's counters, changes
+        that by itself, so none has to remember to ask for a copy."""
+        c, t = self.session.counters, self.transport.counters
+        # read once: the I/O thread counts on meanwhile, and a count after this is seen at the next call
+        read = (t.dropped, t.backpressure_waits, t.publish_failures, t.reconnects)
+        if read + self._own_key() == self._synced:
             return
-        self._synced = key
         lost = sum(self.transport.dropped_for(self.topics[kind]) for kind in ("samples", "labels"))
         gateway = c.overloaded - self._base["overloaded"] + c.broker_dropped - self._base["broker_dropped"]
         c.dropped = self._base["dropped"] + lost + gateway
-        for name in SHARED_COUNTERS:
-            setattr(c, name, self._base[name] + getattr(t, name))
+        for name, value in zip(SHARED_COUNTERS, read[1:], strict=True):
+            setattr(c, name, self._base[name] + value)
         if lost > self._transport_dropped_reported:
             self.event(
                 "dropped",
@@ -290,6 +303,7 @@ class DeviceRuntime:
                 reason="inbox full (QoS 0 messages are not delivered again)",
             )
             self._transport_dropped_reported = lost
+        self._synced = read + self._own_key()
 
     def forward_history(self, cloud: CloudClient, batches: list[LabelBatch]) -> None:
         """Hand a re-tuning strategy's label batches to the cloud client (it posts them in order)."""
@@ -434,7 +448,6 @@ class DeviceRuntime:
         self._base = {name: getattr(c, name) for name in self._base}
         for name in SHARED_COUNTERS:
             self._base[name] = getattr(c, name) - getattr(t, name)
-        self._synced = None
         try:
             self.store.save(tree, blob)
             self.save_counters()
@@ -494,6 +507,5 @@ class DeviceRuntime:
         if seq is not None and (self.session.seq.expected is None or seq > self.session.seq.expected):
             self.session.seq.expected = seq
         self._base = {name: getattr(c, name) for name in self._base}
-        self._synced = None
         if ahead and not resumed:
             self.startup_events.append({"type": "counters_resumed", "samples": c.samples})
