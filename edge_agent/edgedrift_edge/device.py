@@ -262,29 +262,18 @@ class DeviceRuntime:
         self.transport.publish_raw(self.topics["status"], body, retain=True, qos=1)
 
     def add_dropped(self, count: int) -> None:
-        """Items lost outside the session and the transport (a hand-over's held messages beyond its
-        bound): counted in ``dropped`` from now on."""
+        """Items lost outside the session and the transport (a hand-over's held messages past its bound)."""
         self._base["dropped"] += count
 
     def _own_key(self) -> tuple[int, ...]:
-        """The device's part of what :meth:`sync_transport_counters` reads and writes (all the worker's):
-        its refusals, the base a restore set and the session's copies."""
+        """What :meth:`sync_transport_counters` reads and writes of the device (the worker's alone)."""
         c = self.session.counters
-        return (
-            c.overloaded,
-            c.broker_dropped,
-            c.dropped,
-            c.backpressure_waits,
-            c.publish_failures,
-            c.reconnects,
-            *self._base.values(),
-        )
+        copies = (c.dropped, c.backpressure_waits, c.publish_failures, c.reconnects)
+        return (c.overloaded, c.broker_dropped, *copies, *self._base.values())
 
     def sync_transport_counters(self) -> None:
-        """Copy the transport's counters into the session's (plus what a resumed checkpoint had). Nothing to
-        do while nothing it reads or writes changed since its last copy (a gateway calls it for every device
-        at every housekeeping turn); a restore, which sets the base or the session's counters, changes
-        that by itself, so none has to remember to ask for a copy."""
+        """Copy the transport's counters into the session's (plus a restore's base) unless nothing it reads or
+        writes changed since its last copy (a gateway calls it for each device at every housekeeping turn)."""
         c, t = self.session.counters, self.transport.counters
         # read once: the I/O thread counts on meanwhile, and a count after this is seen at the next call
         read = (t.dropped, t.backpressure_waits, t.publish_failures, t.reconnects)
@@ -445,7 +434,6 @@ class DeviceRuntime:
             return None
         c, t = self.session.counters, self.transport.counters
         self._continue_counters(True)
-        self._base = {name: getattr(c, name) for name in self._base}
         for name in SHARED_COUNTERS:
             self._base[name] = getattr(c, name) - getattr(t, name)
         try:
