@@ -51,8 +51,8 @@ from typing import Any
 from edgedrift_edge import tracing
 from edgedrift_edge.buffers.fair_queue import FairQueues
 from edgedrift_edge.cloud.client import CloudClient, GatewayList
-from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, configured_devices, session_config, spread
-from edgedrift_edge.device_ids import DeviceIds
+from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, session_config, spread
+from edgedrift_edge.device_ids import DeviceIds, configured_devices
 from edgedrift_edge.handover.moves import HANDOVER_SYNC_S, Incoming, Outgoing
 from edgedrift_edge.handover.steps import Handovers
 from edgedrift_edge.metrics import AgentMetrics

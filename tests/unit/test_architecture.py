@@ -119,8 +119,8 @@ def classes_extending_other_modules(source: str) -> list[str]:
             edge = [a for a in node.names if a.name.split(".")[0] == EDGE]
             ours.update(a.asname or a.name.split(".")[0] for a in edge)
     found = []
-    for node in ast.walk(tree):
-        for base in node.bases if isinstance(node, ast.ClassDef) else []:
+    for node in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+        for base in node.bases:
             root = base
             while isinstance(root, ast.Attribute | ast.Subscript):
                 root = root.value
