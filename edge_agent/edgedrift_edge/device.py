@@ -132,7 +132,7 @@ class DeviceRuntime:
             dict.fromkeys(("dropped", "overloaded", "broker_dropped", *SHARED_COUNTERS), 0)
         )
         #: What :meth:`sync_transport_counters` read and wrote at its last copy (None: none yet).
-        self._synced: tuple[int, ...] | None = None
+        self._synced: tuple[object, ...] | None = None
         self._transport_dropped_reported = 0
         #: Refused for overload since the last ``overloaded`` event: messages and items per topic.
         self._overload = {"messages": 0, "samples": 0, "labels": 0}
