@@ -129,3 +129,45 @@ def test_every_edge_module_imports_first_in_a_fresh_interpreter() -> None:
     out = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert len(modules) > 30 and out.stdout == "", out.stdout
+
+
+EDGE = "edgedrift_edge"
+
+
+def classes_extending_other_modules(source: str) -> list[str]:
+    """Classes of an ``edgedrift_edge`` module whose base is a class of another ``edgedrift_edge`` module,
+    except an error hierarchy (a base named ``...Error``): such a base is a mixin reaching into its
+    subclass's attributes, where a collaborator passed what it uses belongs."""
+    tree = ast.parse(source)
+    ours: set[str] = set()  # names this module bound to something of another edgedrift_edge module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(EDGE)):
+            ours.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            edge = [a for a in node.names if a.name.split(".")[0] == EDGE]
+            ours.update(a.asname or a.name.split(".")[0] for a in edge)
+    found = []
+    for node in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+        for base in node.bases:
+            root = base
+            while isinstance(root, ast.Attribute | ast.Subscript):
+                root = root.value
+            name = ast.unparse(base)
+            if isinstance(root, ast.Name) and root.id in ours and not name.split("[")[0].endswith("Error"):
+                found.append(f"{node.name}({name})")
+    return found
+
+
+def test_no_edge_class_extends_a_class_of_another_edge_module() -> None:
+    """The agent owns its hand-overs and the session its concepts as collaborators (they were mixins that
+    re-declared the attributes they reached into): docs/architecture.md, the edge agent's packages."""
+    mixin = "from edgedrift_edge.handover.steps import Steps\nclass EdgeAgent(Steps): ...\n"
+    errors = "from edgedrift_edge import checkpoints as c\nclass Worse(c.CheckpointError): ...\n"
+    assert classes_extending_other_modules(mixin) == ["EdgeAgent(Steps)"]
+    assert classes_extending_other_modules(errors) == []
+    edge = PACKAGES["edgedrift_edge"]
+    found = {
+        path.relative_to(edge).as_posix(): classes_extending_other_modules(path.read_text())
+        for path in sorted(edge.rglob("*.py"))
+    }
+    assert {path: classes for path, classes in found.items() if classes} == {}
