@@ -9,6 +9,7 @@ VmRSS at ``ready``, after ``rss_points`` samples (1M and 3M in a full run)."""
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 
 from edgedrift_harness.agent import AgentProcess
+from edgedrift_harness.mqtt import Subscriber
 from edgedrift_harness.proc import cpu_seconds, rss_mb
 from ingest.data import Data
 from ingest.lab import OPERATOR, Config, IngestLab
@@ -44,6 +46,10 @@ class GatewayRow:
     warmup_s: float
     lost: int
     processes: int = 1
+    #: The devices' own ledger from their last retained status after the gateways stopped: samples taken,
+    #: predictions made, dropped (refused past a device's share: ``overloaded``; told from ``seq`` gaps:
+    #: ``broker_dropped``) and rejected. ``lost`` above is what the counting subscriber did not see in time.
+    ledger: dict[str, int] | None = None
     #: CPU µs per sample (utime + stime over the phase / samples): the gateways' sum and the peer's.
     single_cpu_us: float = math.nan
     peer_single_cpu_us: float = math.nan
@@ -55,6 +61,42 @@ class GatewayRow:
         row["single_ratio"] = self.single_msgs_per_s / self.peer_msgs_per_s
         row["batched_ratio"] = self.batched_samples_per_s / self.peer_batched_samples_per_s
         return row
+
+
+class _Statuses(Subscriber):
+    """The devices' retained status messages (``{prefix}/+/status``), the last one per topic."""
+
+    def __init__(self, url: str) -> None:
+        self.last: dict[str, dict[str, Any]] = {}
+        super().__init__(url, [("edgedrift/+/status", 1)])
+
+    def handle(self, topic: str, payload: bytes) -> None:
+        if payload:
+            with self.lock:
+                self.last[topic] = json.loads(payload)
+
+
+def _ledger(url: str, devices: list[str], settle_s: float = 3.0) -> dict[str, int]:
+    """Sum the devices' counters from their retained statuses (the gateways have stopped and published
+    them): what the gateways took, answered, dropped and rejected, to tell a drop from a loss."""
+    reader = _Statuses(url)
+    try:
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            with reader.lock:
+                seen = sum(f"edgedrift/{d}/status" in reader.last for d in devices)
+            if seen >= len(devices):
+                break
+            time.sleep(0.2)
+        time.sleep(settle_s)
+        with reader.lock:
+            statuses = [reader.last.get(f"edgedrift/{d}/status") or {} for d in devices]
+    finally:
+        reader.close()
+    keys = ("samples", "predictions", "dropped", "overloaded", "broker_dropped", "rejected", "duplicates")
+    total = {key: sum(int((st.get("counters") or {}).get(key, 0)) for st in statuses) for key in keys}
+    total["devices_reporting"] = sum(1 for st in statuses if st.get("counters"))
+    return total
 
 
 def _timed(pub: Publisher, packets: list[bytes], sink: Sink, samples: int, window: int) -> tuple[float, int]:
@@ -227,6 +269,7 @@ def _measure(
         pub.close()
         for agent in agents:
             agent.stop(60)
+    ledger = _ledger(lab.broker.url, devices)
     return GatewayRow(
         devices=n_devices,
         batch_mode=batch_mode,
@@ -241,6 +284,7 @@ def _measure(
         warmup_s=warmup_s,
         lost=lost,
         processes=len(agents),
+        ledger=ledger,
         single_cpu_us=single_cpu,
         peer_single_cpu_us=peer_single_cpu,
         batched_cpu_us=batch_cpu,
@@ -258,6 +302,7 @@ def describe_row(row: GatewayRow) -> str:
         f"(peer {row.peer_batched_samples_per_s:,.0f}); RSS ready {row.rss_ready_mb:.0f} MB, "
         f"{row.rss_1m_mb:.0f} / {row.rss_3m_mb:.0f} MB after {row.rss_points[-2][0]:,} / "
         f"{row.rss_points[-1][0]:,} samples; lost {row.lost}\n"
+        f"    ledger of the devices (their last status): {row.ledger}\n"
         f"    CPU µs per sample: single {row.single_cpu_us:.1f} (peer {row.peer_single_cpu_us:.1f}, "
         f"{row.single_cpu_us / row.peer_single_cpu_us:.2f}x), batches of 100 {row.batched_cpu_us:.2f} "
         f"(peer {row.peer_batched_cpu_us:.2f}, {row.batched_cpu_us / row.peer_batched_cpu_us:.2f}x)"

@@ -12,7 +12,10 @@ Pieces (each in its own module):
 * :class:`~edgedrift_edge.transport.connection.MqttTransport`: bounded inbox, acknowledgements after
   processing, checked publishes;
 * :class:`~edgedrift_edge.cloud.client.CloudClient`: recomputes, label batches, heartbeats and the gateway's
-  device list on their own thread, with deadlines and backoff.
+  device list on their own thread, with deadlines and backoff;
+* :class:`~edgedrift_edge.handover.steps.Handovers`: the gateway's steps in its devices' hand-overs, given
+  what they use (the transport, the cloud client, the devices, their queues) and handing back through
+  callbacks what only the agent does (the control queue, forgetting a device, announcing one taken over).
 
 Threads: the transport's I/O thread reads and writes the socket and hands over messages in batches; the
 *worker* owns every session and does everything else (handling messages, installing models that arrived,
@@ -23,9 +26,9 @@ service (status ``error``), never another. Supervision: when no device can work 
 dies, the agent publishes ``error`` and :meth:`EdgeAgent.wait` returns, so the command exits non-zero and
 a restart policy restarts it; a component that cannot work never keeps reporting ``online``.
 
-The module is about 650 lines, so over 500 lines: it is the one composition root of the edge
+The module is about 680 lines, so over 500 lines: it is the one composition root of the edge
 process, and what it holds beyond the wiring (the worker's dispatch and fair intake, the control queue,
-the status, silence and heartbeat rounds, the hooks of hand-overs; the fairness rule itself is
+the status, silence and heartbeat rounds, the calls into hand-overs; the fairness rule itself is
 :mod:`~edgedrift_edge.buffers.fair_queue`, a hand-over's steps :mod:`~edgedrift_edge.handover.steps`) is
 the glue between the pieces above, which would only move into a module that reaches back into this one.
 """
@@ -48,10 +51,10 @@ from typing import TYPE_CHECKING, Any
 from edgedrift_edge import tracing
 from edgedrift_edge.buffers.fair_queue import FairQueues
 from edgedrift_edge.cloud.client import CloudClient, GatewayList
-from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, configured_devices, session_config, spread
-from edgedrift_edge.device_ids import DeviceIds
+from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, session_config, spread
+from edgedrift_edge.device_ids import DeviceIds, configured_devices
 from edgedrift_edge.handover.moves import HANDOVER_SYNC_S, Incoming, Outgoing
-from edgedrift_edge.handover.steps import HandoverSteps
+from edgedrift_edge.handover.steps import Handovers
 from edgedrift_edge.session.device_session import DeviceSession, Output
 from edgedrift_edge.session.messages import count_items, message_digest
 from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
@@ -83,7 +86,7 @@ class _Control:
     device: DeviceRuntime | None = None
 
 
-class EdgeAgent(HandoverSteps):
+class EdgeAgent:
     """A gateway for one or more devices. ``start()`` returns once subscribed; ``stop()`` finishes,
     checkpoints and goes offline; ``wait()`` blocks until it stopped or died."""
 
@@ -148,8 +151,18 @@ class EdgeAgent(HandoverSteps):
         )
         self._threads: list[threading.Thread] = []
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
-        self._handovers = False  # the last sync named a hand-over of this gateway
-        self.handed: set[str] = set()  # devices this gateway handed over and the cloud may still list
+        self._handover_listed = False  # the last sync named a hand-over of this gateway
+        self.handovers = Handovers(
+            settings.gateway_id,
+            settings.gateway_secret,
+            self.devices,
+            self.transport,
+            self.cloud,
+            self.queues,
+            reply=self._to_worker,
+            forget=self._forget,
+            serve=self._serve_taken,
+        )
         self._connected_at = time.monotonic()
         #: Prometheus metrics (``metrics_port``); None: no server, nothing observed per message (and
         #: prometheus_client not imported).
@@ -259,11 +272,15 @@ class EdgeAgent(HandoverSteps):
 
     def _remove(self, device: DeviceRuntime) -> None:
         self.transport.unsubscribe([device.topics["samples"], device.topics["labels"]])
-        for kind in ("samples", "labels"):
-            self._routes.pop(device.topics[kind], None)
         if not isinstance(device.handover, Incoming):  # a move called off: nothing of its own to keep
             device.checkpoint()
             device.publish_status(self.status("offline", device))
+        self._forget(device)
+
+    def _forget(self, device: DeviceRuntime) -> None:
+        """Stop serving a device: no route to it; its messages still queued are dropped (:meth:`_handle`)."""
+        for kind in ("samples", "labels"):
+            self._routes.pop(device.topics[kind], None)
         del self.devices[device.device_id]
 
     def _sync_request(self) -> tuple[str, str, list[str]]:
@@ -279,15 +296,15 @@ class EdgeAgent(HandoverSteps):
         hand-overs (``flags``: :mod:`~edgedrift_edge.handover.moves`)."""
         listed = self.ids.admitted(listed)
         flags = flags or {}
-        self.handed &= set(listed)
-        self._handovers = bool(flags)
+        self.handovers.handed &= set(listed)
+        self._handover_listed = bool(flags)
         if self.ids.news() and self.transport.connected.is_set():
             self.publish_all_status(None)
         for device_id, secret in listed.items():
             device = self.devices.get(device_id)
             flag = flags.get(device_id)
             if device is None:
-                if flag == "wait" or (flag in ("record", "release") and device_id in self.handed):
+                if flag == "wait" or (flag in ("record", "release") and device_id in self.handovers.handed):
                     continue  # the source does not record yet; a sync older than this release
                 incoming = flag in ("hold", "take")
                 log.info(
@@ -299,7 +316,7 @@ class EdgeAgent(HandoverSteps):
             elif secret is not None:
                 device.secret = secret
             if flag is not None:
-                self._handover_flag(device, flag)
+                self.handovers.on_sync(device, flag)
         releasing = [
             d for d, rt in self.devices.items() if isinstance(rt.handover, Outgoing) and rt.handover.releasing
         ]
@@ -367,7 +384,7 @@ class EdgeAgent(HandoverSteps):
                 continue
             device, kind = route
             if isinstance(device.handover, Incoming):
-                self._hold(device, kind, message)
+                self.handovers.hold(device, kind, message)
                 continue
             if device.silent:
                 self._set_silent(device, False, now)
@@ -478,7 +495,7 @@ class EdgeAgent(HandoverSteps):
             if device is None or self.devices.get(device.device_id) is not device:
                 continue  # a device removed since
             if item.kind.startswith("handover:"):
-                self._handover_answer(item.kind.split(":", 1)[1], device, item.value)
+                self.handovers.on_answer(item.kind.split(":", 1)[1], device, item.value)
                 continue
             events = []
             if item.kind == "trained" and item.value is not None:
@@ -520,9 +537,9 @@ class EdgeAgent(HandoverSteps):
             self._send_heartbeats(due)
         if self.settings.gateway_secret is None:
             return
-        self._handover_round()
+        self.handovers.advance()
         if now >= self._next_sync and not self._syncing:
-            active = self._handovers or any(d.handover is not None for d in self.devices.values())
+            active = self._handover_listed or any(d.handover is not None for d in self.devices.values())
             self._next_sync = now + min(self.settings.gateway_sync_s, HANDOVER_SYNC_S if active else math.inf)
             self._syncing = True
             self.cloud.gateway_devices(*self._sync_request()).add_done_callback(self._sync_done)
@@ -634,22 +651,28 @@ class EdgeAgent(HandoverSteps):
             device.save_counters()  # before they are reported: a restart goes on from here
             if secret is None:
                 future = self.cloud.heartbeat(device.device_id, device.secret, device.heartbeat())
-                future.add_done_callback(partial(self._hand_over, "heartbeat", device))
+                future.add_done_callback(partial(self._to_worker, "heartbeat", device))
             if self.transport.connected.is_set():
                 device.publish_status(self.status(None, device), save=False)
         if secret is not None and self.gateway_id is not None:
             beats = [(d.device_id, d.heartbeat()) for d in devices]
             batch = self.cloud.gateway_heartbeats(self.gateway_id, secret.get_secret_value(), beats)
             for device in devices:
-                batch.add_done_callback(partial(self._hand_over, "batch", device))
+                batch.add_done_callback(partial(self._to_worker, "batch", device))
 
     def event_all(self, kind: str, reason: str) -> None:
         """One event on every device's topic."""
         for device in list(self.devices.values()):
             device.event(kind, reason=reason)
 
-    def _hand_over(self, kind: str, device: DeviceRuntime, future: concurrent.futures.Future[Any]) -> None:
+    def _to_worker(self, kind: str, device: DeviceRuntime, future: concurrent.futures.Future[Any]) -> None:
+        """A cloud call's answer for the worker, through the control queue (on the cloud client's thread)."""
         self.control.put(_Control(kind, future, device))
+
+    def _serve_taken(self, device: DeviceRuntime) -> None:
+        """A device taken over from another gateway is this one's now: its start's events, its status."""
+        self._publish_startup(device)
+        device.publish_status(self.status(None, device))
 
     def _publish_startup(self, device: DeviceRuntime) -> None:
         """Events of the start (resume, reset, quarantine) and a resubmitted pending recompute."""

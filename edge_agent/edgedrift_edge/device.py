@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from edgedrift import state
@@ -30,7 +31,7 @@ from edgedrift_edge.session.event_summary import SUMMARY_INTERVAL_S
 from edgedrift_edge.session.ledger import Counters, Event, Output, SessionConfig
 from edgedrift_edge.session.messages import count_items, message_digest, refused_items, single_seq
 from edgedrift_edge.session.trainer import LabelBatch, Trainer
-from edgedrift_edge.settings import AgentSettings, SettingsError, device_list, device_topics
+from edgedrift_edge.settings import AgentSettings, device_topics
 from edgedrift_edge.transport.connection import Inbound, MqttTransport
 
 log = logging.getLogger("edgedrift_edge")
@@ -97,27 +98,6 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
     )
 
 
-def configured_devices(settings: AgentSettings) -> dict[str, str | None]:
-    """The devices named by the settings, with their cloud secrets (None: none known yet)."""
-    if settings.device_id is not None:
-        secret = settings.device_secret.get_secret_value() if settings.device_secret else None
-        return {settings.device_id: secret}
-    devices: dict[str, str | None] = {}
-    if settings.devices_file:
-        try:
-            table = json.loads(Path(settings.devices_file).read_text())
-        except (OSError, ValueError) as exc:
-            raise SettingsError(f"--devices-file: cannot read it: {type(exc).__name__}") from None
-        if not isinstance(table, dict) or not all(
-            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in table.items()
-        ):
-            raise SettingsError('--devices-file: expected a JSON object {"device-id": "secret", ...}')
-        devices.update(table)
-    for device in device_list(settings.devices or ""):
-        devices.setdefault(device, None)
-    return devices
-
-
 def spread(key: str) -> float:
     """A stable fraction in [0, 1) of a name, to spread a device's (or a gateway's) periodic work."""
     return zlib.crc32(key.encode()) % 1000 / 1000
@@ -146,9 +126,13 @@ class DeviceRuntime:
         self.failed: str | None = None
         self.errors = 0
         self.startup_events: list[Event] = []
-        self._base = {"dropped": 0, "overloaded": 0, "broker_dropped": 0, **dict.fromkeys(SHARED_COUNTERS, 0)}
-        #: What :meth:`sync_transport_counters` last copied from (None: copy at the next call).
-        self._synced: tuple[int, ...] | None = None
+        #: What a restore set the copied counters to (read-only, so that every change is a new one, which
+        #: :meth:`sync_transport_counters` sees): the copy adds what was counted since.
+        self._base = MappingProxyType(
+            dict.fromkeys(("dropped", "overloaded", "broker_dropped", *SHARED_COUNTERS), 0)
+        )
+        #: What :meth:`sync_transport_counters` read and wrote at its last copy (None: none yet).
+        self._synced: tuple[object, ...] | None = None
         self._transport_dropped_reported = 0
         #: Refused for overload since the last ``overloaded`` event: messages and items per topic.
         self._overload = {"messages": 0, "samples": 0, "labels": 0}
@@ -261,27 +245,35 @@ class DeviceRuntime:
         body = json.dumps(status, separators=(",", ":"), allow_nan=False).encode()
         self.transport.publish_raw(self.topics["status"], body, retain=True, qos=1)
 
-    def sync_transport_counters(self) -> None:
-        """Copy the transport's counters into the session's (plus what a resumed checkpoint had); nothing to
-        do while they and the device's refusals are unchanged (a gateway calls it for every device at every
-        housekeeping turn)."""
-        c, t = self.session.counters, self.transport.counters
-        key = (
-            t.dropped,
-            t.backpressure_waits,
-            t.publish_failures,
-            t.reconnects,
+    def add_dropped(self, count: int) -> None:
+        """Items lost outside the session and the transport (a hand-over's held messages past its bound)."""
+        self._base = MappingProxyType({**self._base, "dropped": self._base["dropped"] + count})
+
+    def _own_key(self) -> tuple[int, ...]:
+        """What :meth:`sync_transport_counters` reads and writes of the device (the worker's alone)."""
+        c = self.session.counters
+        return (
             c.overloaded,
             c.broker_dropped,
+            c.dropped,
+            c.backpressure_waits,
+            c.publish_failures,
+            c.reconnects,
         )
-        if key == self._synced:
+
+    def sync_transport_counters(self) -> None:
+        """Copy the transport's counters into the session's (plus a restore's base) unless nothing it reads or
+        writes changed since its last copy (a gateway calls it for each device at every housekeeping turn)."""
+        c, t = self.session.counters, self.transport.counters
+        # read once: the I/O thread counts on meanwhile, and a count after this is seen at the next call
+        read = (t.dropped, t.backpressure_waits, t.publish_failures, t.reconnects)
+        if (read, self._own_key(), self._base) == self._synced:
             return
-        self._synced = key
         lost = sum(self.transport.dropped_for(self.topics[kind]) for kind in ("samples", "labels"))
         gateway = c.overloaded - self._base["overloaded"] + c.broker_dropped - self._base["broker_dropped"]
         c.dropped = self._base["dropped"] + lost + gateway
-        for name in SHARED_COUNTERS:
-            setattr(c, name, self._base[name] + getattr(t, name))
+        for name, value in zip(SHARED_COUNTERS, read[1:], strict=True):
+            setattr(c, name, self._base[name] + value)
         if lost > self._transport_dropped_reported:
             self.event(
                 "dropped",
@@ -290,6 +282,7 @@ class DeviceRuntime:
                 reason="inbox full (QoS 0 messages are not delivered again)",
             )
             self._transport_dropped_reported = lost
+        self._synced = (read, self._own_key(), self._base)
 
     def forward_history(self, cloud: CloudClient, batches: list[LabelBatch]) -> None:
         """Hand a re-tuning strategy's label batches to the cloud client (it posts them in order)."""
@@ -431,10 +424,8 @@ class DeviceRuntime:
             return None
         c, t = self.session.counters, self.transport.counters
         self._continue_counters(True)
-        self._base = {name: getattr(c, name) for name in self._base}
-        for name in SHARED_COUNTERS:
-            self._base[name] = getattr(c, name) - getattr(t, name)
-        self._synced = None
+        shared = {name: getattr(c, name) - getattr(t, name) for name in SHARED_COUNTERS}
+        self._base = MappingProxyType({**self._base, **shared})
         try:
             self.store.save(tree, blob)
             self.save_counters()
@@ -493,7 +484,6 @@ class DeviceRuntime:
         seq = saved.get("wire_seq")
         if seq is not None and (self.session.seq.expected is None or seq > self.session.seq.expected):
             self.session.seq.expected = seq
-        self._base = {name: getattr(c, name) for name in self._base}
-        self._synced = None
+        self._base = MappingProxyType({name: getattr(c, name) for name in self._base})
         if ahead and not resumed:
             self.startup_events.append({"type": "counters_resumed", "samples": c.samples})

@@ -1,5 +1,6 @@
 """Which device ids a gateway serves: every source of ids (``--devices``, ``--devices-file``, the cloud's
-list) goes through the one check :func:`edgedrift.ids.device_id_problem`.
+list) goes through the one check :func:`edgedrift.ids.device_id_problem`; :func:`configured_devices` reads
+those the settings name.
 
 An id that is an MQTT wildcard (``a+b``, ``#``), a topic level or a path (``x/y``, ``../../escape``),
 too long or empty would break the gateway's SUBSCRIBE (the broker closes the connection: no device served
@@ -9,11 +10,13 @@ listed with its reason in the gateway's retained status (``refused``); the other
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 
 from edgedrift.ids import device_id_problem, shown_id
-from edgedrift_edge.settings import SettingsError
+from edgedrift_edge.settings import AgentSettings, SettingsError, device_list
 
 log = logging.getLogger("edgedrift_edge")
 
@@ -53,3 +56,24 @@ class DeviceIds:
     def listing(self) -> list[dict[str, str]]:
         """The refused ids for the gateway's status."""
         return [{"id": shown, "reason": reason} for shown, reason in self.refused.items()]
+
+
+def configured_devices(settings: AgentSettings) -> dict[str, str | None]:
+    """The devices named by the settings, with their cloud secrets (None: none known yet)."""
+    if settings.device_id is not None:
+        secret = settings.device_secret.get_secret_value() if settings.device_secret else None
+        return {settings.device_id: secret}
+    devices: dict[str, str | None] = {}
+    if settings.devices_file:
+        try:
+            table = json.loads(Path(settings.devices_file).read_text())
+        except (OSError, ValueError) as exc:
+            raise SettingsError(f"--devices-file: cannot read it: {type(exc).__name__}") from None
+        if not isinstance(table, dict) or not all(
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in table.items()
+        ):
+            raise SettingsError('--devices-file: expected a JSON object {"device-id": "secret", ...}')
+        devices.update(table)
+    for device in device_list(settings.devices or ""):
+        devices.setdefault(device, None)
+    return devices

@@ -101,3 +101,73 @@ def test_the_edge_groups_its_modules_by_concept() -> None:
     assert {"session", "buffers", "transport", "cloud"} <= groups
     prefixed = [p.name for p in edge.glob("*.py") if p.stem.split("_")[0] in groups]
     assert prefixed == []
+
+
+def test_every_edge_module_imports_first_in_a_fresh_interpreter() -> None:
+    """No import cycle hides behind import order: each module of ``edgedrift_edge`` is imported with
+    none of the package loaded before it (``import edgedrift_edge.buffers.id_index`` first once failed:
+    the buffers use the session's message types while the session package imported its session)."""
+    import subprocess
+    import sys
+
+    modules = sorted(
+        ".".join(
+            ("edgedrift_edge", *path.relative_to(PACKAGES["edgedrift_edge"]).with_suffix("").parts)
+        ).removesuffix(".__init__")
+        for path in PACKAGES["edgedrift_edge"].rglob("*.py")
+    )
+    code = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    for loaded in [m for m in sys.modules if m.split('.')[0] == 'edgedrift_edge']:\n"
+        "        del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as exc:\n"
+        "        print(f'{name}: {exc!r}')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert len(modules) > 30 and out.stdout == "", out.stdout
+
+
+EDGE = "edgedrift_edge"
+
+
+def classes_extending_other_modules(source: str) -> list[str]:
+    """Classes of an ``edgedrift_edge`` module whose base is a class of another ``edgedrift_edge`` module,
+    except an error hierarchy (a base named ``...Error``): such a base is a mixin reaching into its
+    subclass's attributes, where a collaborator passed what it uses belongs."""
+    tree = ast.parse(source)
+    ours: set[str] = set()  # names this module bound to something of another edgedrift_edge module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(EDGE)):
+            ours.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            edge = [a for a in node.names if a.name.split(".")[0] == EDGE]
+            ours.update(a.asname or a.name.split(".")[0] for a in edge)
+    found = []
+    for node in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+        for base in node.bases:
+            root = base
+            while isinstance(root, ast.Attribute | ast.Subscript):
+                root = root.value
+            name = ast.unparse(base)
+            if isinstance(root, ast.Name) and root.id in ours and not name.split("[")[0].endswith("Error"):
+                found.append(f"{node.name}({name})")
+    return found
+
+
+def test_no_edge_class_extends_a_class_of_another_edge_module() -> None:
+    """The agent owns its hand-overs and the session its concepts as collaborators (they were mixins that
+    re-declared the attributes they reached into): docs/architecture.md, the edge agent's packages."""
+    mixin = "from edgedrift_edge.handover.steps import Steps\nclass EdgeAgent(Steps): ...\n"
+    errors = "from edgedrift_edge import checkpoints as c\nclass Worse(c.CheckpointError): ...\n"
+    assert classes_extending_other_modules(mixin) == ["EdgeAgent(Steps)"]
+    assert classes_extending_other_modules(errors) == []
+    edge = PACKAGES["edgedrift_edge"]
+    found = {
+        path.relative_to(edge).as_posix(): classes_extending_other_modules(path.read_text())
+        for path in sorted(edge.rglob("*.py"))
+    }
+    assert {path: classes for path, classes in found.items() if classes} == {}

@@ -24,7 +24,8 @@ from support.dockerfiles import ROOT
 from edgedrift_cloud.settings import ENV_PREFIX as CLOUD_PREFIX
 from edgedrift_cloud.settings import SECRET_FIELDS as CLOUD_SECRET_FIELDS
 from edgedrift_cloud.settings import CloudSettings
-from edgedrift_edge.device import configured_devices, recent_samples_size
+from edgedrift_edge.device import recent_samples_size
+from edgedrift_edge.device_ids import configured_devices
 from edgedrift_edge.settings import AgentSettings
 
 K8S = ROOT / "deploy" / "k8s"

@@ -64,6 +64,24 @@ def test_nobody_is_refused_when_no_other_device_is_quiet() -> None:
     assert not queues.over_share("a", unacknowledged=1000, now=30.5)
 
 
+def test_a_quiet_device_is_never_refused_even_past_its_share() -> None:
+    """1,000 devices at an even rate the worker cannot keep up with: each is quiet and past its share, and
+    none is refused (the bench lost 1,000 samples of an honest fleet to refusals before)."""
+    queues: FairQueues[str, int] = FairQueues(share=3, pressure=10, quiet_limit=20)
+    keys = [f"d{i}" for i in range(50)]
+    for t in range(12):
+        for key in keys:
+            queues.arrivals.add(key, t + 0.5)
+    for key in keys:
+        for i in range(4):
+            queues.put(key, i)
+    assert all(not queues.over_share(key, unacknowledged=1000, now=12.0) for key in keys)
+    for k in range(200):  # one of them floods: it alone is refused past its share
+        queues.arrivals.add("d0", 12.0 + k / 200)
+    assert queues.over_share("d0", unacknowledged=1000, now=12.9)
+    assert not queues.over_share("d1", unacknowledged=1000, now=12.9)
+
+
 def test_a_device_is_quiet_after_a_span_under_the_limit_and_stops_being_after_a_burst() -> None:
     arrivals: Arrivals[str] = Arrivals(span=10)
     for t in range(10):

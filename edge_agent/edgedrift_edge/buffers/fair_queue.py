@@ -17,9 +17,9 @@ Refusing only helps someone when someone is *quiet*: a device that has sent for 
 seconds, within the last ``span`` seconds, at most ``quiet_limit`` messages a second on average and
 never ``PEAK`` times that in one second (:class:`Arrivals`). When every busy device is over that rate (a
 replay of several devices at once, a backlog after a restart) nobody is refused and the window's
-back-pressure holds the rest at the broker, as for a single device; a device under its share, or any
-device while the window has room, is never refused. Pure: no threads, no I/O, the clock is passed in;
-the agent's worker owns one.
+back-pressure holds the rest at the broker, as for a single device; a device under its share, any
+device while the window has room, and a device that is quiet itself are never refused. Pure: no threads,
+no I/O, the clock is passed in; the agent's worker owns one.
 """
 
 from __future__ import annotations
@@ -105,15 +105,17 @@ class FairQueues(Generic[K, T]):
 
     def over_share(self, key: K, unacknowledged: int, now: float) -> bool:
         """Whether a new message of ``key`` must be refused: the key holds its share while the gateway
-        holds ``pressure`` messages unacknowledged (``unacknowledged`` excludes the ones queued here) and
-        another key is quiet."""
+        holds ``pressure`` messages unacknowledged (``unacknowledged`` excludes the ones queued here),
+        ``key`` is not quiet itself and another key is. A quiet key is never refused: when every key is
+        quiet (a large fleet at an even rate the worker cannot keep up with), refusing one helps no other,
+        and the window's back-pressure holds the rest at the broker."""
         if self.held(key) < self.share or unacknowledged + self._size < self.pressure:
             return False
         if now - self._quiet_at >= QUIET_REFRESH_S:
             limit = self.quiet_limit
             self._quiet = {k for k in self.arrivals.heard() if self.arrivals.quiet(k, now, limit)}
             self._quiet_at = now
-        return len(self._quiet) > (key in self._quiet)
+        return key not in self._quiet and bool(self._quiet)
 
     def put(self, key: K, item: T) -> None:
         """Queue ``item`` behind ``key``'s earlier ones."""

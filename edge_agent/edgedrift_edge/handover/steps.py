@@ -1,13 +1,16 @@
-"""A gateway's steps in a hand-over (:mod:`~edgedrift_edge.handover.moves` says why and in which order): a
-mixin of :class:`~edgedrift_edge.agent.EdgeAgent`, run on its worker thread; the cloud's answers come
-back through the agent's control queue."""
+"""A gateway's steps in its devices' hand-overs (:mod:`~edgedrift_edge.handover.moves` says why and in
+which order): :class:`Handovers`, a collaborator the :class:`~edgedrift_edge.agent.EdgeAgent` owns and
+calls on its worker thread; the cloud's answers come back through the agent's control queue."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import SecretStr
 
 from edgedrift_edge.buffers.fair_queue import FairQueues
 from edgedrift_edge.checkpoints import CheckpointError
@@ -15,44 +18,57 @@ from edgedrift_edge.cloud.client import CloudClient
 from edgedrift_edge.device import DeviceRuntime
 from edgedrift_edge.handover.moves import MAX_HELD, RETRY_S, Incoming, Outgoing
 from edgedrift_edge.session.messages import count_items
-from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport.connection import Inbound, MqttTransport
 
 log = logging.getLogger("edgedrift_edge")
 
+#: A cloud call's answer handed to the worker: (its kind, the device, the call's future).
+Reply = Callable[[str, DeviceRuntime, concurrent.futures.Future[Any]], None]
 
-class HandoverSteps:
-    """The source's and the target's steps (see the module docstring)."""
 
-    settings: AgentSettings
-    gateway_id: str | None
-    devices: dict[str, DeviceRuntime]
-    transport: MqttTransport
-    cloud: CloudClient
-    queues: FairQueues[str, tuple[DeviceRuntime, str, Inbound]]
-    _routes: dict[str, tuple[DeviceRuntime, str]]
-    handed: set[str]
+class Handovers:
+    """The source's and the target's steps of every hand-over of one gateway's devices.
 
-    if TYPE_CHECKING:
+    It reads the gateway's devices and never adds or removes one: the agent does, through ``forget`` (a
+    device handed over, no longer served) and ``serve`` (a device taken over: its start's events and its
+    status go out)."""
 
-        def _hand_over(
-            self, kind: str, device: DeviceRuntime, future: concurrent.futures.Future[Any]
-        ) -> None: ...
-        def _publish_startup(self, device: DeviceRuntime) -> None: ...
-        def status(self, state: str | None = None, device: DeviceRuntime | None = None) -> dict[str, Any]: ...
+    def __init__(
+        self,
+        gateway_id: str | None,
+        secret: SecretStr | None,
+        devices: Mapping[str, DeviceRuntime],
+        transport: MqttTransport,
+        cloud: CloudClient,
+        queues: FairQueues[str, tuple[DeviceRuntime, str, Inbound]],
+        reply: Reply,
+        forget: Callable[[DeviceRuntime], None],
+        serve: Callable[[DeviceRuntime], None],
+    ) -> None:
+        self.gateway_id = gateway_id
+        self._secret = secret
+        self._devices = devices
+        self._transport = transport
+        self._cloud = cloud
+        self._queues = queues
+        self._reply = reply
+        self._forget = forget
+        self._serve = serve
+        #: Devices this gateway handed over and the cloud may still list (an older sync's list).
+        self.handed: set[str] = set()
 
     def _credential(self) -> tuple[str, str]:
-        assert self.gateway_id is not None and self.settings.gateway_secret is not None
-        return self.gateway_id, self.settings.gateway_secret.get_secret_value()
+        assert self.gateway_id is not None and self._secret is not None
+        return self.gateway_id, self._secret.get_secret_value()
 
     def _call(self, device: DeviceRuntime, step: str, future: concurrent.futures.Future[Any]) -> None:
         """A step's call to the cloud is on its way; its answer comes back through the control queue."""
         handover = device.handover
         assert handover is not None
         handover.busy = True
-        future.add_done_callback(lambda f: self._hand_over(f"handover:{step}", device, f))
+        future.add_done_callback(lambda f: self._reply(f"handover:{step}", device, f))
 
-    def _handover_flag(self, device: DeviceRuntime, flag: str) -> None:
+    def on_sync(self, device: DeviceRuntime, flag: str) -> None:
         """The cloud's word on a device in a hand-over, at a sync."""
         gateway, secret = self._credential()
         h = device.handover
@@ -67,16 +83,16 @@ class HandoverSteps:
                 self._call(
                     device,
                     "recording",
-                    self.cloud.handover_phase(gateway, secret, device.device_id, "recording"),
+                    self._cloud.handover_phase(gateway, secret, device.device_id, "recording"),
                 )
             elif flag == "release" and not h.releasing:
                 h.releasing = True
-                self.transport.unsubscribe(topics)
+                self._transport.unsubscribe(topics)
                 log.info("gateway %s: releasing %s", gateway, device.device_id)
         elif isinstance(h, Incoming) and not h.busy and flag == "take" and time.monotonic() >= h.retry_at:
-            self._call(device, "take", self.cloud.handover_take(gateway, secret, device.device_id))
+            self._call(device, "take", self._cloud.handover_take(gateway, secret, device.device_id))
 
-    def _hold(self, device: DeviceRuntime, kind: str, message: Inbound) -> None:
+    def hold(self, device: DeviceRuntime, kind: str, message: Inbound) -> None:
         """The target keeps a message of a device it is taking over (acknowledged: the broker's window
         of unacknowledged messages is shared by every device of the gateway)."""
         h = device.handover
@@ -85,25 +101,25 @@ class HandoverSteps:
             h.dropped += count_items(message.payload)
         else:
             h.held.append((kind, message._replace(qos=0)))  # acknowledged now, never again
-        self.transport.done(message)
+        self._transport.done(message)
 
-    def _handover_round(self) -> None:
+    def advance(self) -> None:
         """What a hand-over waits for on this side: the target's SUBACK, the source's UNSUBACK and the
         end of what it received before."""
         gateway, secret = self._credential()
-        for device in list(self.devices.values()):
+        for device in list(self._devices.values()):
             h = device.handover
             topics = [device.topics["samples"], device.topics["labels"]]
             if h is None or h.busy or time.monotonic() < h.retry_at:
                 continue
             if isinstance(h, Incoming):
-                if not h.reported and self.transport.holds(topics):
+                if not h.reported and self._transport.holds(topics):
                     self._call(
                         device,
                         "subscribed",
-                        self.cloud.handover_phase(gateway, secret, device.device_id, "subscribed"),
+                        self._cloud.handover_phase(gateway, secret, device.device_id, "subscribed"),
                     )
-            elif h.releasing and self.transport.left(topics) and not self.queues.held(device.device_id):
+            elif h.releasing and self._transport.left(topics) and not self._queues.held(device.device_id):
                 device.sync_transport_counters()
                 tree = {**device.snapshot(), "handover": h.handled}
                 try:
@@ -114,12 +130,10 @@ class HandoverSteps:
                 self._call(
                     device,
                     "release",
-                    self.cloud.handover_release(gateway, secret, device.device_id, blob),
+                    self._cloud.handover_release(gateway, secret, device.device_id, blob),
                 )
 
-    def _handover_answer(
-        self, step: str, device: DeviceRuntime, future: concurrent.futures.Future[Any]
-    ) -> None:
+    def on_answer(self, step: str, device: DeviceRuntime, future: concurrent.futures.Future[Any]) -> None:
         """The cloud's answer to a step."""
         h = device.handover
         if h is None:
@@ -142,9 +156,7 @@ class HandoverSteps:
     def _released(self, device: DeviceRuntime) -> None:
         """The source's last step: the target has the state; this gateway forgets the device (its
         retained status stays the target's to write)."""
-        for kind in ("samples", "labels"):
-            self._routes.pop(device.topics[kind], None)
-        del self.devices[device.device_id]
+        self._forget(device)
         self.handed.add(device.device_id)
         log.info("gateway %s: %s handed over", self.gateway_id, device.device_id)
 
@@ -155,10 +167,10 @@ class HandoverSteps:
         device.secret = secret
         notes = tree.get("handover") if tree is not None else None
         rest, overlapped = h.split(notes if isinstance(notes, dict) else {})
-        device._base["dropped"] += h.dropped
+        device.add_dropped(h.dropped)
         device.handover = None
         for kind, message in rest:
-            self.queues.put(device.device_id, (device, kind, message))
+            self._queues.put(device.device_id, (device, kind, message))
         log.info(
             "gateway %s: took over %s (%d held, %d of them handled by the source)",
             self.gateway_id, device.device_id, len(h.held), overlapped,
@@ -173,5 +185,4 @@ class HandoverSteps:
             }
         )
         device.heard = time.monotonic()
-        self._publish_startup(device)
-        device.publish_status(self.status(None, device))
+        self._serve(device)
