@@ -46,7 +46,7 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgedrift_edge import tracing
 from edgedrift_edge.buffers.fair_queue import FairQueues
@@ -55,13 +55,15 @@ from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, session_config, 
 from edgedrift_edge.device_ids import DeviceIds, configured_devices
 from edgedrift_edge.handover.moves import HANDOVER_SYNC_S, Incoming, Outgoing
 from edgedrift_edge.handover.steps import Handovers
-from edgedrift_edge.metrics import AgentMetrics
 from edgedrift_edge.session.device_session import DeviceSession, Output
 from edgedrift_edge.session.messages import count_items, message_digest
 from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport.connection import Inbound, MqttTransport
 from edgedrift_edge.watchdog import watch
+
+if TYPE_CHECKING:
+    from edgedrift_edge.metrics import AgentMetrics
 
 __all__ = ["MAX_CONSECUTIVE_ERRORS", "EdgeAgent", "configured_devices", "session_config"]
 
@@ -162,10 +164,13 @@ class EdgeAgent:
             serve=self._serve_taken,
         )
         self._connected_at = time.monotonic()
-        #: Prometheus metrics (``metrics_port``); None: no server, nothing observed per message.
-        self.metrics = (
-            None if settings.metrics_port is None else AgentMetrics(self, settings.metrics_device_labels)
-        )
+        #: Prometheus metrics (``metrics_port``); None: no server, nothing observed per message (and
+        #: prometheus_client not imported).
+        self.metrics: AgentMetrics | None = None
+        if settings.metrics_port is not None:
+            from edgedrift_edge.metrics import AgentMetrics
+
+            self.metrics = AgentMetrics(self, settings.metrics_device_labels)
         self.metrics_port: int | None = None
         listed = configured_devices(settings) if devices is None else devices
         admitted = self.ids.admitted(listed, need_one=settings.gateway_secret is None)

@@ -12,7 +12,8 @@ nothing. Configured (``pip install 'edgedrift-edge[tracing]'``), a recompute is 
   model's ``model_installed``) event, after which the root ends; a final refusal ends it as an error.
 
 The session stays pure: the spans live here and in the adapters that call this module (the agent's
-trainer, the cloud client).
+trainer, the cloud client). OpenTelemetry is imported on first use, that is only when tracing is on: an
+agent without an endpoint (every gateway process of a host) does not hold its modules.
 """
 
 from __future__ import annotations
@@ -20,20 +21,26 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
-
-from opentelemetry import propagate, trace
-from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from typing import TYPE_CHECKING, Any
 
 from edgedrift.telemetry import configure_tracing, tracing_active
 from edgedrift_edge.session.trainer import RecomputeRequest
 
-tracer = trace.get_tracer("edgedrift_edge")
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer
+
 #: Open recompute spans kept at most (one per device with a pending request; a gateway's devices).
 MAX_OPEN = 100_000
 #: The events that end a recompute's trace with the model installed.
 INSTALLED = ("recompute_finished", "model_installed")
+
+
+def tracer() -> Tracer:
+    """The agent's tracer (OpenTelemetry's API imported here, at the first span)."""
+    from opentelemetry import trace
+
+    return trace.get_tracer("edgedrift_edge")
 
 
 def configure(service: str, environ: Mapping[str, str] | None = None) -> Any | None:
@@ -52,7 +59,10 @@ def shutdown(provider: Any | None) -> None:
 def client_span(method: str, route: str, context: Context | None, headers: dict[str, str]) -> Iterator[Span]:
     """A client span of one HTTP request under ``context`` (a recompute's), its ``traceparent`` written into
     ``headers``; an exception leaving the block marks it as an error."""
-    with tracer.start_as_current_span(
+    from opentelemetry import propagate
+    from opentelemetry.trace import SpanKind
+
+    with tracer().start_as_current_span(
         f"{method} {route}",
         context=context,
         kind=SpanKind.CLIENT,
@@ -81,6 +91,9 @@ class RecomputeTraces:
         request (a resubmission after a restart opens a new one). None when tracing is off."""
         if not self.enabled:
             return None
+        from opentelemetry import trace
+        from opentelemetry.context import Context
+
         span = self._open.get(device_id)
         if span is None or self._request.get(device_id) != request.request_id:
             if span is not None:
@@ -89,7 +102,7 @@ class RecomputeTraces:
             if len(self._open) >= MAX_OPEN:
                 oldest = next(iter(self._open))
                 self._close(oldest, self._open[oldest])
-            span = tracer.start_span(
+            span = tracer().start_span(
                 "edgedrift.recompute",
                 context=Context(),  # a root: the drift decision starts the trace
                 attributes={
@@ -118,6 +131,9 @@ class RecomputeTraces:
         span = self._open.get(device_id)
         if span is None:
             return
+        from opentelemetry import trace
+        from opentelemetry.trace import Status, StatusCode
+
         request_id = self._request.get(device_id)
         mine = [i for i, e in enumerate(events) if e.get("type") == "recompute_requested"]
         mine = [i for i in mine if events[i].get("request_id") == request_id]
@@ -126,7 +142,7 @@ class RecomputeTraces:
             if kind in INSTALLED and device_id in self._arrived:
                 now = time.time_ns()
                 version = int(event.get("version", 0))
-                install = tracer.start_span(
+                install = tracer().start_span(
                     "edgedrift.install",
                     context=trace.set_span_in_context(span),
                     start_time=self._arrived[device_id],

@@ -69,6 +69,13 @@ class StateError(ValueError):
 # --- classes ---------------------------------------------------------------------------------------
 
 
+def _generator_type() -> type | None:
+    """numpy's ``Generator`` class when ``numpy.random`` is loaded, else None: no object can be one then,
+    and asking ``np.random`` would import it (about 7 MB a process that never draws a number holds)."""
+    random = sys.modules.get("numpy.random")
+    return None if random is None else cast(type, random.Generator)
+
+
 def _in_package(module: str) -> bool:
     return module == _PACKAGE or module.startswith(_PACKAGE + ".")
 
@@ -210,7 +217,7 @@ class _Encoder:
             dq: deque[Any] = obj  # type: ignore[assignment]
             items = [self.encode(v, f"{path}[{i}]") for i, v in enumerate(dq)]
             return {"dq": items, "maxlen": dq.maxlen, "id": n}
-        if t is np.random.Generator:
+        if t is _generator_type():
             gen: np.random.Generator = obj  # type: ignore[assignment]
             name = type(gen.bit_generator).__name__
             if name not in _BIT_GENERATORS:

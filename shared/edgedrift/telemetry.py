@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,11 @@ def endpoint_configured(environ: Mapping[str, str] | None = None) -> bool:
 
 def tracing_active() -> bool:
     """Whether spans are recorded: a real tracer provider is installed (by :func:`configure_tracing` or
-    by an application embedding the part), not the API's default proxy."""
+    by an application embedding the part), not the API's default proxy. Without OpenTelemetry's API
+    imported yet and no provider named by ``OTEL_PYTHON_TRACER_PROVIDER``, nobody installed one: the API
+    is not imported for the question (a process that does not trace does not hold it)."""
+    if "opentelemetry.trace" not in sys.modules and not os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"):
+        return False
     try:
         from opentelemetry import trace
     except ImportError:

@@ -8,7 +8,9 @@ the row, the prediction and a waiting flag. A late label joins while its sample 
 ``capacity`` samples (sized from the label delay: ``edgedrift.window.delay_buffer_size``); when an unlabeled
 sample's id leaves the window, its row goes with it (a counted join eviction). The rows are a (slots, d)
 float64 matrix (exact: a label that joins later trains on the very row that was predicted), grown with the
-index's slots up to the capacity.
+index's slots up to the capacity. The predictions are float32 while every one kept is exactly a float32 (a
+classifier's ±1 and class codes: 4 bytes a sample less), and float64 from the first that is not (a
+regressor's), so a joined label is scored against the very prediction that was published.
 
 Memory is bounded in bytes, not only in samples (issue 30 row 8: 30k samples of 1,000 features took
 234 MB): with ``max_bytes``, the window holds at most ``max_bytes // (8 d + ENTRY_BYTES)`` samples once
@@ -32,6 +34,7 @@ window (digests dropped likewise).
 
 from __future__ import annotations
 
+import struct
 from typing import Any, cast
 
 import numpy as np
@@ -59,7 +62,7 @@ class RecentSamples:
         slots = self.index.slots
         self._content = np.zeros(slots, np.int64)
         self._X = np.zeros((slots, width or 0))
-        self._y_hat = np.zeros(slots)
+        self._y_hat = np.zeros(slots, np.float32)
         self._waiting = np.zeros(slots, np.bool_)
         self._views()
         self._ragged: dict[int, FloatArray] = {}
@@ -160,6 +163,8 @@ class RecentSamples:
     def remember(self, slot: int, x: FloatArray, y_hat: float) -> None:
         """The sample in ``slot`` (just put) awaits a label: keep its row and prediction."""
         self._store(slot, x)
+        if not (y_hat == 1.0 or y_hat == -1.0 or self._y_hat.itemsize == 8 or _single(y_hat)):
+            self._widen()
         self._y[slot] = y_hat
         self._w[slot] = True
 
@@ -168,6 +173,10 @@ class RecentSamples:
         if self.width is None:
             self.lock_width(X.shape[1])
         self._X[slots] = X
+        if self._y_hat.itemsize == 4:
+            with np.errstate(over="ignore"):
+                if not np.array_equal(y_hat.astype(np.float32), y_hat, equal_nan=True):
+                    self._widen()
         self._y_hat[slots] = y_hat
         self._waiting[slots] = True
 
@@ -202,6 +211,11 @@ class RecentSamples:
         smaller, evicted = RecentSamples.restore(self.snapshot(), fitted, width, self.max_bytes)
         vars(self).update(vars(smaller))
         return evicted
+
+    def _widen(self) -> None:
+        """A prediction that float32 does not hold exactly: the predictions become float64 from now on."""
+        self._y_hat = self._y_hat.astype(np.float64)
+        self._views()
 
     def _forget(self, slot: int) -> None:
         """``slot`` no longer awaits a label."""
@@ -252,7 +266,7 @@ class RecentSamples:
             "content_hash": CONTENT_HASH,
             "waiting": waiting,
             "X": X,
-            "y_hat": self._y_hat[slots],
+            "y_hat": self._y_hat[slots].astype(np.float64),
         }
 
     @classmethod
@@ -319,3 +333,11 @@ def _words(tree: dict[str, Any]) -> tuple[list[int], list[int]]:
         words = [id_key(sid) for sid in tree["ids"]]
         return [k for k, _ in words], [c for _, c in words]
     return tree["id_keys"].tolist(), tree["id_checks"].tolist()
+
+
+def _single(value: float) -> bool:
+    """Whether ``value`` is exactly a float32 (NaN included)."""
+    try:
+        return value != value or cast(float, struct.unpack("f", struct.pack("f", value))[0]) == value
+    except OverflowError:
+        return False

@@ -29,10 +29,9 @@ import random
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
-from opentelemetry.context import Context
 
 from edgedrift.models.document import model_from_document
 from edgedrift.wire import (
@@ -45,6 +44,9 @@ from edgedrift.wire import (
 )
 from edgedrift_edge import tracing
 from edgedrift_edge.session.trainer import LabelBatch, RecomputeFailure, RecomputeRequest, TrainedModel
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 log = logging.getLogger("edgedrift_edge.cloud.client")
 T = TypeVar("T")

@@ -49,9 +49,11 @@ class SessionConfig:
     check_seq: bool = True
 
 
-@dataclass
+@dataclass(slots=True)
 class Counters:
-    """Everything a device counts; published in its status and heartbeats."""
+    """Everything a device counts; published in its status and heartbeats. Slots: with more than 30
+    attributes CPython (3.11) gives each instance a whole dict of its own (1.6 kB, against 0.3 kB), and a
+    gateway holds one per device."""
 
     messages: int = 0
     samples: int = 0
