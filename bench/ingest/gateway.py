@@ -20,7 +20,7 @@ import httpx
 
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mqtt import Subscriber
-from edgedrift_harness.proc import cpu_seconds, rss_mb
+from edgedrift_harness.proc import cpu_seconds, pss_mb, rss_mb
 from ingest.data import Data
 from ingest.lab import OPERATOR, Config, IngestLab
 from ingest.phases import wait_count
@@ -50,6 +50,9 @@ class GatewayRow:
     #: predictions made, dropped (refused past a device's share: ``overloaded``; told from ``seq`` gaps:
     #: ``broker_dropped``) and rejected. ``lost`` above is what the counting subscriber did not see in time.
     ledger: dict[str, int] | None = None
+    #: The processes' summed PSS (shared pages divided among them) at ``ready`` and at the last point.
+    pss_ready_mb: float = math.nan
+    pss_end_mb: float = math.nan
     #: CPU µs per sample (utime + stime over the phase / samples): the gateways' sum and the peer's.
     single_cpu_us: float = math.nan
     peer_single_cpu_us: float = math.nan
@@ -210,6 +213,9 @@ def _measure(
     def rss() -> float:
         return sum(rss_mb(a.pid) for a in agents)
 
+    def pss() -> float:
+        return sum(pss_mb(a.pid) for a in agents)
+
     total = n_devices * (warmup + 100) + 4 * cfg.samples + rss_points[1]
     data = Data(total, cfg.d, cfg.seed + n_devices)
     pub = Publisher(lab.broker.port, 1)
@@ -218,7 +224,7 @@ def _measure(
         for agent in agents:
             agent.wait_ready(300)
         time.sleep(1.0)
-        rss_ready = rss()
+        rss_ready, pss_ready = rss(), pss()
         preds = Sink(lab.workdir, lab.broker.url, "edgedrift/+/predictions", 1, "predictions")
         topics = [f"edgedrift/{d}/samples" for d in devices]
         t0 = time.monotonic()
@@ -263,6 +269,7 @@ def _measure(
                 lost += step - got
                 fed += step
             points.append((fed, rss()))
+        pss_end = pss()
     finally:
         if preds is not None:
             preds.stop()
@@ -285,6 +292,8 @@ def _measure(
         lost=lost,
         processes=len(agents),
         ledger=ledger,
+        pss_ready_mb=pss_ready,
+        pss_end_mb=pss_end,
         single_cpu_us=single_cpu,
         peer_single_cpu_us=peer_single_cpu,
         batched_cpu_us=batch_cpu,
@@ -301,7 +310,8 @@ def describe_row(row: GatewayRow) -> str:
         f"batches of 100 {row.batched_samples_per_s:>9,.0f} samples/s "
         f"(peer {row.peer_batched_samples_per_s:,.0f}); RSS ready {row.rss_ready_mb:.0f} MB, "
         f"{row.rss_1m_mb:.0f} / {row.rss_3m_mb:.0f} MB after {row.rss_points[-2][0]:,} / "
-        f"{row.rss_points[-1][0]:,} samples; lost {row.lost}\n"
+        f"{row.rss_points[-1][0]:,} samples (PSS {row.pss_ready_mb:.0f} / {row.pss_end_mb:.0f} MB); "
+        f"lost {row.lost}\n"
         f"    ledger of the devices (their last status): {row.ledger}\n"
         f"    CPU µs per sample: single {row.single_cpu_us:.1f} (peer {row.peer_single_cpu_us:.1f}, "
         f"{row.single_cpu_us / row.peer_single_cpu_us:.2f}x), batches of 100 {row.batched_cpu_us:.2f} "

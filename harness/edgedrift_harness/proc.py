@@ -97,6 +97,16 @@ def rss_mb(pid: int) -> float:
     return math.nan
 
 
+def pss_mb(pid: int) -> float:
+    """Proportional set size in MB (``smaps_rollup``): resident pages with each shared page divided among
+    the processes that map it, so that the sum over processes is the memory they take together (the sum
+    of their RSS counts a shared library once per process)."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return math.nan
+
+
 def task_stats(pid: int) -> dict[int, tuple[float, float, int, int]]:
     """Per thread of ``pid``: (CPU s, run-queue wait s, voluntary, involuntary context switches)."""
     out: dict[int, tuple[float, float, int, int]] = {}
