@@ -17,22 +17,23 @@ if [ -z "${EDGEDRIFT_DATA_DIR:-}" ] && [ -d ../shared/data ]; then export EDGEDR
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 numpy_pass=${EDGEDRIFT_NUMPY_PASS:-$([ $# -eq 0 ] && echo 1 || echo 0)}
-if [ "$numpy_pass" != 1 ]; then
-  .venv/bin/python -m pytest "$@"
-  exit
+if [ "$numpy_pass" = 1 ]; then
+  EDGEDRIFT_KERNEL_TRACE=$(mktemp -d "${TMPDIR:-/tmp}/edgedrift-kernel-trace.XXXXXX")
+  export EDGEDRIFT_KERNEL_TRACE
+  trap 'rm -rf "$EDGEDRIFT_KERNEL_TRACE"' EXIT
 fi
-trace=$(mktemp -d "${TMPDIR:-/tmp}/edgedrift-kernel-trace.XXXXXX")
-trap 'rm -rf "$trace"' EXIT
-EDGEDRIFT_KERNEL_TRACE=$trace .venv/bin/python -m pytest "$@"
-again=$(PYTHONPATH=tests .venv/bin/python -m support.kernel_trace "$trace")
+.venv/bin/python -m pytest "$@"
+[ "$numpy_pass" = 1 ] || exit 0
+again=$(PYTHONPATH=tests .venv/bin/python -m support.kernel_trace "$EDGEDRIFT_KERNEL_TRACE")
+export EDGEDRIFT_NO_KERNELS=1
 if [ "$again" = all ]; then
-  EDGEDRIFT_NO_KERNELS=1 .venv/bin/python -m pytest "$@"
-  exit
-fi
-echo "[test] the quick tier again with the compiled kernels off (EDGEDRIFT_NO_KERNELS=1)"
-EDGEDRIFT_NO_KERNELS=1 .venv/bin/python -m pytest -m "quick and not slow"
-if [ -n "$again" ]; then
-  mapfile -t modules <<<"$again"
-  echo "[test] the ${#modules[@]} other modules that used a kernel, with the kernels off"
-  EDGEDRIFT_NO_KERNELS=1 .venv/bin/python -m pytest "${modules[@]}"
+  .venv/bin/python -m pytest "$@"
+else
+  echo "[test] the quick tier again with the compiled kernels off (EDGEDRIFT_NO_KERNELS=1)"
+  .venv/bin/python -m pytest -m "quick and not slow"
+  if [ -n "$again" ]; then
+    mapfile -t modules <<<"$again"
+    echo "[test] the ${#modules[@]} other modules whose processes used a kernel, with the kernels off"
+    .venv/bin/python -m pytest "${modules[@]}"
+  fi
 fi

@@ -90,7 +90,7 @@ class Trace:
             if key in self._seen:
                 return
             self._seen.add(key)
-        program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else sys.executable
+        program = "/".join(Path(sys.argv[0]).parts[-2:]) if sys.argv and sys.argv[0] else sys.executable
         line = f"{module}\t{what}\t{key[0]}\t{program}\n".encode()
         fd = os.open(self.folder / TOUCHES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
