@@ -35,6 +35,11 @@ MODULE_VAR = "EDGEDRIFT_KERNEL_TRACE_MODULE"
 TOUCHES = "touches.tsv"
 
 
+#: The test module this process works for: its environment's, then what :func:`publish` says (the
+#: environment is read once: in a process only the plugin changes it, through :func:`publish`).
+_current = os.environ.get(MODULE_VAR, "")
+
+
 def _published(folder: Path, pid: int) -> Path:
     """Where the pytest process ``pid`` keeps the test module it runs now (:func:`publish`)."""
     return folder / f"pytest-{pid}.module"
@@ -42,56 +47,62 @@ def _published(folder: Path, pid: int) -> Path:
 
 def publish(folder: Path, module: str) -> None:
     """Mark what follows in this (pytest) process and the processes it starts as ``module``'s."""
-    os.environ[MODULE_VAR] = module
+    global _current
+    os.environ[MODULE_VAR] = _current = module
     _published(folder, os.getpid()).write_text(module)
+
+
+_UNRESOLVED = Path()
 
 
 class Trace:
     """Appends a line to ``folder/touches.tsv`` for the first use of a kernel per (process, test module).
 
-    One ``write`` per line on an ``O_APPEND`` descriptor, so the lines of concurrent processes do not mix.
+    One ``write`` per line on an ``O_APPEND`` descriptor, so the lines of concurrent processes do not mix;
+    a forked child starts with nothing recorded.
     """
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._seen: set[tuple[int, str]] = set()
         self._lock = threading.Lock()
-        self._requester: tuple[int, Path | None] | None = None
+        self._forked()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self._seen: set[str] = set()
+        #: The module file of the pytest process that asked a fork server for this process (None: not
+        #: one), looked up at the first use (a fork server's child learns its requester after the fork).
+        self._requester: Path | None = _UNRESOLVED
 
     def module(self) -> str:
         """The test module this process works for now (empty: none)."""
-        published = self._requester_file()
-        if published is not None:
+        if self._requester is _UNRESOLVED:
+            self._requester = self._requester_file()
+        if self._requester is not None:
             try:
-                return published.read_text()
+                return self._requester.read_text()
             except FileNotFoundError:
                 pass
-        return os.environ.get(MODULE_VAR, "")
+        return _current
 
     def _requester_file(self) -> Path | None:
-        """The module file of the pytest process that asked a fork server for this process, if it did."""
-        pid = os.getpid()
-        if self._requester is None or self._requester[0] != pid:
-            parent = multiprocessing.parent_process()
-            found = None
-            if parent is not None and parent.pid is not None and parent.pid != os.getppid():
-                found = _published(self.folder, parent.pid)  # forked by a server for another process
-                found = found if found.exists() else None
-            self._requester = (pid, found)
-        return self._requester[1]
+        parent = multiprocessing.parent_process()
+        if parent is None or parent.pid is None or parent.pid == os.getppid():
+            return None
+        found = _published(self.folder, parent.pid)  # forked by a server for another process
+        return found if found.exists() else None
 
     def touch(self, what: str) -> None:
         """Record that this process used ``what`` for the test module it works for now."""
         module = self.module()
-        key = (os.getpid(), module)  # a forked child records its own uses
-        if key in self._seen:
+        if module in self._seen:
             return
         with self._lock:
-            if key in self._seen:
+            if module in self._seen:
                 return
-            self._seen.add(key)
+            self._seen.add(module)
         program = "/".join(Path(sys.argv[0]).parts[-2:]) if sys.argv and sys.argv[0] else sys.executable
-        line = f"{module}\t{what}\t{key[0]}\t{program}\n".encode()
+        line = f"{module}\t{what}\t{os.getpid()}\t{program}\n".encode()
         fd = os.open(self.folder / TOUCHES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)
@@ -100,22 +111,24 @@ class Trace:
 
 
 class TracedKernels(ModuleType):
-    """``edgedrift._kernels`` behind a :class:`Trace`: every attribute read (a kernel, ``LayoutError``) is
-    recorded, then answered by the extension itself (the same function object)."""
+    """``edgedrift._kernels`` behind a :class:`Trace` (its ``trace``): every read of a public attribute (a
+    kernel, ``LayoutError``) is recorded, then answered by the extension itself (the same function object)."""
+
+    trace: Trace
+    _traced_module: ModuleType
 
     def __init__(self, module: ModuleType, trace: Trace) -> None:
         super().__init__(module.__name__, module.__doc__)
-        self._traced_module = module
-        self._trace = trace
+        ModuleType.__getattribute__(self, "__dict__").update(_traced_module=module, trace=trace)
 
-    def __getattr__(self, name: str) -> Any:
-        if not name.startswith("__"):
-            self._trace.touch(name)
-        return getattr(self._traced_module, name)
-
-    def touch(self, what: str) -> None:
-        """Record a use that reads no attribute (:func:`edgedrift.kernels.path`)."""
-        self._trace.touch(what)
+    def __getattribute__(self, name: str) -> Any:
+        # Every read comes here (no failed lookup first, which costs microseconds on a module).
+        own = ModuleType.__getattribute__(self, "__dict__")
+        if name in own:
+            return own[name]
+        if not name.startswith("_"):  # a kernel or LayoutError, not a probe (a dunder, mock's _mock_name)
+            own["trace"].touch(name)
+        return getattr(own["_traced_module"], name)
 
     def __dir__(self) -> list[str]:
         return dir(self._traced_module)

@@ -115,7 +115,7 @@ MODULE: ModuleType | None = _LOADED if _TRACED is None else _TRACED
 def path() -> Literal["compiled", "numpy"]:
     """``"compiled"`` (the extension) or ``"numpy"`` (not built, or switched off): the path in use now."""
     if _TRACED is not None:  # what a process says about its path is a use of the kernels
-        _TRACED.touch("path()")
+        _TRACED.trace.touch("path()")
     return "numpy" if MODULE is None else "compiled"
 
 

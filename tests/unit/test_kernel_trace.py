@@ -11,7 +11,8 @@ from types import ModuleType
 import pytest
 from support.kernel_trace import COLLECTED, plan
 
-from edgedrift.kernel_trace import MODULE_VAR, TOUCHES, TRACE_VAR, TracedKernels, traced
+from edgedrift import kernel_trace
+from edgedrift.kernel_trace import TOUCHES, TRACE_VAR, TracedKernels, traced
 
 compiled = pytest.importorskip("edgedrift._kernels", reason="edgedrift._kernels is not built here")
 
@@ -32,12 +33,12 @@ def test_a_kernel_read_is_recorded_once_per_module_and_is_the_extensions_own(
     proxy = traced(compiled, {TRACE_VAR: str(tmp_path)})
     assert proxy is not None and isinstance(proxy, ModuleType)
     assert not (tmp_path / TOUCHES).exists(), "making the proxy is no use"
-    monkeypatch.setenv(MODULE_VAR, "tests/unit/test_a.py")
+    monkeypatch.setattr(kernel_trace, "_current", "tests/unit/test_a.py")  # what publish() sets
     assert proxy.linear_score is compiled.linear_score
     assert proxy.in_range is compiled.in_range and proxy.LayoutError is compiled.LayoutError
     assert proxy.__name__ == compiled.__name__ and set(dir(proxy)) == set(dir(compiled))
-    monkeypatch.setenv(MODULE_VAR, "tests/unit/test_b.py")
-    proxy.touch("path()")
+    monkeypatch.setattr(kernel_trace, "_current", "tests/unit/test_b.py")
+    proxy.trace.touch("path()")
     assert proxy.linear_score is compiled.linear_score
     pid = str(os.getpid())
     assert [row[:3] for row in _touches(tmp_path)] == [
