@@ -4,13 +4,13 @@
 with ``EDGEDRIFT_NO_KERNELS=1``, only the test modules whose processes used a kernel: a test none of whose
 processes reads a kernel runs the same code either way. With the variable set,
 :data:`edgedrift.kernels.MODULE` is a :class:`TracedKernels` and :func:`edgedrift.kernels.path` calls its
-:meth:`~TracedKernels.touch`: the first use in a process for a test module appends one line to
-``<folder>/touches.tsv``. The module is ``EDGEDRIFT_KERNEL_TRACE_MODULE``, read when the kernel is used:
-the pytest plugin (``tests/support/kernel_trace.py``) sets it (:func:`publish`) before each test, so a
-process a fixture starts carries the module it was started for. A child of a multiprocessing fork server
-has the server's environment, not its requester's: when the requester is the pytest process, the child
-reads the module the plugin published for it in the folder. Without ``EDGEDRIFT_KERNEL_TRACE`` this module
-is not imported and ``MODULE`` is the extension itself.
+trace's :meth:`~Trace.touch`: the first use in a process for a test module appends one line to
+``<folder>/touches.tsv``. The module is ``EDGEDRIFT_KERNEL_TRACE_MODULE`` as the process started with,
+then what :func:`publish` says: the pytest plugin (``tests/support/kernel_trace.py``) publishes each
+test's module before it runs, so a process a fixture starts carries the module it was started for. A
+child of a multiprocessing fork server has the server's environment, not its requester's: when the
+requester is the pytest process, the child reads the module the plugin published for it in the folder.
+Without ``EDGEDRIFT_KERNEL_TRACE`` this module is not imported and ``MODULE`` is the extension itself.
 """
 
 from __future__ import annotations
