@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+#: CI's numpy pass re-runs the modules whose processes used a compiled kernel (scripts/test.sh).
+pytest_plugins = ["support.kernel_trace"]
+
 #: Folder under tests/ -> its tier.
 FOLDER_TIERS = {"unit": "unit", "contract": "contract", "property": "property", "integration": "integration"}
 QUICK_TIERS = {"unit", "contract", "property"}

@@ -75,11 +75,6 @@ class Scraped(Protocol):
     def waiting(self) -> int: ...
 
 
-def kernel_path() -> str:
-    """Which per-sample path runs: ``compiled`` (``edgedrift._kernels``) or ``numpy``."""
-    return "numpy" if kernels.MODULE is None else "compiled"
-
-
 class AgentMetrics:
     """The registry of one agent, its device labels and (once :meth:`start` ran) its HTTP server."""
 
@@ -191,7 +186,7 @@ class _AgentCollector(Collector):
             "The agent's version and kernel path.",
             labels=["version", "kernels", "gateway"],
         )
-        info.add_metric([__version__, kernel_path(), agent.gateway_id or ""], 1)
+        info.add_metric([__version__, kernels.path(), agent.gateway_id or ""], 1)
         families += [
             age,
             states,

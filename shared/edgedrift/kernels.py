@@ -48,15 +48,22 @@ check the numpy code) or the extension is not importable (not built). A kernel f
 code for one reason only: it raises :class:`LayoutError` for an array it does not take as it is (not
 C-contiguous, say). Any other error of a compiled call (a wrong argument count after a change of a
 signature, say) propagates: it never turns silently into the numpy path.
+
+With ``EDGEDRIFT_KERNEL_TRACE=<folder>`` set (CI's first test pass), :data:`MODULE` is the extension behind
+a record of which test module's processes read it (:mod:`edgedrift.kernel_trace`), and the numpy pass
+re-runs only those modules; unset, nothing of the trace is imported.
 """
 
 from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from edgedrift.models.losses import LogisticLoss, Loss, SquaredHingeLoss, SquaredLoss
+
+if TYPE_CHECKING:
+    from edgedrift.kernel_trace import TracedKernels
 
 __all__ = ["MODULE", "LayoutError", "for_loss", "path"]
 
@@ -77,8 +84,7 @@ def _load() -> ModuleType | None:
     return _kernels
 
 
-#: ``edgedrift._kernels``, or None: the learners and monitors then run their numpy code.
-MODULE: ModuleType | None = _load()
+_LOADED = _load()
 
 
 class _NoLayoutError(ValueError):
@@ -87,11 +93,29 @@ class _NoLayoutError(ValueError):
 
 #: What a kernel raises for an array it does not take as it is (a ValueError): the caller runs the numpy
 #: code for it. Only this error means "use numpy"; the call sites catch nothing else.
-LayoutError: type[ValueError] = _NoLayoutError if MODULE is None else MODULE.LayoutError
+LayoutError: type[ValueError] = _NoLayoutError if _LOADED is None else _LOADED.LayoutError
+
+
+def _traced(module: ModuleType | None) -> TracedKernels | None:
+    """``module`` behind a record of its uses when ``EDGEDRIFT_KERNEL_TRACE`` is set (CI's first pass,
+    :mod:`edgedrift.kernel_trace`); None otherwise, and nothing of the trace is imported."""
+    if module is None or not os.environ.get("EDGEDRIFT_KERNEL_TRACE"):
+        return None
+    from edgedrift.kernel_trace import traced
+
+    return traced(module, os.environ)
+
+
+_TRACED = _traced(_LOADED)
+
+#: ``edgedrift._kernels``, or None: the learners and monitors then run their numpy code.
+MODULE: ModuleType | None = _LOADED if _TRACED is None else _TRACED
 
 
 def path() -> Literal["compiled", "numpy"]:
     """``"compiled"`` (the extension) or ``"numpy"`` (not built, or switched off): the path in use now."""
+    if _TRACED is not None:  # what a process says about its path is a use of the kernels
+        _TRACED.trace.touch("path()")
     return "numpy" if MODULE is None else "compiled"
 
 

@@ -11,8 +11,9 @@ import httpx
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from edgedrift import kernels
 from edgedrift_edge.agent import EdgeAgent
-from edgedrift_edge.metrics import OTHER, AgentMetrics, kernel_path
+from edgedrift_edge.metrics import OTHER, AgentMetrics
 from edgedrift_edge.session.ledger import Counters
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport.connection import TransportCounters
@@ -64,7 +65,7 @@ def test_devices_past_the_cap_are_summed_under_other() -> None:
     assert got[("edgedrift_edge_inbox_messages", ())] == 7
     assert got[("edgedrift_edge_state", (("state", "degraded"),))] == 1
     assert got[("edgedrift_edge_state", (("state", "online"),))] == 0
-    assert kernel_path() in {k[1][1][1] for k in got if k[0] == "edgedrift_edge_info"}
+    assert kernels.path() in {k[1][1][1] for k in got if k[0] == "edgedrift_edge_info"}
 
 
 def test_no_metrics_server_without_a_port() -> None:
