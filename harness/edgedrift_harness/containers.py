@@ -137,9 +137,17 @@ class ContainerProcess:
                 log.flush()
 
     def poll(self) -> int | None:
-        """The exit code once the container has exited (then it is removed), else None."""
+        """The exit code once the container has exited (then it is removed), else None; -9 for a
+        container removed by someone else."""
+        from docker.errors import NotFound
+
         if self.returncode is None:
-            self._wrapped.reload()
+            try:
+                self._wrapped.reload()
+            except NotFound:
+                self.returncode = -signal.SIGKILL
+                self._remove()
+                return self.returncode
             state = self._wrapped.attrs["State"]
             if state["Status"] in ("exited", "dead"):
                 self.returncode = int(state["ExitCode"])
@@ -165,9 +173,12 @@ class ContainerProcess:
         return code
 
     def _remove(self) -> None:
+        from docker.errors import NotFound
+
         if not self._removed:
             self._removed = True
-            self._container.stop()
+            with contextlib.suppress(NotFound):
+                self._container.stop()
             self._log_thread.join(timeout=5)
 
 
@@ -204,7 +215,7 @@ def postgres_container(image: str = POSTGRES_IMAGE) -> Iterator[str]:
     """The admin URL (``postgresql://postgres:...@127.0.0.1:PORT/test``) of a PostgreSQL container that
     lives for the ``with`` block, its port published on the host by the engine."""
     _require([image])
-    from testcontainers.postgres import PostgresContainer
+    from testcontainers.community.postgres import PostgresContainer
 
     password = secrets.token_hex(12)
     server = PostgresContainer(image, username="postgres", password=password, dbname="test", driver=None)
