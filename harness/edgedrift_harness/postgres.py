@@ -5,8 +5,9 @@ server when none answers.
 ``postgresql://postgres@127.0.0.1:5432/test``) when it answers, and otherwise starts a
 :class:`ThrowawayPostgres` from Debian's binaries (``/usr/lib/postgresql/*/bin``: ``initdb`` into a
 temporary directory, ``pg_ctl start`` on a free port, trust authentication on 127.0.0.1 only, no fsync),
-so the registry tests also run on a machine without a PostgreSQL service. With ``EDGEDRIFT_TEST_CONTAINERS=1``
-it starts a ``postgres:16-alpine`` container instead (:func:`edgedrift_harness.containers.postgres_container`).
+so the registry tests also run on a machine without a PostgreSQL service. With
+``EDGEDRIFT_TEST_CONTAINERS=1`` it starts a ``postgres:16-alpine`` container instead
+(:func:`edgedrift_harness.containers.postgres_container`).
 :func:`fresh_database` creates an empty database there and drops it (``WITH (FORCE)``) afterwards.
 """
 
