@@ -29,6 +29,7 @@ def need(*images: str) -> None:
 
 @pytest.fixture
 def in_containers(monkeypatch: pytest.MonkeyPatch) -> Iterator[docker.DockerClient]:
+    need()
     monkeypatch.setenv(containers.ENV, "1")
     client = docker.from_env()
     yield client
