@@ -14,7 +14,7 @@
 # deploy/README.md, "Smoke test"), and the compose v2 CLI (`docker compose`), which testcontainers drives.
 # redis:7.4-alpine, and postgres:16-alpine with --postgres, are built as stand-ins from deploy/smoke/ when
 # the engine lacks them. Builds use the host network (`docker build --network host`): the engine there
-# has no NAT for its bridge. Run it before every change to deploy/ or the Dockerfiles; it takes 15-45 min
+# has no NAT for its bridge. Run it before every change to deploy/ or the Dockerfiles; it takes 15-50 min
 # here, most of it the image builds (docs/benchmarks.md, "Container smoke test").
 set -euo pipefail
 cd "$(dirname "$0")/.."
