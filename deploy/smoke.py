@@ -1,27 +1,34 @@
-"""The compose stack run for real by deploy/smoke.sh (which builds the images first): up and healthy, a
-replayed stream predicted on MQTT and recomputed by the cloud, an edge container killed and resumed from
-its checkpoint volume, the cloud restarted mid-stream and the broker restarted with a queue held for a
-stopped agent, and the ledger checked at the end: every sample predicted, every device's heartbeat
-counting every sample it was sent, no recompute lost. Prints the figures (image sizes, container RSS,
-phase times) and writes them as JSON with ``--json``.
+"""The compose stack run for real through testcontainers' compose support (``DockerCompose``): up and
+healthy, a replayed stream predicted on MQTT and recomputed by the cloud, an edge container killed and
+resumed from its checkpoint volume, the cloud restarted mid-stream and the broker restarted with a queue
+held for a stopped agent, and the ledger checked at the end: every sample predicted, every device's
+heartbeat counting every sample it was sent, no recompute lost. :func:`run` returns the figures (image
+sizes, container memory, phase times).
 
-Run from the repository root with the project's interpreter: ``.venv/bin/python deploy/smoke.py``.
+The test tests/container/test_compose_smoke.py runs it (``bash deploy/smoke.sh`` builds the images first);
+``.venv/bin/python deploy/smoke.py [--postgres] [--keep] [--json PATH]`` runs it alone from the repository
+root. testcontainers drives ``docker compose`` (the v2 CLI) for ``up --wait``, ``ps``, ``exec``, ``logs``
+and ``down``; a container's kill, stop, start and restart, its memory and the image sizes go through the
+Docker SDK that testcontainers brings, and the one-shot replay through ``compose run`` on the same project.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
-import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import docker
 import httpx
+from docker.models.containers import Container
+from testcontainers.compose import DockerCompose
 
 from edgedrift_harness.mqtt import Subscriber
 from edgedrift_harness.ports import HOST, free_port
@@ -29,10 +36,15 @@ from edgedrift_harness.ports import HOST, free_port
 ROOT = Path(__file__).resolve().parent.parent
 DEVICES = ("dev-1", "dev-2", "dev-3")
 AGENTS = tuple(f"edge-{i}" for i in range(1, len(DEVICES) + 1))
+#: The long-running services of the SQLite stack (the PostgreSQL override adds ``postgres``).
+SERVICES = ("mosquitto", "redis", "cloud", "trainer-worker", *AGENTS)
 #: The compose file's development defaults (the smoke test runs in development mode).
 OPERATOR_TOKEN = "change-me"
 OPERATOR_MQTT_PASSWORD = "operator-mqtt-insecure"
-IMAGES = ("edgedrift-cloud:local", "edgedrift-edge:local", "eclipse-mosquitto:2", "python:3.11-slim")
+IMAGES = ("edgedrift-cloud:local", "edgedrift-edge:local", "eclipse-mosquitto:2", "redis:7.4-alpine")
+POSTGRES_IMAGE = "postgres:16-alpine"
+#: Images that deploy/smoke.sh builds from deploy/smoke/ when the engine lacks them (no registry here).
+STAND_INS = {POSTGRES_IMAGE: "deploy/smoke/postgres", "redis:7.4-alpine": "deploy/smoke/redis"}
 #: Short concepts, so each phase holds a drift the agents' monitors answer with a recompute.
 DATASET = "sine1+:concept_length=1500"
 
@@ -45,17 +57,6 @@ def log(message: str) -> None:
     print(f"[smoke {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def run(
-    argv: list[str], *, check: bool = True, timeout: float = 600.0, env: dict[str, str] | None = None
-) -> str:
-    done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT, check=False
-    )
-    if check and done.returncode != 0:
-        raise SmokeError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}{done.stderr}")
-    return done.stdout
-
-
 def wait(until: Callable[[], bool], timeout: float, what: str, every: float = 1.0) -> float:
     """Poll ``until`` every ``every`` seconds; the seconds it took, SmokeError after ``timeout``."""
     start = time.monotonic()
@@ -64,6 +65,23 @@ def wait(until: Callable[[], bool], timeout: float, what: str, every: float = 1.
             raise SmokeError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(every)
     return time.monotonic() - start
+
+
+def images_needed(postgres: bool) -> list[str]:
+    return [*IMAGES, *([POSTGRES_IMAGE] if postgres else [])]
+
+
+def memory_mib(stats: Mapping[str, Any]) -> float:
+    """A container's memory as ``docker stats`` shows it (MiB): usage less the inactive page cache
+    (``total_inactive_file`` under cgroup v1, ``inactive_file`` under v2)."""
+    memory = stats["memory_stats"]
+    usage = int(memory["usage"])
+    detail = memory.get("stats", {})
+    for key in ("total_inactive_file", "inactive_file"):
+        if key in detail and int(detail[key]) < usage:
+            usage -= int(detail[key])
+            break
+    return round(usage / 2**20, 1)
 
 
 class Predictions(Subscriber):
@@ -85,42 +103,48 @@ class Predictions(Subscriber):
 
 
 class Stack:
-    """One compose project: its CLI, files, variables, and the containers of its services."""
+    """One compose project (its own name, free ports in an env file) driven through ``DockerCompose``."""
 
-    def __init__(self, cli: list[str], postgres: bool, project: str) -> None:
-        files = ["-f", "docker-compose.yml"] + (["-f", "deploy/compose.postgres.yml"] if postgres else [])
-        self.base = [*cli, "-p", project, *files]
+    def __init__(self, postgres: bool, project: str, workdir: Path) -> None:
         self.cloud_port = free_port()
         self.mqtt_port = free_port()
-        self.env = {**os.environ, "CLOUD_PORT": str(self.cloud_port), "MQTT_PORT": str(self.mqtt_port)}
+        env_file = workdir / "smoke.env"
+        env_file.write_text(
+            f"COMPOSE_PROJECT_NAME={project}\nCLOUD_PORT={self.cloud_port}\nMQTT_PORT={self.mqtt_port}\n"
+        )
+        self.services = [*SERVICES, *(["postgres"] if postgres else [])]
+        files = ["docker-compose.yml", *(["deploy/compose.postgres.yml"] if postgres else [])]
+        self.compose = DockerCompose(
+            ROOT, compose_file_name=files, env_file=str(env_file), services=self.services, wait=True
+        )
         self.cloud_url = f"http://{HOST}:{self.cloud_port}"
-        self.services = ["mosquitto", "cloud", *AGENTS] + (["postgres"] if postgres else [])
+        self.docker = docker.from_env()
 
-    def compose(self, *args: str, timeout: float = 600.0, check: bool = True) -> str:
-        return run([*self.base, *args], timeout=timeout, env=self.env, check=check)
+    def up(self) -> None:
+        """``up --wait``: returns once every service's health check passes."""
+        try:
+            self.compose.start()
+        except subprocess.CalledProcessError as exc:
+            raise SmokeError(f"compose up failed:\n{exc.stderr.decode(errors='replace')}") from exc
 
-    def container(self, service: str) -> str:
-        found = self.compose("ps", "-a", "-q", service).split()
-        if len(found) != 1:
-            raise SmokeError(f"expected one container of {service}, found {found}")
-        return found[0]
+    def down(self) -> None:
+        """``down --volumes`` of the whole project (the replay's leftovers too)."""
+        dataclasses.replace(self.compose, services=None).stop(down=True)
 
-    def inspect(self, service: str, template: str) -> str:
-        return run(["docker", "inspect", "-f", template, self.container(service)]).strip()
+    def container(self, service: str) -> Container:
+        return self.docker.containers.get(self.compose.get_container(service, include_all=True).ID)
 
     def healthy(self, *services: str) -> bool:
-        states = [self.inspect(s, "{{.State.Running}} {{.State.Health.Status}}") for s in services]
-        return all(s == "true healthy" for s in states)
+        states = {c.Service: (c.State, c.Health) for c in self.compose.get_containers(include_all=True)}
+        return all(states.get(s) == ("running", "healthy") for s in services)
 
     def replay(self, seed: int, limit: int, rate: float) -> subprocess.Popen[str]:
         argv = [
-            *self.base, "run", "--rm", "--no-deps", "-T", "replay", "replay", "--dataset", DATASET,
-            "--seed", str(seed), "--limit", str(limit), "--devices", ",".join(DEVICES), "--rate", f"{rate:g}",
-            "--broker-url", "mqtt://replay@mosquitto:1883", "--no-progress",
+            *self.compose.compose_command_property, "run", "--rm", "--no-deps", "-T", "replay", "replay",
+            "--dataset", DATASET, "--seed", str(seed), "--limit", str(limit), "--devices", ",".join(DEVICES),
+            "--rate", f"{rate:g}", "--broker-url", "mqtt://replay@mosquitto:1883", "--no-progress",
         ]  # fmt: skip
-        return subprocess.Popen(
-            argv, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def operator(self) -> httpx.Client:
         return httpx.Client(
@@ -140,42 +164,29 @@ class Stack:
                 out[device] = int(beats[-1][field]) if beats else 0
             return out
 
-    def rss_mb(self) -> dict[str, float]:
-        out = run(["docker", "stats", "--no-stream", "--format", "{{.ID}} {{.MemUsage}}"])
-        ids = {self.container(s)[:12]: s for s in self.services}
-        figures: dict[str, float] = {}
-        for line in out.splitlines():
-            cid, usage = line.split(" ", 1)
-            if cid[:12] in ids:
-                figures[ids[cid[:12]]] = _mib(usage.split("/")[0].strip())
-        return figures
+    def memory_mib(self) -> dict[str, float]:
+        return {s: memory_mib(self.container(s).stats(stream=False, one_shot=True)) for s in self.services}
 
+    def image_sizes_mb(self) -> dict[str, float]:
+        images = [*images_needed("postgres" in self.services), "python:3.11-slim"]
+        return {image: round(int(self.docker.images.get(image).attrs["Size"]) / 1e6, 1) for image in images}
 
-def _mib(text: str) -> float:
-    units = {"B": 1 / 2**20, "KiB": 1 / 2**10, "MiB": 1.0, "GiB": 2**10, "kB": 1e3 / 2**20, "MB": 1e6 / 2**20}
-    for unit in sorted(units, key=len, reverse=True):
-        if text.endswith(unit):
-            return round(float(text[: -len(unit)]) * units[unit], 1)
-    raise SmokeError(f"cannot read a memory figure from {text!r}")
+    def newest_checkpoint(self, service: str) -> float:
+        """mtime of the newest file in the agent's checkpoint volume (0 when empty)."""
+        code = (
+            "import pathlib;"
+            "print(max((p.stat().st_mtime for p in pathlib.Path('/var/lib/edgedrift').rglob('*')"
+            " if p.is_file()), default=0))"
+        )
+        stdout, _, _ = self.compose.exec_in_container(["python", "-c", code], service)
+        return float(stdout.strip())
 
-
-def image_sizes_mb() -> dict[str, float]:
-    sizes = {}
-    for image in IMAGES:
-        size = run(["docker", "image", "inspect", "-f", "{{.Size}}", image], check=False).strip()
-        if size:
-            sizes[image] = round(int(size) / 1e6, 1)
-    return sizes
-
-
-def newest_checkpoint(stack: Stack, service: str) -> float:
-    """mtime of the newest file in the agent's checkpoint volume (0 when empty)."""
-    code = (
-        "import os,pathlib;"
-        "print(max((p.stat().st_mtime for p in pathlib.Path('/var/lib/edgedrift').rglob('*') if p.is_file()),"
-        " default=0))"
-    )
-    return float(run(["docker", "exec", stack.container(service), "python", "-c", code]).strip())
+    def logs(self, service: str, lines: int = 30) -> str:
+        try:
+            stdout, stderr = self.compose.get_logs(service)
+        except subprocess.CalledProcessError as exc:
+            return f"(no logs: {exc})"
+        return "\n".join((stdout + stderr).splitlines()[-lines:])
 
 
 def finish(proc: subprocess.Popen[str], what: str, timeout: float) -> None:
@@ -193,11 +204,10 @@ def smoke(stack: Stack, limit: int, rate: float, figures: dict[str, Any]) -> Non
     figures["phases_s"] = phases
     start = time.monotonic()
     log(f"up: {' '.join(stack.services)} (cloud on {stack.cloud_url}, broker on port {stack.mqtt_port})")
-    stack.compose("up", "-d", "--no-build", *[s for s in stack.services if s != "postgres"])
-    wait(lambda: stack.healthy(*stack.services), 300, "every service healthy", 2)
+    stack.up()
     phases["up_to_healthy"] = time.monotonic() - start
-    figures["rss_mb_at_ready"] = stack.rss_mb()
-    log(f"healthy after {phases['up_to_healthy']:.0f} s; RSS MiB {figures['rss_mb_at_ready']}")
+    figures["memory_mib_at_ready"] = stack.memory_mib()
+    log(f"healthy after {phases['up_to_healthy']:.0f} s; memory MiB {figures['memory_mib_at_ready']}")
 
     url = f"mqtt://operator:{OPERATOR_MQTT_PASSWORD}@{HOST}:{stack.mqtt_port}"
     with Predictions(url) as predictions:
@@ -212,30 +222,33 @@ def smoke(stack: Stack, limit: int, rate: float, figures: dict[str, Any]) -> Non
 
         # The agent of dev-1 is killed (SIGKILL) once its checkpoint covers every sample it was sent.
         last_sample = time.time()
-        wait(lambda: newest_checkpoint(stack, "edge-1") > last_sample, 90, "edge-1's checkpoint", 2)
-        t = time.monotonic()
-        run(["docker", "kill", stack.container("edge-1")])
+        wait(lambda: stack.newest_checkpoint("edge-1") > last_sample, 90, "edge-1's checkpoint", 2)
+        edge1 = stack.container("edge-1")
+        edge1.kill()
         log("edge-1 killed (SIGKILL)")
         time.sleep(3)
-        if stack.inspect("edge-1", "{{.State.Running}}") != "true":
-            stack.compose("start", "edge-1")
+        edge1.reload()
+        if edge1.status != "running":
+            edge1.start()
         phases["edge_kill_to_healthy"] = wait(lambda: stack.healthy("edge-1"), 180, "edge-1 healthy again", 2)
-        figures["edge_restarts"] = int(stack.inspect("edge-1", "{{.RestartCount}}"))
+        edge1.reload()
+        figures["edge_restarts"] = int(edge1.attrs["RestartCount"])
 
         # Phase 2: dev-2's agent is stopped, so its samples queue in the broker; the cloud restarts
         # while the stream runs; then the broker restarts holding dev-2's queue.
-        stack.compose("stop", "edge-2")
+        edge2 = stack.container("edge-2")
+        edge2.stop(timeout=30)
         t = time.monotonic()
         replay = stack.replay(1, limit, rate)
         time.sleep(min(5.0, limit / rate / 3))
-        stack.compose("restart", "cloud")
+        stack.container("cloud").restart()
         log("cloud restarted during the second replay")
         finish(replay, "the second replay", 300)
         wait(lambda: stack.healthy("cloud"), 120, "the cloud healthy again", 2)
-        stack.compose("restart", "mosquitto")
+        stack.container("mosquitto").restart()
         wait(lambda: stack.healthy("mosquitto"), 120, "the broker healthy again", 2)
         log("broker restarted with dev-2's queue")
-        stack.compose("start", "edge-2")
+        edge2.start()
         expected = 2 * limit
         wait(
             lambda: all(n >= expected for n in predictions.counts().values()),
@@ -250,7 +263,6 @@ def smoke(stack: Stack, limit: int, rate: float, figures: dict[str, Any]) -> Non
         phases["phase2"] = time.monotonic() - t
         counts = predictions.counts()
     final = stack.recomputes()
-    requested = stack.heartbeats("recomputes_requested")
     log(f"phase 2: predictions {counts}, heartbeats {stack.heartbeats()}, cloud recomputes {final}")
     if any(final[d] < first[d] for d in DEVICES):
         raise SmokeError(f"recomputes went down across the restarts: {first} -> {final}")
@@ -258,57 +270,53 @@ def smoke(stack: Stack, limit: int, rate: float, figures: dict[str, Any]) -> Non
     wait(lambda: stack.recomputes() == stack.heartbeats("recomputes_requested"), 120, "recomputes stored")
     figures.update(
         predictions=counts,
+        heartbeat_samples=stack.heartbeats(),
         recomputes_after_phase1=first,
         recomputes_final=stack.recomputes(),
-        recomputes_requested=requested,
+        recomputes_requested=stack.heartbeats("recomputes_requested"),
         drift_events=stack.heartbeats("drift_events"),
-        rss_mb_at_end=stack.rss_mb(),
+        memory_mib_at_end=stack.memory_mib(),
     )
     phases["total"] = time.monotonic() - start
 
 
-def compose_cli(choice: str) -> list[str]:
-    if choice in ("auto", "v2") and run(["docker", "compose", "version"], check=False):
-        return ["docker", "compose"]
-    if choice in ("auto", "v1") and shutil.which("docker-compose"):
-        return ["docker-compose"]
-    raise SmokeError(f"no compose CLI ({choice}) found")
+def run(postgres: bool, samples: int = 3000, rate: float = 200.0, keep: bool = False) -> dict[str, Any]:
+    """The whole smoke test on a project of its own; the figures, SmokeError (after the services' log
+    tails) when a step fails. The stack is torn down (``down --volumes``) unless ``keep``."""
+    figures: dict[str, Any] = {"postgres": postgres, "samples_per_phase": samples}
+    with tempfile.TemporaryDirectory(prefix="edgedrift-smoke-") as workdir:
+        stack = Stack(postgres, "edgedrift-smoke-pg" if postgres else "edgedrift-smoke", Path(workdir))
+        figures["image_mb"] = stack.image_sizes_mb()
+        try:
+            smoke(stack, samples, rate, figures)
+            log("PASS")
+        except Exception as exc:
+            log(f"FAIL: {exc!r}")
+            for service in stack.services:
+                log(f"--- {service} log (tail) ---\n{stack.logs(service)}")
+            raise exc if isinstance(exc, SmokeError) else SmokeError(repr(exc)) from exc
+        finally:
+            if not keep:
+                stack.down()
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--postgres", action="store_true", help="with deploy/compose.postgres.yml")
-    parser.add_argument("--cli", choices=["auto", "v1", "v2"], default="auto", help="compose CLI")
     parser.add_argument("--samples", type=int, default=3000, help="samples per device and phase")
     parser.add_argument("--rate", type=float, default=200.0, help="messages per second to each device")
     parser.add_argument("--keep", action="store_true", help="leave the stack running (no teardown)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
-    figures: dict[str, Any] = {"postgres": args.postgres, "samples_per_phase": args.samples}
-    cli = compose_cli(args.cli)
-    figures["cli"] = " ".join(cli)
-    stack = Stack(cli, args.postgres, "edgedrift-smoke-pg" if args.postgres else "edgedrift-smoke")
-    figures["image_mb"] = image_sizes_mb()
-    status = 1
     try:
-        smoke(stack, args.samples, args.rate, figures)
-        status = 0
-        log("PASS")
-    except SmokeError as exc:
-        log(f"FAIL: {exc}")
-        for service in stack.services:
-            log(
-                f"--- {service} log (tail) ---\n"
-                + stack.compose("logs", "--tail", "30", service, check=False)
-            )
-    finally:
-        if not args.keep:
-            stack.compose("down", "-v", "--remove-orphans", check=False)
-        figures["passed"] = status == 0
-        print(json.dumps(figures, indent=2))
-        if args.json is not None:
-            args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    return status
+        figures = run(args.postgres, args.samples, args.rate, args.keep)
+    except SmokeError:
+        return 1
+    print(json.dumps(figures, indent=2))
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
 
 
 if __name__ == "__main__":

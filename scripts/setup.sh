@@ -17,7 +17,7 @@ if [ "$(cat .venv/.edgedrift-installed 2>/dev/null)" != "$stamp" ]; then
   # constraints.txt pins every third-party package (scripts/lock.sh regenerates it; a pyproject bound above
   # its pin needs the pin raised by hand first).
   .venv/bin/python -m pip install --quiet -c constraints.txt -e "./shared[training,river,onnx]" -e "./cloud_trainer[tracing,jobs]" -e "./edge_agent[tracing]" \
-    -e ./evaluator -e ./harness -e ./demo \
+    -e ./evaluator -e "./harness[containers]" -e ./demo \
     -r requirements-dev.txt
   echo "$stamp" > .venv/.edgedrift-installed
 fi

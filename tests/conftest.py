@@ -1,6 +1,7 @@
-"""Test tiers: every test is marked by its folder (unit, contract, property, integration), plus ``e2e`` for
-the whole-system tests and ``deploy`` for the deployment files, and ``quick`` for the tier that runs in
-about a minute. ``pytest -m quick`` before a commit, the whole suite (``bash scripts/test.sh``) in CI."""
+"""Test tiers: every test is marked by its folder (unit, contract, property, integration, container), plus
+``e2e`` for the whole-system tests and ``deploy`` for the deployment files, and ``quick`` for the tier that
+runs in about a minute. ``pytest -m quick`` before a commit, the whole suite (``bash scripts/test.sh``) in
+CI, where no Docker engine runs and the container tier skips in a second."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ import pytest
 pytest_plugins = ["support.kernel_trace"]
 
 #: Folder under tests/ -> its tier.
-FOLDER_TIERS = {"unit": "unit", "contract": "contract", "property": "property", "integration": "integration"}
+FOLDER_TIERS = {
+    "unit": "unit",
+    "contract": "contract",
+    "property": "property",
+    "integration": "integration",
+    "container": "container",
+}
 QUICK_TIERS = {"unit", "contract", "property"}
 #: Test modules (file stems) that exercise the whole system or the deployment files.
 E2E_MODULES = {"test_demo", "test_dashboard"}

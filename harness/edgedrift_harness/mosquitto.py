@@ -11,7 +11,9 @@
   entry point does (or the entry point itself has written that directory).
 
 ``kill()`` is a SIGKILL (a crash: nothing is saved on the way out); ``start()`` again (or ``restart()``)
-reuses the port and the data directory, as a restarted container does.
+reuses the port and the data directory, as a restarted container does. With ``EDGEDRIFT_TEST_CONTAINERS=1``
+each of them runs the broker of the ``eclipse-mosquitto:2`` image instead of the local binary, with the same
+configuration, port and directories (:mod:`edgedrift_harness.containers`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Self
 
+from edgedrift_harness import containers
 from edgedrift_harness.ports import HOST, free_port, wait_listening
-from edgedrift_harness.processes import ServerProcess, stop_process
+from edgedrift_harness.processes import Process, ServerProcess, stop_process
 
 __all__ = [
     "SHIPPED_ACL",
@@ -94,17 +97,19 @@ class MosquittoProcess(ServerProcess):
     """
 
     def __init__(self, workdir: Path, config: Callable[[int], str], *, port: int | None = None) -> None:
-        binary = find_mosquitto()
-        if binary is None:
-            raise BrokerError("needs Mosquitto (apt-get install -y mosquitto)")
-        self.binary = binary
+        self.in_container = containers.requested()
+        self.binary: str | None = None  # the container's, in a container
+        if not self.in_container:
+            self.binary = find_mosquitto()
+            if self.binary is None:
+                raise BrokerError("needs Mosquitto (apt-get install -y mosquitto)")
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.conf_path = workdir / "mosquitto.conf"
         self.log_path = workdir / "mosquitto.log"
         self._render = config
         self._port_fixed = port is not None
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Process | None = None
         self._configure(port or free_port())
 
     def _configure(self, port: int) -> None:
@@ -145,15 +150,23 @@ class MosquittoProcess(ServerProcess):
             self._configure(free_port())  # lost the race for the port: try another
         raise AssertionError("unreachable")
 
-    def _spawn_and_wait(self, offset: int, timeout: float) -> bool:
+    def _spawn(self) -> Process:
+        if self.in_container or self.binary is None:
+            try:
+                return containers.mosquitto_container(self.workdir, self.conf_path, self.log_path)
+            except containers.ContainerError as exc:
+                raise BrokerError(str(exc)) from exc
         with self.log_path.open("ab") as log:
-            self.proc = proc = subprocess.Popen(
+            return subprocess.Popen(
                 [self.binary, "-c", str(self.conf_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
             )
+
+    def _spawn_and_wait(self, offset: int, timeout: float) -> bool:
+        self.proc = proc = self._spawn()
         started = time.monotonic()
 
         def running() -> bool:

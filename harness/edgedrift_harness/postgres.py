@@ -5,8 +5,10 @@ server when none answers.
 ``postgresql://postgres@127.0.0.1:5432/test``) when it answers, and otherwise starts a
 :class:`ThrowawayPostgres` from Debian's binaries (``/usr/lib/postgresql/*/bin``: ``initdb`` into a
 temporary directory, ``pg_ctl start`` on a free port, trust authentication on 127.0.0.1 only, no fsync),
-so the registry tests also run on a machine without a PostgreSQL service. :func:`fresh_database` creates
-an empty database there and drops it (``WITH (FORCE)``) afterwards.
+so the registry tests also run on a machine without a PostgreSQL service. With
+``EDGEDRIFT_TEST_CONTAINERS=1`` it starts a ``postgres:16-alpine`` container instead
+(:func:`edgedrift_harness.containers.postgres_container`).
+:func:`fresh_database` creates an empty database there and drops it (``WITH (FORCE)``) afterwards.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Self
 
 import psycopg
 
+from edgedrift_harness import containers
 from edgedrift_harness.ports import HOST, free_port
 
 __all__ = [
@@ -147,7 +150,16 @@ class ThrowawayPostgres:
 
 @contextlib.contextmanager
 def postgres_server(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
-    """The admin URL of a PostgreSQL server: ``admin_url`` when it answers, else a throwaway server's."""
+    """The admin URL of a PostgreSQL server: a container's when containers are requested, else ``admin_url``
+    when it answers, else a throwaway server's."""
+    if containers.requested():
+        with contextlib.ExitStack() as stack:
+            try:
+                url = stack.enter_context(containers.postgres_container())
+            except containers.ContainerError as exc:
+                raise PostgresError(str(exc)) from exc
+            yield url
+        return
     if server_answers(admin_url):
         yield admin_url
         return

@@ -7,14 +7,31 @@ import signal
 import subprocess
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self
 
-__all__ = ["ServerProcess", "log_tail", "stop_process"]
+__all__ = ["Process", "ServerProcess", "log_tail", "stop_process"]
 
 
-def stop_process(
-    proc: subprocess.Popen[bytes] | None, timeout: float = 30.0, sig: int = signal.SIGTERM
-) -> int | None:
+class Process(Protocol):
+    """What the harness uses of a child process: a :class:`subprocess.Popen`, or a container seen as one
+    (:class:`edgedrift_harness.containers.ContainerProcess`)."""
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def stop_process(proc: Process | None, timeout: float = 30.0, sig: int = signal.SIGTERM) -> int | None:
     """Send ``sig`` (SIGTERM: a clean stop) and wait; SIGKILL after ``timeout``. The exit code (None for no
     process); a process that already exited is only reaped."""
     if proc is None:
@@ -39,7 +56,7 @@ class ServerProcess:
     """A server the harness runs as a child process with a log file: ``with`` starts it (unless it runs)
     and stops it; subclasses give :meth:`start` and :meth:`stop`."""
 
-    proc: subprocess.Popen[bytes] | None
+    proc: Process | None
     log_path: Path
 
     def start(self) -> Self:

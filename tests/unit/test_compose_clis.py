@@ -1,6 +1,7 @@
 """Both compose command lines accept the stack: the v2 plugin (``docker compose``) and the v1
-``docker-compose`` 1.29 that Debian ships (deploy/smoke.sh may run either), for the base file, with the
-PostgreSQL override and with the monitoring profile. ``config`` validates without a Docker engine."""
+``docker-compose`` 1.29 that Debian ships (the smoke test drives the v2 one through testcontainers), for
+the base file, with the PostgreSQL override and with the monitoring profile. ``config`` validates without a
+Docker engine."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""deploy/smoke.sh and deploy/smoke.py checked without a Docker engine (the engine run itself is recorded in
-docs/benchmarks.md): the script parses, the smoke test's devices, services, images, credentials and
-data set are the compose stack's, and the memory figures of ``docker stats`` are read right."""
+"""deploy/smoke.sh and deploy/smoke.py checked without a Docker engine (the engine run itself is
+tests/container/test_compose_smoke.py, recorded in docs/benchmarks.md): the script parses, the smoke
+test's devices, services, images, stand-ins, credentials and data set are the compose stack's, and a
+container's memory is read from the engine's stats as ``docker stats`` reads it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 from types import ModuleType
 
 import pytest
-from support.compose import SERVICES, WITH_POSTGRES, effective_command, environment
+from support.compose import SERVICES, WITH_POSTGRES, effective_command, environment, long_running
 from support.dockerfiles import ROOT
 from support.scripts import load_script
 
@@ -30,22 +31,43 @@ def test_smoke_test_matches_the_stack() -> None:
     assert tuple(replay[replay.index("--devices") + 1].split(",")) == smoke.DEVICES
     assert {f"edge-{i}" for i in range(1, 4)} == set(smoke.AGENTS) and set(smoke.AGENTS) <= set(SERVICES)
     images = {s["image"] for s in SERVICES.values() if s.get("image")}
-    assert set(smoke.IMAGES) - {"python:3.11-slim"} <= images
+    assert set(smoke.IMAGES) <= images
+    assert WITH_POSTGRES["services"]["postgres"]["image"] == smoke.POSTGRES_IMAGE
     assert environment(SERVICES["mosquitto"])["MQTT_OPERATOR_PASSWORD"] == smoke.OPERATOR_MQTT_PASSWORD
     assert environment(SERVICES["cloud"])["EDGEDRIFT_CLOUD_OPERATOR_TOKEN"] == smoke.OPERATOR_TOKEN
-    assert "postgres" in WITH_POSTGRES["services"]
     stream = load_dataset(smoke.DATASET)
     assert stream.drift_points and stream.drift_points[0] < 3000, "each phase must hold a drift"
 
 
-@pytest.mark.parametrize(
-    ("text", "mib"), [("104.2MiB", 104.2), ("1.5GiB", 1536.0), ("512KiB", 0.5), ("0B", 0.0)]
-)
-def test_memory_figures_of_docker_stats(text: str, mib: float) -> None:
-    assert smoke_module()._mib(text) == mib
-
-
-def test_unknown_memory_unit_is_an_error() -> None:
+def test_smoke_test_runs_every_long_running_service() -> None:
+    """A service added to the stack (outside a profile) is brought up and checked by the smoke test."""
     smoke = smoke_module()
-    with pytest.raises(smoke.SmokeError):
-        smoke._mib("12 parsecs")
+    expected = {name for name, s in SERVICES.items() if long_running(s) and not s.get("profiles")}
+    assert set(smoke.SERVICES) == expected
+
+
+def test_each_stand_in_is_built_under_the_stacks_image_name() -> None:
+    smoke = smoke_module()
+    images = {s["image"] for s in WITH_POSTGRES["services"].values() if s.get("image")}
+    script = (ROOT / "deploy" / "smoke.sh").read_text()
+    for image, folder in smoke.STAND_INS.items():
+        assert image in images
+        assert (ROOT / folder / "Dockerfile").is_file()
+        assert f"stand_in {image} {folder}" in script
+
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize(
+    ("memory", "mib"),
+    [
+        # cgroup v2, then v1
+        ({"usage": 100 * MIB, "stats": {"inactive_file": 10 * MIB, "active_file": 5 * MIB}}, 90.0),
+        ({"usage": 100 * MIB, "stats": {"total_inactive_file": 30 * MIB, "cache": 40 * MIB}}, 70.0),
+        ({"usage": 3 * MIB // 2, "stats": {}}, 1.5),
+        ({"usage": 10 * MIB, "stats": {"inactive_file": 20 * MIB}}, 10.0),  # more cache than usage: usage
+    ],
+)
+def test_memory_is_usage_less_the_inactive_page_cache(memory: dict[str, object], mib: float) -> None:
+    assert smoke_module().memory_mib({"memory_stats": memory}) == mib
