@@ -363,7 +363,7 @@ def faults(stack: MonitoringStack, windows: Windows, figures: dict[str, Any]) ->
         run(["docker", "pause", stack.container(HUNG)])
         at["hang"] = time.time()
         log(f"{HUNG} paused; {DRIFTING}'s drifting stream started")
-        stopper: subprocess.Popen[str] | None = None
+        stopper: subprocess.Popen[bytes] | None = None
         deadline = time.monotonic() + 2 * bound + 60
         while not all(alerts.fired(e) for e in expected):
             if time.monotonic() > deadline:
@@ -402,19 +402,17 @@ def judge(alerts: AlertLog, at: dict[str, float], windows: Windows) -> dict[str,
         assert key is not None and key in alerts.firing
         for_s = windows.for_s[e.alert]
         limit = e.onset_s + for_s + windows.evaluation_s + SLACK_S
-        row = {
+        firing_after = alerts.firing[key] - at[e.fault]
+        pending_to_firing = alerts.firing[key] - alerts.pending[key]
+        report[key] = row = {
             "fault": e.fault,
             "for_s": for_s,
             "pending_after_s": round(alerts.pending[key] - at[e.fault], 1),
-            "firing_after_s": round(alerts.firing[key] - at[e.fault], 1),
-            "pending_to_firing_s": round(alerts.firing[key] - alerts.pending[key], 1),
+            "firing_after_s": round(firing_after, 1),
+            "pending_to_firing_s": round(pending_to_firing, 1),
             "bound_s": round(limit, 1),
         }
-        report[key] = row
-        if (
-            row["firing_after_s"] > limit
-            or row["pending_to_firing_s"] > for_s + windows.evaluation_s + SLACK_S
-        ):
+        if firing_after > limit or pending_to_firing > for_s + windows.evaluation_s + SLACK_S:
             late.append(f"{key}: {row}")
     for key in alerts.pending:  # the others (a consequence of the same faults), timed from the first fault
         if key not in report:
@@ -477,6 +475,7 @@ def short_override(directory: Path) -> tuple[Path, Windows]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--windows", choices=["shipped", "short"], default="shipped", help="rules' windows")
+    parser.add_argument("--project", default=PROJECT, help="compose project name (default: %(default)s)")
     parser.add_argument("--keep", action="store_true", help="leave the stack running (no teardown)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
@@ -486,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     override, windows = short_override(tmp) if args.windows == "short" else (None, shipped_windows())
     figures["intervals_s"] = {"scrape": windows.scrape_s, "evaluation": windows.evaluation_s}
     figures["expected"] = [asdict(e) | {"for_s": windows.for_s[e.alert]} for e in expectations(windows)]
-    stack = MonitoringStack(PROJECT, override)
+    stack = MonitoringStack(args.project, override)
     try:
         ensure_prometheus_image()
         monitoring_smoke(stack, windows, figures)
