@@ -71,18 +71,27 @@ STRATEGY = "periodic"
 #: goes to 0, so the cloud has each device's accuracy as its quality baseline.
 STABLE = "sine1+:concept_length=3000,n_concepts=1"
 STABLE_SAMPLES = 3000
-#: Concept A, then its labels flipped at sample CONCEPT: dev-1's accuracy falls from ~0.97 to ~0.6.
+#: Concept A, then its labels flipped at sample CONCEPT and flipped back every CONCEPT samples (Sine1+'s
+#: recurring drifts): dev-1's accuracy falls from ~0.97 to 0.55-0.7 and stays there. The stream runs until
+#: the alerts fired (it is stopped then): an agent reports a device that receives nothing for
+#: silent_after_s (300 s) as silent, and the cloud's quality figures leave it out, so a stream that ended
+#: would end the quality alert's 10-minute window too.
 CONCEPT = 2000
-DRIFT = f"sine1+:concept_length={CONCEPT},n_concepts=2"
-DRIFT_SAMPLES = 2 * CONCEPT
+DRIFT_CONCEPTS = 50
+DRIFT = f"sine1+:concept_length={CONCEPT},n_concepts={DRIFT_CONCEPTS}"
+DRIFT_SAMPLES = CONCEPT * DRIFT_CONCEPTS
+#: The stable stream's rate (messages per second to each device), then the drifting one's: 50/s lasts
+#: 2,000 s, longer than the shipped windows need.
 RATE = 200.0
+DRIFT_RATE = 50.0
 HEARTBEAT_S = float(AgentSettings.model_fields["heartbeat_every_s"].default)
 QUALITY_MAX_AGE_S = float(CloudSettings.model_fields["metrics_quality_max_age_s"].default)
 #: Seconds between two polls of /api/v1/alerts, and the slack every bound allows for the poll.
 POLL_S = 1.0
 SLACK_S = 5.0
-#: A device's accuracy is below its baseline minus 0.1 within this long after the drift (~40 labels).
-DRIFT_SHOWS_S = 5.0
+#: A device's accuracy is below its baseline minus 0.1 within this long after the drift (~40 labels at
+#: DRIFT_RATE, every 10th sample labeled).
+DRIFT_SHOWS_S = 10.0
 
 
 def seconds(duration: str) -> float:
@@ -250,11 +259,13 @@ class MonitoringStack:
         states = [run(["docker", "inspect", "-f", template, self.container(s)]).strip() for s in services]
         return all(s == "true healthy" for s in states)
 
-    def replay(self, dataset: str, seed: int, limit: int, devices: list[str]) -> subprocess.Popen[str]:
+    def replay(
+        self, dataset: str, seed: int, limit: int, devices: list[str], rate: float = RATE
+    ) -> subprocess.Popen[str]:
         """The replay service publishing ``limit`` samples of ``dataset`` to each of ``devices``."""
         argv = [
             *self.base, "run", "--rm", "--no-deps", "-T", "replay", "replay", "--dataset", dataset,
-            "--seed", str(seed), "--limit", str(limit), "--devices", ",".join(devices), "--rate", f"{RATE:g}",
+            "--seed", str(seed), "--limit", str(limit), "--devices", ",".join(devices), "--rate", f"{rate:g}",
             "--broker-url", "mqtt://replay@mosquitto:1883", "--no-progress",
         ]  # fmt: skip
         return subprocess.Popen(
@@ -359,7 +370,7 @@ def faults(stack: MonitoringStack, windows: Windows, figures: dict[str, Any]) ->
     with Predictions(url) as predictions:
         time.sleep(2)  # the subscription is in place before the stream
         before = predictions.counts()[DRIFTING]
-        replay = stack.replay(DRIFT, 1, DRIFT_SAMPLES, [DRIFTING])
+        replay = stack.replay(DRIFT, 1, DRIFT_SAMPLES, [DRIFTING], DRIFT_RATE)
         run(["docker", "pause", stack.container(HUNG)])
         at["hang"] = time.time()
         log(f"{HUNG} paused; {DRIFTING}'s drifting stream started")
@@ -386,7 +397,13 @@ def faults(stack: MonitoringStack, windows: Windows, figures: dict[str, Any]) ->
             if stopper is not None and "stopped" not in at and stopper.poll() is not None:
                 at["stopped"] = time.time()
             time.sleep(POLL_S)
-        finish(replay, "the drifting replay", 120)
+        if replay.poll() is not None:
+            raise SmokeError(f"the drifting replay ended (exit {replay.returncode}) before the alerts fired")
+        replay.terminate()
+        try:
+            replay.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            replay.kill()  # its container goes with the project's `down`
     figures["fault_at"] = at
     return alerts
 
