@@ -1,6 +1,7 @@
 """A Prometheus server as a child process, scraping the given targets with the shipped rules
-(``deploy/prometheus/rules.yml``) on a free port of 127.0.0.1, ready once ``/-/ready`` answers 200;
-:meth:`PrometheusProcess.query` runs an instant PromQL query over its HTTP API."""
+(``deploy/prometheus/rules.yml``) on a free port of 127.0.0.1, ready once ``/-/ready`` answers 200; and
+:class:`PrometheusAPI`, the client of any Prometheus's HTTP API (this process's, or a container's):
+instant PromQL queries and the alerts with their state."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import httpx
 from edgedrift_harness.ports import HOST, free_port
 from edgedrift_harness.processes import log_tail, stop_process
 
-__all__ = ["SHIPPED_RULES", "PrometheusError", "PrometheusProcess", "find_prometheus"]
+__all__ = ["SHIPPED_RULES", "PrometheusAPI", "PrometheusError", "PrometheusProcess", "find_prometheus"]
 
 SHIPPED_RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules.yml"
 
@@ -32,7 +33,48 @@ def find_prometheus() -> str | None:
     return shutil.which("prometheus")
 
 
-class PrometheusProcess:
+class PrometheusAPI:
+    """The HTTP API of the Prometheus at ``url`` (``http://host:port``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def tail(self, lines: int = 20) -> str:
+        """What to show when a wait fails (a process's log; nothing for a server not started here)."""
+        return ""
+
+    def api(self, path: str, **params: str) -> Any:
+        """GET ``/api/v1/<path>``; its ``data`` (PrometheusError unless the status is success)."""
+        reply = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=10.0)
+        body = reply.json()
+        if reply.status_code != 200 or body.get("status") != "success":
+            raise PrometheusError(f"{path} {params}: {reply.status_code} {body}")
+        return body["data"]
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        """An instant query: the result vector, one ``{"metric": labels, "value": [t, "v"]}`` per series."""
+        data = self.api("query", query=promql)
+        result: list[dict[str, Any]] = data["result"]
+        return result
+
+    def wait_for(self, promql: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """Poll ``promql`` until it returns at least one series; PrometheusError after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.query(promql)
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise PrometheusError(f"{promql!r} returned nothing within {timeout:.0f} s:\n{self.tail()}")
+            time.sleep(0.25)
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """``/api/v1/alerts``: every pending or firing alert (``labels``, ``state``, ``activeAt``)."""
+        found: list[dict[str, Any]] = self.api("alerts")["alerts"]
+        return found
+
+
+class PrometheusProcess(PrometheusAPI):
     """``prometheus`` scraping ``targets`` (host:port) as job ``job`` every ``interval_s`` seconds, with
     ``rules`` evaluated at the same period (a group's own ``interval`` wins); a context manager."""
 
@@ -52,7 +94,7 @@ class PrometheusProcess:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.url = f"http://{HOST}:{self.port}"
+        super().__init__(f"http://{HOST}:{self.port}")
         self.log_path = workdir / "prometheus.log"
         self.config_path = workdir / "prometheus.yml"
         period = f"{round(interval_s * 1000)}ms"
@@ -89,31 +131,6 @@ class PrometheusProcess:
 
     def tail(self, lines: int = 20) -> str:
         return log_tail(self.log_path, lines, "(no log)")
-
-    def api(self, path: str, **params: str) -> Any:
-        """GET ``/api/v1/<path>``; its ``data`` (PrometheusError unless the status is success)."""
-        reply = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=10.0)
-        body = reply.json()
-        if reply.status_code != 200 or body.get("status") != "success":
-            raise PrometheusError(f"{path} {params}: {reply.status_code} {body}")
-        return body["data"]
-
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        """An instant query: the result vector, one ``{"metric": labels, "value": [t, "v"]}`` per series."""
-        data = self.api("query", query=promql)
-        result: list[dict[str, Any]] = data["result"]
-        return result
-
-    def wait_for(self, promql: str, timeout: float = 30.0) -> list[dict[str, Any]]:
-        """Poll ``promql`` until it returns at least one series; PrometheusError after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = self.query(promql)
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise PrometheusError(f"{promql!r} returned nothing within {timeout:.0f} s:\n{self.tail()}")
-            time.sleep(0.25)
 
     def __enter__(self) -> Self:
         return self.start()

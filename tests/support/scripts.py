@@ -9,7 +9,10 @@ from types import ModuleType
 
 
 def load_script(path: Path, name: str) -> ModuleType:
-    """``path`` as the module ``name``, once (registered in sys.modules: dataclasses need it)."""
+    """``path`` as the module ``name``, once (registered in sys.modules: dataclasses need it), with its
+    folder on sys.path as running it puts it there (deploy/monitoring_smoke.py imports deploy/smoke.py)."""
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
