@@ -40,12 +40,13 @@ from smoke import (
     AGENTS,
     DEVICES,
     OPERATOR_MQTT_PASSWORD,
-    OPERATOR_TOKEN,
     ROOT,
     Predictions,
     SmokeError,
     finish,
     log,
+    operator_client,
+    stored_recomputes,
     wait,
 )
 
@@ -273,13 +274,10 @@ class MonitoringStack:
         )
 
     def operator(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.cloud_url, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}, timeout=10
-        )
+        return operator_client(self.cloud_url)
 
     def recomputes(self) -> dict[str, int]:
-        with self.operator() as op:
-            return {d: int(op.get(f"/v1/devices/{d}/counters").json()["recomputes"]) for d in DEVICES}
+        return stored_recomputes(self.cloud_url)
 
     def latest_beats(self) -> dict[str, dict[str, Any]]:
         """Each device's newest heartbeat at the cloud (empty before the first)."""

@@ -102,6 +102,17 @@ class Predictions(Subscriber):
             return dict(self.count)
 
 
+def operator_client(cloud_url: str) -> httpx.Client:
+    """An HTTP client of the stack's cloud with the operator's token."""
+    return httpx.Client(base_url=cloud_url, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}, timeout=10)
+
+
+def stored_recomputes(cloud_url: str) -> dict[str, int]:
+    """The recomputes the cloud stored for each device of the stack."""
+    with operator_client(cloud_url) as op:
+        return {d: int(op.get(f"/v1/devices/{d}/counters").json()["recomputes"]) for d in DEVICES}
+
+
 class Stack:
     """One compose project (its own name, free ports in an env file) driven through ``DockerCompose``."""
 
@@ -147,13 +158,10 @@ class Stack:
         return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def operator(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.cloud_url, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}, timeout=10
-        )
+        return operator_client(self.cloud_url)
 
     def recomputes(self) -> dict[str, int]:
-        with self.operator() as op:
-            return {d: int(op.get(f"/v1/devices/{d}/counters").json()["recomputes"]) for d in DEVICES}
+        return stored_recomputes(self.cloud_url)
 
     def heartbeats(self, field: str = "samples") -> dict[str, int]:
         """``field`` of each device's newest heartbeat at the cloud (0 before the first)."""

@@ -105,14 +105,7 @@ def test_the_trace_lists_the_modules_whose_processes_used_a_kernel(tmp_path: Pat
     found = plan(trace)
     assert not found.whole and found.again == ["test_a_subprocess.py", "test_c_fork_server.py"]
     assert found.collected["test_b_numpy.py"] == (1, False)
-    printed = subprocess.run(
-        [sys.executable, "-m", "support.kernel_trace", str(trace)],
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    printed = _read_plan(trace)
     assert printed.stdout.split() == ["test_a_subprocess.py", "test_c_fork_server.py"]
     assert "2 of 3 test modules" in printed.stderr
 
@@ -121,14 +114,7 @@ def test_a_session_fixtures_use_asks_for_the_whole_suite(tmp_path: Path) -> None
     trace, _ = _session(tmp_path, {"test_session.py": SESSION_FIXTURE_MODULE})
     found = plan(trace)
     assert found.whole and "<session fixture shared_learner>" in found.explain()
-    printed = subprocess.run(
-        [sys.executable, "-m", "support.kernel_trace", str(trace)],
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    printed = _read_plan(trace)
     assert printed.stdout.strip() == ALL
 
 
@@ -142,3 +128,15 @@ def test_without_the_variable_the_kernels_are_the_extension_and_the_trace_is_not
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["True", "False"]
+
+
+def _read_plan(trace: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m support.kernel_trace TRACE``, as scripts/test.sh calls it: the modules on stdout."""
+    return subprocess.run(
+        [sys.executable, "-m", "support.kernel_trace", str(trace)],
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
