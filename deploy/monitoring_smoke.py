@@ -187,6 +187,11 @@ class AlertLog:
 
     def __init__(self) -> None:
         self.pending: dict[str, float] = {}
+        #: The ``activeAt`` of the pending spell that turned into firing (a later one than ``pending``
+        #: when the expression was empty at an evaluation in between and the alert started over).
+        self.armed: dict[str, float] = {}
+        #: The distinct pending spells seen of each alert (their ``activeAt``).
+        self.spells: dict[str, set[float]] = {}
         self.firing: dict[str, float] = {}
         self.labels: dict[str, dict[str, str]] = {}
 
@@ -196,9 +201,12 @@ class AlertLog:
             labels = alert["labels"]
             key = ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "severity")
             self.labels[key] = labels
-            self.pending.setdefault(key, active_at(alert["activeAt"]))
-            if alert["state"] == "firing":
-                self.firing.setdefault(key, now)
+            active = active_at(alert["activeAt"])
+            self.pending.setdefault(key, active)
+            self.spells.setdefault(key, set()).add(active)
+            if alert["state"] == "firing" and key not in self.firing:
+                self.firing[key] = now
+                self.armed[key] = active
 
     def find(self, expected: Expected) -> str | None:
         """The first alert matching ``expected`` that fired, else the first pending one."""
@@ -418,11 +426,12 @@ def judge(alerts: AlertLog, at: dict[str, float], windows: Windows) -> dict[str,
         for_s = windows.for_s[e.alert]
         limit = e.onset_s + for_s + windows.evaluation_s + SLACK_S
         firing_after = alerts.firing[key] - at[e.fault]
-        pending_to_firing = alerts.firing[key] - alerts.pending[key]
+        pending_to_firing = alerts.firing[key] - alerts.armed[key]
         report[key] = row = {
             "fault": e.fault,
             "for_s": for_s,
             "pending_after_s": round(alerts.pending[key] - at[e.fault], 1),
+            "pending_spells": len(alerts.spells[key]),
             "firing_after_s": round(firing_after, 1),
             "pending_to_firing_s": round(pending_to_firing, 1),
             "bound_s": round(limit, 1),
@@ -438,7 +447,8 @@ def judge(alerts: AlertLog, at: dict[str, float], windows: Windows) -> dict[str,
                 "firing_after_s": None if fired is None else round(fired - first, 1),
             }
     if late:
-        raise SmokeError("alerts fired later than their window allows:\n" + "\n".join(late))
+        every = "\n".join(f"{key}: {row}" for key, row in report.items())
+        raise SmokeError(f"alerts fired later than their window allows:\n{chr(10).join(late)}\nall:\n{every}")
     return report
 
 
