@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from edgedrift.kernel_trace import MODULE_VAR, TOUCHES, TRACE_VAR, publish
+from edgedrift.kernel_trace import MODULE_VAR, TRACE_VAR, publish, touch_lines
 
 __all__ = ["ALL", "COLLECTED", "Plan", "plan"]
 
@@ -156,8 +156,7 @@ def plan(folder: Path) -> Plan:
         collected = {m: (int(n), q == "1") for m, n, q in csv.reader(rows, delimiter="\t")}
     used: dict[str, tuple[str, list[str]]] = {}
     unplaced: list[str] = []
-    touches = folder / TOUCHES
-    for line in touches.read_text().splitlines() if touches.exists() else []:
+    for line in touch_lines(folder):
         module, what, pid, program = line.split("\t")
         if module not in collected:
             unplaced.append(f"{module or '<no test>'} {what} pid {pid} {program}")

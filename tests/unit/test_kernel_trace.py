@@ -12,7 +12,7 @@ import pytest
 from support.kernel_trace import COLLECTED, plan
 
 from edgedrift import kernel_trace
-from edgedrift.kernel_trace import TOUCHES, TRACE_VAR, TracedKernels, traced
+from edgedrift.kernel_trace import TOUCHES, TRACE_VAR, TracedKernels, touch_lines, traced
 
 compiled = pytest.importorskip("edgedrift._kernels", reason="edgedrift._kernels is not built here")
 
@@ -88,3 +88,25 @@ def test_no_touches_file_means_no_module_used_a_kernel(tmp_path: Path) -> None:
     (folder / COLLECTED).write_text("tests/integration/test_db.py\t9\t0\n")
     found = plan(folder)
     assert not found.whole and found.again == [] and found.used == {}
+
+
+def test_a_process_that_cannot_append_records_in_a_file_of_its_own(tmp_path: Path) -> None:
+    """Under a file-size limit below the shared file's size (the disk-full fault runs its agent at 1 KiB)
+    the use goes to touches-PID.tsv, and the reader takes both; the process never fails for its trace."""
+    import subprocess
+    import sys
+
+    (tmp_path / TOUCHES).write_text("x" * 4096 + "\n")
+    code = (
+        "import resource, sys; from pathlib import Path; "
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024)); "
+        "from edgedrift.kernel_trace import Trace; "
+        "Trace(Path(sys.argv[1])).touch('newton_learn')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = touch_lines(tmp_path)
+    assert len(lines) == 2 and lines[1].split("\t")[1] == "newton_learn", lines
+    assert len(list(tmp_path.glob("touches-*.tsv"))) == 1
