@@ -36,6 +36,7 @@ from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto
 from edgedrift_harness.mqtt import Subscriber, publish
+from edgedrift_harness.publisher_process import publish_from_process
 from edgedrift_harness.results import write_json
 
 OPERATOR = "bench-operator-token-" + "x" * 24
@@ -168,18 +169,18 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         time.sleep(max(0.0, marks["before"] + args.lead_s - time.monotonic()))
         marks["burst"] = time.monotonic()
         burst = [sample(i) for i in range(warm, warm + args.burst)]
-        publish(url, f"edgedrift/{flood}/samples", burst, timeout=600)
+        publish_from_process(url, f"edgedrift/{flood}/samples", burst, timeout=600)
         time.sleep(3.0)
         marks["labels"] = time.monotonic()
         labels = [json.dumps({"id": 10**9 + i, "y": 1}).encode() for i in range(args.labels)]
-        publish(url, f"edgedrift/{flood}/labels", labels, timeout=600)
+        publish_from_process(url, f"edgedrift/{flood}/labels", labels, timeout=600)
         time.sleep(3.0)
         marks["restart"] = time.monotonic()
         gateway.stop(timeout=60)
         first = warm + args.burst
         for start in range(first, first + args.backlog, 50_000):  # paho queues 65,535 messages at most
             part = [sample(i) for i in range(start, min(start + 50_000, first + args.backlog))]
-            publish(url, f"edgedrift/{flood}/samples", part, timeout=600)
+            publish_from_process(url, f"edgedrift/{flood}/samples", part, timeout=600)
         time.sleep(max(0.0, marks["restart"] + args.restart_s - time.monotonic()))
         gateway.start(timeout=120)
         back = time.monotonic()

@@ -25,6 +25,7 @@ from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import MosquittoProcess, ShippedMosquitto, local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher, Subscriber, publish
 from edgedrift_harness.ports import free_port
+from edgedrift_harness.publisher_process import publish_from_process
 
 PASSWORDS = {
     "operator": "operator-password-0123456789",
@@ -128,7 +129,7 @@ def test_a_flooding_device_does_not_delay_its_quiet_neighbours(
         watches[flood].wait_event("model_installed", 60)
         burst = [sample(i) for i in range(warm, warm + flood_n)]
         assert flood_started.wait(60)
-        publish(broker.url, f"edgedrift/{flood}/samples", burst, timeout=180)
+        publish_from_process(broker.url, f"edgedrift/{flood}/samples", burst, timeout=180)
         quiet_stream.join(120)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and any(len(arrivals.of(d)) < rounds for d in quiet):
@@ -159,9 +160,9 @@ def test_a_flooding_device_does_not_delay_its_quiet_neighbours(
     p50, p99 = statistics.median(latencies), latencies[int(0.99 * len(latencies))]
     counters = final_counters(watches[flood])
     print(f"quiet p50 {p50:.3f} s p99 {p99:.3f} s; flood {counters}")
-    # The target (p99 <= 1 s) is judged by bench/gateway_fairness.py on a quiet machine; this guard has
-    # headroom for a loaded CI machine and still fails on a gateway without fairness (minutes).
-    assert p99 <= 2.0, f"quiet p50 {p50:.3f} s, p99 {p99:.3f} s"
+    # The target. The flood is published from a process of its own: from this one it held the GIL
+    # and the arrivals were stamped late (p99 0.5-2.5 s then, 0.13-0.15 s measured so on a quiet machine).
+    assert p99 <= 1.0, f"quiet p50 {p50:.3f} s, p99 {p99:.3f} s"
     overloaded = watches[flood].events("overloaded")
     predicted = len(arrivals.of(flood))
     assert predicted == counters["predictions"]
