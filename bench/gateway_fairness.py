@@ -13,7 +13,8 @@ restart phase from when the gateway was back, for the samples published while it
 are still unanswered; per device the ledger from its final status (published = predicted + rejected +
 dropped, labels: + label misses) and what is lost; the gateway's peak RSS. Every sample carries ``seq``,
 so the samples the broker drops while the gateway is away (its queue for the gateway is full of the
-backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost unseen.
+backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost unseen; the
+flooder sends one last sample once the gateway drained its queue, so a gap at the backlog's tail shows too.
 
     python bench/gateway_fairness.py --json results/gateway_fairness.json
     python bench/gateway_fairness.py --quick          # 20 devices, smaller floods (the smoke run)
@@ -184,8 +185,6 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         time.sleep(max(0.0, marks["restart"] + args.restart_s - time.monotonic()))
         gateway.start(timeout=120)
         back = time.monotonic()
-        # one more sample of the flooder: its seq tells the gateway how much of the backlog it missed
-        publish(url, f"edgedrift/{flood}/samples", [sample(first + args.backlog)])
         time.sleep(3.0)
         marks["after"] = time.monotonic()
         time.sleep(args.after_s)
@@ -206,6 +205,16 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 + c.get("label_misses", 0)
             )
 
+        # One more sample of the flooder once the broker's queue for the gateway drained (its count stood
+        # still for 5 s): its seq tells the gateway how much of the backlog's tail the broker dropped; sent
+        # while the queue is still full, the broker would drop it too and the tail's gap would go unseen.
+        seen, still = -1, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - still < 5.0:
+            now_seen = accounted(watch.counters(flood))
+            if now_seen != seen:
+                seen, still = now_seen, time.monotonic()
+            time.sleep(0.5)
+        publish(url, f"edgedrift/{flood}/samples", [sample(first + args.backlog)])
         while time.monotonic() < deadline and accounted(watch.counters(flood)) < flood_items:
             time.sleep(0.2)
         rss, hwm = rss_mb(gateway.pid)
