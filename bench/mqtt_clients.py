@@ -9,7 +9,8 @@ right before each candidate.
     python bench/mqtt_clients.py --quick               # smoke run (~30 s)
 
 The candidates are in ``bench/ingest/clients.py`` (gmqtt only when it is installed). What was chosen and
-why: docs/benchmarks.md, "Choosing the MQTT client".
+why: docs/benchmarks-history.md, section 6, "Choosing the MQTT client" (paho-mqtt replaced that choice
+in issue 29).
 """
 
 from __future__ import annotations
