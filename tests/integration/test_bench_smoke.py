@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.kernel_agnostic
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 #: Entry point -> its smoke-run arguments ({tmp} is the test's temporary directory).

@@ -24,6 +24,8 @@ from edgedrift_cloud.cli import build_parser as cloud_parser
 from edgedrift_edge.cli import build_parser as edge_parser
 from edgedrift_harness.ports import free_port
 
+pytestmark = pytest.mark.kernel_agnostic
+
 BIN = Path(sys.executable).parent
 HELP_LIMIT_S = 0.5
 

@@ -23,6 +23,8 @@ from edgedrift.training.retune import HistoryRetuner
 from edgedrift.wire import WINDOW_CONTENT_TYPE, LearnerParams, RetuneRequest, WindowHeader, encode_window
 from edgedrift_harness.postgres import fresh_database
 
+pytestmark = pytest.mark.kernel_agnostic
+
 A, B = DEVICES["dev-a"], DEVICES["dev-b"]
 CAPACITY = 1500
 C = 2.0

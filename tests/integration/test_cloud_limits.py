@@ -31,6 +31,8 @@ from edgedrift_cloud.history import pack
 from edgedrift_edge.cloud.client import CloudClient
 from edgedrift_edge.session.trainer import LabelBatch
 
+pytestmark = pytest.mark.kernel_agnostic
+
 A = DEVICES["dev-a"]
 BINARY = {"Content-Type": WINDOW_CONTENT_TYPE}
 JSON = {"Content-Type": "application/json"}

@@ -16,6 +16,8 @@ from edgedrift.wire import WINDOW_CONTENT_TYPE, LearnerParams, RetuneRequest, Wi
 from edgedrift_cloud.main import create_app
 from edgedrift_cloud.settings import CloudSettings
 
+pytestmark = pytest.mark.kernel_agnostic
+
 OPERATOR = "deferral-operator-token-0123456789"
 SECRET = "deferral-device-secret-0123456789"
 

@@ -24,6 +24,8 @@ from edgedrift.wire import WINDOW_CONTENT_TYPE, LearnerParams, RetuneRequest, Wi
 from edgedrift_harness.postgres import fresh_database
 from edgedrift_harness.proc import rss_mb
 
+pytestmark = pytest.mark.kernel_agnostic
+
 A, B = DEVICES["dev-a"], DEVICES["dev-b"]
 BINARY = {"Content-Type": WINDOW_CONTENT_TYPE}
 

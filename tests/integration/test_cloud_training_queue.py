@@ -29,9 +29,10 @@ from edgedrift_harness.cloud import TrainerWorkerProcess
 from edgedrift_harness.postgres import fresh_database
 from edgedrift_harness.redis_server import RedisServer, redis_available
 
-pytestmark = pytest.mark.skipif(
-    not redis_available(), reason="needs redis-server (apt-get install redis-server)"
-)
+pytestmark = [
+    pytest.mark.kernel_agnostic,
+    pytest.mark.skipif(not redis_available(), reason="needs redis-server (apt-get install redis-server)"),
+]
 
 A, B = DEVICES["dev-a"], DEVICES["dev-b"]
 BINARY = {"Content-Type": WINDOW_CONTENT_TYPE}

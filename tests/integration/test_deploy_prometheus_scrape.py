@@ -29,9 +29,12 @@ from edgedrift_harness.ports import HOST, free_port
 from edgedrift_harness.postgres import PostgresError, ThrowawayPostgres
 from edgedrift_harness.prometheus import SHIPPED_RULES, PrometheusProcess, find_prometheus
 
-pytestmark = pytest.mark.skipif(
-    find_prometheus() is None, reason="needs the Prometheus server (apt-get install -y prometheus)"
-)
+pytestmark = [
+    pytest.mark.kernel_agnostic,
+    pytest.mark.skipif(
+        find_prometheus() is None, reason="needs the Prometheus server (apt-get install -y prometheus)"
+    ),
+]
 METRIC = re.compile(r"\bedgedrift[_:][A-Za-z0-9_:]*")
 
 

@@ -24,6 +24,8 @@ from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher, publish
 from edgedrift_harness.ports import free_port
 
+pytestmark = pytest.mark.kernel_agnostic
+
 VALID, INVALID = 300, 7
 
 

@@ -17,6 +17,8 @@ from edgedrift_edge.settings import AgentSettings
 from edgedrift_harness.mosquitto import ShippedMosquitto
 from edgedrift_harness.mqtt import Subscriber, publish
 
+pytestmark = pytest.mark.kernel_agnostic
+
 PASSWORDS = {
     "operator": "operator-password-0123456789",
     "replay": "replay-password-0123456789",

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from support.cloud import OPERATOR, CloudServer
 
 from edgedrift.data.generators import sine1plus
@@ -16,6 +17,8 @@ from edgedrift_edge.replay import ReplayPlan, replay
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_harness.mosquitto import local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher
+
+pytestmark = pytest.mark.kernel_agnostic
 
 
 def test_the_agent_installs_the_pinned_version_and_keeps_it(

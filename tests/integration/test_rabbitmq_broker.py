@@ -35,7 +35,10 @@ from edgedrift_harness.mosquitto import make_certs
 from edgedrift_harness.mqtt import publish as publish_to
 from edgedrift_harness.rabbitmq import RabbitMQProcess, find_rabbitmq
 
-pytestmark = pytest.mark.skipif(find_rabbitmq() is None, reason="RabbitMQ is not installed")
+pytestmark = [
+    pytest.mark.kernel_agnostic,
+    pytest.mark.skipif(find_rabbitmq() is None, reason="RabbitMQ is not installed"),
+]
 
 USERS = {
     "dev-1": "dev-1-test-password-0123456789",

@@ -38,6 +38,8 @@ from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher
 from edgedrift_harness.ports import free_port
 
+pytestmark = pytest.mark.kernel_agnostic
+
 MODELS_ROUTE = "POST /v1/devices/{device_id}/models"
 
 
