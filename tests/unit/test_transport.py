@@ -167,6 +167,42 @@ def test_a_refused_publish_is_counted_retried_and_holds_the_ack() -> None:
     assert c.acks == [(1, 1), (2, 1)]
 
 
+def test_a_packet_id_taken_again_before_its_confirmation_was_read_releases_the_right_message() -> None:
+    """paho's packet ids are 16 bits and wrap (its refused publishes took ids too): a new publish can take
+    the id of one paho has confirmed whose confirmation the transport has not read yet. That confirmation
+    releases the old publish's message, not the new one's; released the other way round, the old message
+    waited for a confirmation that never came, and every acknowledgement behind it with it (the fairness
+    bench's stalled gateway after a restart)."""
+    c = Connected()
+    c.receive(1)
+    c.receive(2)
+    first, second = c.t.get_batch(0.1)
+    mid = c.publish_for(first)
+    c.t.done(first)
+    c.t.client._out_messages.pop(mid)  # paho read the PUBACK and forgot the publish ...
+    c.t._events.append(("confirmed", mid))  # ... and the transport has not read the confirmation yet
+    c.t.client._last_mid = mid - 1  # the id counter came round to it again
+    c.t.publish("edgedrift/d/predictions", {"y": 2}, owner=second)
+    assert mid in c.t.client._out_messages, "the new publish took the same id"
+    c.t.done(second)
+    c.t._handle_events()
+    assert c.acks == [(1, 1)], "the first is released; the second waits for its own PUBACK"
+    c.confirm(mid)
+    assert c.acks == [(1, 1), (2, 1)] and not c.t._by_mid
+
+
+def test_a_publish_refused_for_the_queue_takes_no_packet_id() -> None:
+    """A refusal consumes no id, so retries of a full queue do not wrap the 16-bit ids."""
+    c = Connected(publish_queue=1)
+    c.receive(1)
+    (m,) = c.t.get_batch(0.1)
+    c.publish_for(m)
+    before = c.t.client._last_mid
+    for _ in range(5):
+        c.t.publish("edgedrift/d/predictions", {"y": 2}, owner=m)
+    assert c.t.counters.publish_failures == 5 and c.t.client._last_mid == before
+
+
 def test_qos0_publishes_while_disconnected_are_retried_not_lost() -> None:
     c = Connected(qos=0)
     c.t._up = False

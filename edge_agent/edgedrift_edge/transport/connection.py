@@ -198,6 +198,14 @@ class _Unwaited:
 _UNWAITED = _Unwaited()
 
 
+def _message_info(mid: int, rc: MQTTErrorCode) -> mqtt.MQTTMessageInfo:
+    """paho's ``MQTTMessageInfo`` of a publish, without the condition nobody here waits on."""
+    info = mqtt.MQTTMessageInfo.__new__(mqtt.MQTTMessageInfo)
+    info.mid, info.rc, info._published, info._iterpos = mid, rc, False, 0
+    info._condition = _UNWAITED  # type: ignore[assignment]
+    return info
+
+
 def _packet_bounds(buf: bytes, at: int) -> tuple[int, int] | None:
     """(start, end) of the body of the packet at ``buf[at:]``, None while it is incomplete; ValueError for a
     remaining length of more than 4 bytes (MQTT 3.1.1 and 5, section 2.2.3)."""
@@ -302,10 +310,12 @@ class _FastClient(mqtt.Client):
             or len(payload) > 268_435_455
         ):
             return super().publish(topic, payload, qos, retain, properties)
+        if qos and 0 < self._max_queued_messages <= len(self._out_messages):
+            # Refused before an id is taken: paho takes one first, and the retries of a full queue then
+            # wrapped the 16-bit ids while older publishes still waited for their PUBACK.
+            return _message_info(0, MQTTErrorCode.MQTT_ERR_QUEUE_SIZE)
         mid = self._mid_generate()
-        info = mqtt.MQTTMessageInfo.__new__(mqtt.MQTTMessageInfo)
-        info.mid, info.rc, info._published, info._iterpos = mid, _OK, False, 0
-        info._condition = _UNWAITED  # type: ignore[assignment]
+        info = _message_info(mid, _OK)
         if qos == 0:
             info.rc = self._send_publish(mid, topic_bytes, payload, 0, retain, False, info, None)
             return info
@@ -608,6 +618,8 @@ class MqttTransport:
         self._pending: deque[_Pending] = deque()
         self._entries: dict[int, _Pending] = {}  # id(Inbound) -> its entry in _pending
         self._by_mid: dict[int, _Pending | None] = {}  # packet id of a QoS-1 publish -> its message
+        #: Packet ids whose next queued confirmation was applied already (paho gave the id out again first).
+        self._read_early: dict[int, int] = {}
         self._retry: deque[_Retry] = deque()
         self._held: deque[_Retry] = deque()  # publishes made while paho reconnects
         self._reconnecting = True
@@ -1051,13 +1063,28 @@ class MqttTransport:
                 self._retry.append(_Retry(topic, body, qos, retain, entry))
                 return False
             if qos:
+                if mid in self._by_mid:  # paho confirmed the id's last publish; that event is still queued
+                    self._release(mid)
+                    self._read_early[mid] = self._read_early.get(mid, 0) + 1
                 self._by_mid[mid] = entry
                 if entry is not None:
                     entry.outstanding += 1
         return True
 
     def _confirm(self, mid: int) -> None:
-        """Lock held: the broker confirmed publish ``mid``; release its message."""
+        """Lock held: the broker confirmed publish ``mid``; release its message (unless that confirmation
+        was applied already, when paho handed the id out again before it was read)."""
+        early = self._read_early.get(mid, 0)
+        if early:
+            if early == 1:
+                del self._read_early[mid]
+            else:
+                self._read_early[mid] = early - 1
+            return
+        self._release(mid)
+
+    def _release(self, mid: int) -> None:
+        """Lock held: publish ``mid`` needs no more waiting for; its message may be acknowledged."""
         if mid not in self._by_mid:
             return  # a QoS-0 publish written
         entry = self._by_mid.pop(mid)
