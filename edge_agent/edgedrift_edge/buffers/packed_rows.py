@@ -1,34 +1,49 @@
-"""A device's first-window rows while it warms up, each kept as the bytes of its float64 values (about
-75 B for d = 5, where a small numpy array costs ~160 B in two allocations). A gateway warms a thousand
-devices at once, and the freed arrays left the heap fragmented for good."""
+"""A device's first-window rows while it warms up, packed one after another into one ``bytearray`` of
+float64 values with their widths beside them. A gateway warms a thousand devices at once: a numpy array
+per row (~160 B in two allocations) or a ``bytes`` object per row left Python's small-object arenas
+pinned by the survivors of that burst for good (docs/benchmarks.md, "Memory of the gateway processes");
+one growing buffer per device is one heap allocation that is freed whole."""
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from edgedrift.models.losses import FloatArray
 
+#: Bytes of one value.
+_VALUE = 8
+
 
 class PackedRows:
     """A list of rows of any widths: ``append``, ``len``, ``drop_oldest``, iteration as fresh arrays."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_raw", "_widths")
 
     def __init__(self, rows: Iterable[FloatArray] = ()) -> None:
-        self._raw = [np.asarray(row, dtype=np.float64).tobytes() for row in rows]
+        self._raw = bytearray()
+        self._widths = array("l")
+        for row in rows:
+            self.append(row)
 
     def append(self, row: FloatArray) -> None:
-        self._raw.append(np.asarray(row, dtype=np.float64).tobytes())
+        values = np.ascontiguousarray(row, dtype=np.float64).ravel()
+        self._raw += values.data.cast("B")
+        self._widths.append(values.size)
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return len(self._widths)
 
     def drop_oldest(self, n: int) -> None:
-        del self._raw[:n]
+        n = min(n, len(self._widths))
+        del self._raw[: _VALUE * sum(self._widths[:n])]
+        del self._widths[:n]
 
     def __iter__(self) -> Iterator[FloatArray]:
         """Each row as a fresh, writable float64 array."""
-        for raw in self._raw:
-            yield np.frombuffer(raw).copy()
+        offset = 0
+        for width in self._widths.tolist():
+            yield np.frombuffer(self._raw, np.float64, width, offset).copy()
+            offset += _VALUE * width

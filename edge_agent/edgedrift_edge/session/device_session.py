@@ -51,7 +51,6 @@ from edgedrift.strategies.channel import EdgeTune
 from edgedrift.strategies.retuned import RetunedLearner
 from edgedrift.wire import Heartbeat, RetuneRequest
 from edgedrift_edge.buffers.id_index import IntArray, id_key
-from edgedrift_edge.buffers.packed_rows import PackedRows
 from edgedrift_edge.buffers.recent_samples import RecentSamples
 from edgedrift_edge.session import codec, reports
 from edgedrift_edge.session.classes import ClassNames
@@ -657,8 +656,7 @@ class DeviceSession:
         :mod:`edgedrift.state`). The large buffers travel as a few arrays (the recent samples' ids as
         64-bit words, rows as one matrix), so a checkpoint costs milliseconds."""
         tree: dict[str, Any] = {name: getattr(self, name) for name in self._SAVED}
-        tree["warm_y"], tree["warm_ids"] = self.warm.y, self.warm.ids
-        tree["warm_rows"] = codec.pack_rows(list(self.warm.rows))
+        self.warm.snapshot(tree)
         tree["epoch"], tree["request_seq"] = self.recomputes.epoch, self.recomputes.request_seq
         tree["recent_samples"] = self.recent_samples.snapshot()
         self.quality.snapshot(tree)
@@ -671,9 +669,7 @@ class DeviceSession:
         """Continue from :meth:`snapshot` (the loop's trainer is re-bound to this session)."""
         for name in self._SAVED:
             setattr(self, name, tree[name])
-        warm = self.warm
-        warm.y, warm.ids = tree["warm_y"], tree["warm_ids"]
-        warm.rows = PackedRows(codec.unpack_rows(tree["warm_rows"]))
+        self.warm.restore(tree)
         recomputes = self.recomputes
         recomputes.epoch, recomputes.request_seq = tree["epoch"], tree["request_seq"]
         pending = tree.get("pending")

@@ -13,14 +13,20 @@ fix (``classes``: two class names map to −1/+1, docs/edge-agent.md). Owned by
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from edgedrift_edge.buffers.id_index import id_key
 from edgedrift_edge.buffers.packed_rows import PackedRows
+from edgedrift_edge.session import codec
 from edgedrift_edge.session.ledger import SessionConfig
 from edgedrift_edge.session.messages import SampleId
+
+#: The check word of a sample without an id (a real id's check word is 0 or odd: ``id_key``).
+_NO_ID = 2
 
 #: The fewest labels (and, for classification, two classes) the first window needs to train a model.
 MIN_WARMUP_LABELS = 10
@@ -49,15 +55,22 @@ class Waiting:
 
 
 class WarmupWindow:
-    """The first window's rows, labels (NaN: not labeled yet) and ids, and the stall last reported."""
+    """The first window's rows, labels (NaN: not labeled yet) and ids, and the stall last reported. Rows,
+    labels and ids are packed (:class:`PackedRows`; ``array``s of doubles and of the ids' 64-bit words,
+    :func:`~edgedrift_edge.buffers.id_index.id_key`): no Python object per sample. A gateway warms a
+    thousand devices at once, and objects per sample left its small-object arenas pinned for good
+    (:mod:`~edgedrift_edge.buffers.packed_rows`)."""
 
     def __init__(self, config: SessionConfig) -> None:
         self.config = config
-        self.rows = PackedRows()
-        self.y: list[float] = []
-        self.ids: list[SampleId | None] = []
         #: The cause of the stall last reported and the sample count at that report.
         self.stall: tuple[str, int] | None = None
+        self._empty()
+
+    def _empty(self) -> None:
+        self.rows = PackedRows()
+        self.y = array("d")
+        self.id_keys, self.id_checks = array("Q"), array("Q")
 
     def __len__(self) -> int:
         return len(self.y)
@@ -68,33 +81,55 @@ class WarmupWindow:
     def add(self, row: Any, y: float, sid: SampleId | None) -> None:
         self.rows.append(row)
         self.y.append(y)
-        self.ids.append(sid)
+        key, check = (0, _NO_ID) if sid is None else id_key(sid)
+        self.id_keys.append(key)
+        self.id_checks.append(check)
 
     def bound(self, cap: int) -> None:
         """Keep the newest ``cap`` samples."""
         excess = len(self.y) - cap
         if excess > 0:
             self.rows.drop_oldest(excess)
-            del self.y[:excess], self.ids[:excess]
+            del self.y[:excess], self.id_keys[:excess], self.id_checks[:excess]
 
     def label(self, sid: SampleId, y: float) -> None:
         """A late label for a sample still in the window (the newest with that id)."""
-        for i in range(len(self.ids) - 1, -1, -1):
-            if self.ids[i] == sid:
+        key, check = id_key(sid)
+        keys, checks = self.id_keys, self.id_checks
+        for i in range(len(keys) - 1, -1, -1):
+            if keys[i] == key and checks[i] == check:
                 self.y[i] = y
                 return
 
-    def take(self) -> tuple[PackedRows, list[float]]:
+    def take(self) -> tuple[PackedRows, array[float]]:
         """The rows and labels, leaving the window empty."""
         rows, y = self.rows, self.y
-        self.rows, self.y, self.ids = PackedRows(), [], []
+        self._empty()
         return rows, y
 
     def put_back(self, X: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> None:
         """A refused first window goes back before what arrived since (its ids are not kept)."""
         self.rows = PackedRows([*X, *self.rows])
-        self.y = [*y.tolist(), *self.y]
-        self.ids = [*([None] * len(y)), *self.ids]
+        self.y = array("d", [*y.tolist(), *self.y])
+        self.id_keys = array("Q", [*([0] * len(y)), *self.id_keys])
+        self.id_checks = array("Q", [*([_NO_ID] * len(y)), *self.id_checks])
+
+    def snapshot(self, tree: dict[str, Any]) -> None:
+        """Into a checkpoint's tree: ``warm_rows``, ``warm_y`` and ``warm_id_words`` (keys, checks)."""
+        tree["warm_rows"] = codec.pack_rows(list(self.rows))
+        tree["warm_y"] = self.y.tolist()
+        tree["warm_id_words"] = [self.id_keys.tolist(), self.id_checks.tolist()]
+
+    def restore(self, tree: dict[str, Any]) -> None:
+        """From :meth:`snapshot`'s fields, or from a checkpoint that kept the ids (``warm_ids``)."""
+        self.rows = PackedRows(codec.unpack_rows(tree["warm_rows"]))
+        self.y = array("d", tree["warm_y"])
+        if "warm_id_words" in tree:
+            keys, checks = tree["warm_id_words"]
+        else:
+            words = [(0, _NO_ID) if sid is None else id_key(sid) for sid in tree["warm_ids"]]
+            keys, checks = [k for k, _ in words], [c for _, c in words]
+        self.id_keys, self.id_checks = array("Q", keys), array("Q", checks)
 
     def labels(self) -> list[float]:
         return [y for y in self.y if not math.isnan(y)]
