@@ -5,6 +5,7 @@ paho cannot decode. Brokers are real processes (Mosquitto) or amqtt where Mosqui
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import shutil
@@ -289,6 +290,74 @@ def test_a_half_open_connection_is_noticed_within_one_and_a_half_keepalives(tmp_
             assert t.counters.reconnects >= 1 and t.failure is None
         finally:
             t.stop()
+
+
+class ChattyBroker:
+    """A TCP server that answers CONNECT with CONNACK, stays quiet for ``quiet_s`` (a PINGREQ comes) and then
+    sends a QoS-0 PUBLISH every 50 ms but never a PINGRESP: a broker whose answer to the ping waits behind
+    the traffic (the fairness bench's restart). It reads what the client sends."""
+
+    def __init__(self, quiet_s: float) -> None:
+        self.quiet_s = quiet_s
+        self.connections = 0
+        self.pings = 0
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._closed = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: socket.socket) -> None:
+        publish = b"\x30\x0d\x00\x09chatter/x{}"
+        with conn:
+            try:
+                conn.recv(65536)  # CONNECT
+                conn.sendall(b"\x20\x02\x00\x00")
+                conn.settimeout(0.05)
+                start = time.monotonic()
+                while not self._closed.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        data = conn.recv(65536)
+                        if not data:
+                            return
+                        self.pings += data.count(b"\xc0\x00")
+                    if time.monotonic() - start >= self.quiet_s:
+                        conn.sendall(publish)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._closed.set()
+        self._server.close()
+
+
+def test_a_pingresp_late_behind_the_broker_s_traffic_does_not_end_the_connection() -> None:
+    """Bytes keep coming from the broker while the agent publishes; the answer to its ping does not come
+    within the keep-alive (it waits behind the traffic). paho gave such a connection up (reason 141) 47-57 s
+    after the fairness bench's gateway returned; the broker is alive, the connection holds."""
+    keepalive = 2
+    broker = ChattyBroker(quiet_s=1.5 * keepalive / 2)
+    t = MqttTransport(f"mqtt://127.0.0.1:{broker.port}", "chatty", [], "s", keepalive=keepalive)
+    try:
+        t.start(TIMEOUT_S)
+        start = time.monotonic()
+        while time.monotonic() - start < 3 * keepalive:
+            for _ in range(50):  # the agent is busy too: bursts of predictions, written together
+                t.publish_raw("edgedrift/d/predictions", b"{}", qos=0)
+            time.sleep(0.05)
+        assert broker.pings >= 1, "a ping went out while the broker was quiet"
+        assert t.connected.is_set() and t.counters.reconnects == 0 and broker.connections == 1
+    finally:
+        t.stop()
+        broker.close()
 
 
 class FakeBroker:

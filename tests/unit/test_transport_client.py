@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import paho.mqtt.client as mqtt
 import pytest
-from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.enums import MQTTErrorCode, _ConnectionState
 
 from edgedrift_edge.transport.connection import WAKE_INTERVAL_S, Received, _FastClient, _packet_bounds
 from edgedrift_edge.transport.mqtt import make_client
@@ -176,3 +176,127 @@ def test_the_io_thread_is_woken_once_per_burst(
     client.publish("edgedrift/d/predictions", b"{}", qos=1)
     assert wake_ups() == b"", "the I/O thread writes what it queues itself"
     assert WAKE_INTERVAL_S <= 0.01, "a wake-up put off is late by at most this"
+
+
+# --- keep-alive -------------------------------------------------------------------------------------------
+
+PINGREQ = b"\xc0\x00"
+
+
+def _connected(client: _FastClient, keepalive: int) -> list[MQTTErrorCode]:
+    """The client as paho has it after a CONNACK, keep-alive ``keepalive`` s; the disconnects it reports."""
+    client._state = _ConnectionState.MQTT_CS_CONNECTED
+    client._keepalive = keepalive
+    client._ping_t = 0.0
+    client._last_bytes_received = client._last_msg_out = time.monotonic()
+    lost: list[MQTTErrorCode] = []
+
+    def on_disconnect(packet_from_broker: bool, v1_rc: MQTTErrorCode, *_: object) -> None:
+        lost.append(v1_rc)
+
+    client._do_on_disconnect = on_disconnect  # type: ignore[method-assign, assignment]
+    return lost
+
+
+def _turn(client: _FastClient) -> None:
+    """One turn of the I/O thread: read what came, write what is queued, the keep-alive check."""
+    if client._sock is None:
+        return
+    if select.select([client._sock], [], [], 0)[0]:
+        client.loop_read(max_packets=1000)
+    if client._sock is not None and client.want_write():
+        client.loop_write()
+    if client._sock is not None:
+        client.loop_misc()
+
+
+def test_a_pingresp_late_behind_traffic_is_no_dead_broker_and_silence_still_is(
+    wired: tuple[_FastClient, socket.socket, list[Received]],
+) -> None:
+    """The fairness bench's disconnect: a PINGREQ went out, then the broker kept sending (publishes, the
+    PUBACKs of a backlog) while the agent kept publishing, and the PINGRESP, behind all of it, came later
+    than the keep-alive. paho gave the connection up; bytes from the broker are a sign of life. Once the
+    broker falls silent the connection is given up within a keep-alive of its last byte and the ping."""
+    client, broker, _ = wired
+    broker.setblocking(False)
+    lost = _connected(client, keepalive=1)
+    start = time.monotonic()
+    while not client._ping_t and time.monotonic() - start < 3:  # the broker is quiet: a ping goes out
+        client.publish("edgedrift/d/predictions", b"{}", qos=0)
+        _turn(client)
+        time.sleep(0.05)
+    assert client._ping_t, "no PINGREQ after a keep-alive of silence"
+    pinged = time.monotonic()
+    while not lost and time.monotonic() - pinged < 3.0:  # busy both ways, the PINGRESP never comes
+        broker.sendall(publish_packet(b"edgedrift/d/samples", b"{}", 0, 0))
+        client.publish("edgedrift/d/predictions", b"{}", qos=0)
+        _turn(client)
+        with contextlib.suppress(BlockingIOError):
+            while broker.recv(1 << 16):
+                pass
+        time.sleep(0.05)
+    assert lost == [] and client._sock is not None, "bytes came in all along: the broker is alive"
+    last_byte = time.monotonic()
+    while not lost and time.monotonic() - last_byte < 5.0:  # now it says nothing at all
+        client.publish("edgedrift/d/predictions", b"{}", qos=0)
+        _turn(client)
+        with contextlib.suppress(BlockingIOError):
+            while broker.recv(1 << 16):
+                pass
+        time.sleep(0.05)
+    silent = time.monotonic() - last_byte
+    assert lost == [MQTTErrorCode.MQTT_ERR_KEEPALIVE], lost
+    assert 0.9 <= silent <= 2.5, f"given up {silent:.1f} s after the broker's last byte"
+
+
+def test_a_broker_reading_what_filled_the_send_buffer_is_alive(
+    wired: tuple[_FastClient, socket.socket, list[Received]],
+) -> None:
+    """A broker too busy to send anything (the bench's Mosquitto rewriting its database) that still reads
+    the agent's publishes, slowly, out of a full send buffer is alive; one that stops reading is not."""
+    client, broker, _ = wired
+    client._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)  # type: ignore[union-attr]
+    broker.setblocking(False)
+    lost = _connected(client, keepalive=1)
+    for i in range(4000):  # far more than the socket holds: the agent's backlog of predictions
+        client.publish(f"edgedrift/d{i % 100}/predictions", b"p" * 200, qos=0)
+    start = time.monotonic()
+    while time.monotonic() - start < 3.5:  # not a byte comes in
+        _turn(client)
+        with contextlib.suppress(BlockingIOError):
+            broker.recv(2048)  # a slow reader: a little every turn
+        time.sleep(0.05)
+    assert client.want_write(), "the backlog still waits: the send buffer stayed full"
+    assert lost == [] and client._sock is not None, "the broker took bytes all along: alive"
+    stopped = time.monotonic()
+    while not lost and time.monotonic() - stopped < 5.0:  # it stops reading too
+        _turn(client)
+        time.sleep(0.05)
+    assert lost == [MQTTErrorCode.MQTT_ERR_KEEPALIVE], lost
+    assert time.monotonic() - stopped <= 2.5
+
+
+def test_the_broker_s_silence_is_not_held_against_it_while_the_agent_does_not_read(
+    wired: tuple[_FastClient, socket.socket, list[Received]],
+) -> None:
+    """Back-pressure stops the reading: pings still go out (the broker's keep-alive of the agent) but the
+    connection is not given up for what was not read; from the resumption the broker has a keep-alive."""
+    client, broker, _ = wired
+    broker.setblocking(False)
+    lost = _connected(client, keepalive=1)
+    client.stop_listening()
+    start = time.monotonic()
+    while time.monotonic() - start < 2.5:
+        client.loop_misc()
+        if client.want_write():
+            client.loop_write()
+        time.sleep(0.05)
+    assert lost == [] and client._ping_t, "a ping went out and the connection held"
+    assert PINGREQ in broker.recv(1 << 16)
+    client.listen()
+    resumed = time.monotonic()
+    while not lost and time.monotonic() - resumed < 3.0:
+        _turn(client)
+        time.sleep(0.05)
+    assert lost == [MQTTErrorCode.MQTT_ERR_KEEPALIVE]
+    assert 0.9 <= time.monotonic() - resumed <= 1.5, "a keep-alive from the resumption"

@@ -36,10 +36,15 @@ status): the broker discards a copy that waited that long for an offline subscri
 not delivered hours after it was made. Reason codes of a refused CONNECT or of the broker's DISCONNECT
 (and its reason string) are logged.
 
-Liveness. paho pings when nothing came in for its keep-alive and gives the connection up when the ping is
-not answered within another one: it is given half the agent's ``keepalive``, so a half-open connection
-(the flow silently dropped by a NAT or a load balancer) is noticed within the agent's keep-alive whatever
-the agent publishes. Reconnects back off from ``reconnect_delay[0]`` doubling to ``reconnect_delay[1]``,
+Liveness. The client pings when nothing came in for its keep-alive and gives the connection up when, a
+ping unanswered, the broker gave no sign of life for another one: it is given half the agent's
+``keepalive``, so a half-open connection (the flow silently dropped by a NAT or a load balancer) is
+noticed within the agent's keep-alive whatever the agent publishes. A sign of life is a byte from the
+broker, or room it made in a full send buffer (it read what the agent sent), not only the PINGRESP: that
+answer waits behind every byte queued before it in either direction, and behind a backlog of publishes
+both ways it took longer than the keep-alive from a broker that was answering (paho gave such connections
+up). While back-pressure stops the reading the broker's silence says nothing; it is measured again from
+when the reading resumes. Reconnects back off from ``reconnect_delay[0]`` doubling to ``reconnect_delay[1]``,
 and the backoff starts over only after a connection held for ``STABLE_S`` (a broker that accepts and
 then drops every connection is not hammered). A broker sending something paho cannot decode gets the
 same reconnect with backoff; the agent never exits for it.
@@ -63,7 +68,7 @@ from typing import Any, NamedTuple, cast
 
 import msgspec
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.enums import MQTTErrorCode, _ConnectionState
 from paho.mqtt.exception import MalformedPacket
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -235,7 +240,10 @@ class _FastClient(mqtt.Client):
       building MQTT 5 ``ReasonCode`` and ``Properties`` objects for it; other packets and MQTT 5
       PUBLISHes take paho's own path (``_packet_handle``);
     * writes: the queued packets go out in one ``send`` (paho sends each on its own), and the socket pair
-      that wakes ``loop`` is written only when the queue was empty (paho writes it for every packet)."""
+      that wakes ``loop`` is written only when the queue was empty (paho writes it for every packet);
+    * keep-alive (:meth:`loop_misc`): a connection is given up when a ping is unanswered and the broker
+      gave no sign of life (a byte in, or room in a full send buffer) for the keep-alive, not when only the
+      PINGRESP is late (module docstring, "Liveness")."""
 
     _buffer = b""
     _at = 0
@@ -245,6 +253,12 @@ class _FastClient(mqtt.Client):
     io_thread: int | None = None
     _wake_due = False
     _woken_at = 0.0
+    #: The last send found the socket's buffer full (the broker had not read what came before).
+    _blocked = False
+    #: When the broker last took bytes out of a full send buffer, or when reading resumed (``time_func``).
+    _alive_at = 0.0
+    #: False while back-pressure keeps the socket unread: the broker's silence is not held against it.
+    _listening = True
 
     def _packet_read(self) -> MQTTErrorCode:
         buf, at = self._buffer, self._at
@@ -401,6 +415,57 @@ class _FastClient(mqtt.Client):
 
     def forget_buffer(self) -> None:
         self._buffer, self._at = b"", 0
+        self._blocked = False
+
+    def _sock_send(self, buf: bytes | bytearray) -> int:
+        """paho's send, noting when the broker took bytes out of a full buffer: a sign of life (TCP makes
+        room only for what the other end acknowledged)."""
+        try:
+            sent = super()._sock_send(buf)
+        except BlockingIOError:
+            self._blocked = True
+            raise
+        if sent and self._blocked:
+            with self._msgtime_mutex:
+                self._alive_at = mqtt.time_func()
+        self._blocked = sent < len(buf)
+        return sent
+
+    def stop_listening(self) -> None:
+        """Back-pressure: the socket stays unread for a while, so the broker's silence says nothing."""
+        self._listening = False
+
+    def listen(self) -> None:
+        """Reading (again): the broker's silence counts, from now on after a pause."""
+        if not self._listening:
+            self._listening = True
+            with self._msgtime_mutex:
+                self._alive_at = mqtt.time_func()
+
+    def loop_misc(self) -> MQTTErrorCode:
+        """paho's keep-alive once connected, with any sign of life of the broker counting, not only the
+        PINGRESP (class docstring); paho's own before the CONNACK."""
+        keepalive = self._keepalive
+        if self._sock is None or not keepalive or self._state != _ConnectionState.MQTT_CS_CONNECTED:
+            return super().loop_misc()
+        now = mqtt.time_func()
+        with self._msgtime_mutex:
+            heard = max(self._last_bytes_received, self._alive_at)
+            sent = self._last_msg_out
+        if self._ping_t and self._listening and now - max(self._ping_t, heard) >= keepalive:
+            self._sock_close()
+            self._state = _ConnectionState.MQTT_CS_CONNECTION_LOST
+            self._do_on_disconnect(packet_from_broker=False, v1_rc=MQTTErrorCode.MQTT_ERR_KEEPALIVE)
+            return MQTTErrorCode.MQTT_ERR_CONN_LOST
+        if now - sent >= keepalive or (now - heard >= keepalive and not self._ping_t):
+            # a ping when nothing came in; and something within every keep-alive, as MQTT asks of a client
+            if self._ping_t:
+                self._send_simple_command(mqtt.PINGREQ)
+            else:
+                self._send_pingreq()
+            with self._msgtime_mutex:
+                self._last_msg_out = now
+        return _OK
 
     def _packet_queue(
         self,
@@ -759,11 +824,18 @@ class MqttTransport:
         client = self.client
         answer_by = time.monotonic() + CONNECT_TIMEOUT_S
         while not self.stopping.is_set():
-            if self._paused:  # back-pressure: nothing is read, what the worker sends still goes out
+            if self._paused:  # back-pressure: nothing is read, what the worker sends (and pings) still go out
+                client.stop_listening()
                 self._resume.wait(LOOP_TIMEOUT_S / 5)
-                if client.want_write():
+                rc = client.loop_misc()
+                if rc == _OK and client.want_write():
                     client.loop_write()
+                if rc != _OK:
+                    self._handle_events()
+                    self._lost(mqtt.error_string(rc))
+                    return
                 continue
+            client.listen()
             try:
                 rc = client.loop(timeout=LOOP_TIMEOUT_S)
                 if rc == _OK:  # paho's loop reads about one packet: take what else the socket holds
