@@ -210,6 +210,19 @@ def _turn(client: _FastClient) -> None:
         client.loop_misc()
 
 
+def _exchange(client: _FastClient, broker: socket.socket, chatter: bool) -> None:
+    """A prediction out and a turn of the I/O thread; the broker reads what came and, with ``chatter``,
+    sends a sample first (any byte but the PINGRESP)."""
+    if chatter:
+        broker.sendall(publish_packet(b"edgedrift/d/samples", b"{}", 0, 0))
+    client.publish("edgedrift/d/predictions", b"{}", qos=0)
+    _turn(client)
+    with contextlib.suppress(BlockingIOError):
+        while broker.recv(1 << 16):
+            pass
+    time.sleep(0.05)
+
+
 def test_a_pingresp_late_behind_traffic_is_no_dead_broker_and_silence_still_is(
     wired: tuple[_FastClient, socket.socket, list[Received]],
 ) -> None:
@@ -228,22 +241,11 @@ def test_a_pingresp_late_behind_traffic_is_no_dead_broker_and_silence_still_is(
     assert client._ping_t, "no PINGREQ after a keep-alive of silence"
     pinged = time.monotonic()
     while not lost and time.monotonic() - pinged < 3.0:  # busy both ways, the PINGRESP never comes
-        broker.sendall(publish_packet(b"edgedrift/d/samples", b"{}", 0, 0))
-        client.publish("edgedrift/d/predictions", b"{}", qos=0)
-        _turn(client)
-        with contextlib.suppress(BlockingIOError):
-            while broker.recv(1 << 16):
-                pass
-        time.sleep(0.05)
+        _exchange(client, broker, chatter=True)
     assert lost == [] and client._sock is not None, "bytes came in all along: the broker is alive"
     last_byte = time.monotonic()
     while not lost and time.monotonic() - last_byte < 5.0:  # now it says nothing at all
-        client.publish("edgedrift/d/predictions", b"{}", qos=0)
-        _turn(client)
-        with contextlib.suppress(BlockingIOError):
-            while broker.recv(1 << 16):
-                pass
-        time.sleep(0.05)
+        _exchange(client, broker, chatter=False)
     silent = time.monotonic() - last_byte
     assert lost == [MQTTErrorCode.MQTT_ERR_KEEPALIVE], lost
     assert 0.9 <= silent <= 2.5, f"given up {silent:.1f} s after the broker's last byte"
