@@ -28,6 +28,12 @@ from edgedrift_edge.session.messages import SampleId
 #: The check word of a sample without an id (a real id's check word is 0 or odd: ``id_key``).
 _NO_ID = 2
 
+
+def _words(sid: SampleId | None) -> tuple[int, int]:
+    """The id's (key, check) words; (0, ``_NO_ID``) for a sample without one."""
+    return (0, _NO_ID) if sid is None else id_key(sid)
+
+
 #: The fewest labels (and, for classification, two classes) the first window needs to train a model.
 MIN_WARMUP_LABELS = 10
 #: What a device whose labels are rejected should look at.
@@ -81,7 +87,7 @@ class WarmupWindow:
     def add(self, row: Any, y: float, sid: SampleId | None) -> None:
         self.rows.append(row)
         self.y.append(y)
-        key, check = (0, _NO_ID) if sid is None else id_key(sid)
+        key, check = _words(sid)
         self.id_keys.append(key)
         self.id_checks.append(check)
 
@@ -111,8 +117,8 @@ class WarmupWindow:
         """A refused first window goes back before what arrived since (its ids are not kept)."""
         self.rows = PackedRows([*X, *self.rows])
         self.y = array("d", [*y.tolist(), *self.y])
-        self.id_keys = array("Q", [*([0] * len(y)), *self.id_keys])
-        self.id_checks = array("Q", [*([_NO_ID] * len(y)), *self.id_checks])
+        self.id_keys = array("Q", [0]) * len(y) + self.id_keys
+        self.id_checks = array("Q", [_NO_ID]) * len(y) + self.id_checks
 
     def snapshot(self, tree: dict[str, Any]) -> None:
         """Into a checkpoint's tree: ``warm_rows``, ``warm_y`` and ``warm_id_words`` (keys, checks)."""
@@ -127,7 +133,7 @@ class WarmupWindow:
         if "warm_id_words" in tree:
             keys, checks = tree["warm_id_words"]
         else:
-            words = [(0, _NO_ID) if sid is None else id_key(sid) for sid in tree["warm_ids"]]
+            words = [_words(sid) for sid in tree["warm_ids"]]
             keys, checks = [k for k, _ in words], [c for _, c in words]
         self.id_keys, self.id_checks = array("Q", keys), array("Q", checks)
 

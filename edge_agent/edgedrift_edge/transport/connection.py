@@ -828,12 +828,12 @@ class MqttTransport:
                 client.stop_listening()
                 self._resume.wait(LOOP_TIMEOUT_S / 5)
                 rc = client.loop_misc()
-                if rc == _OK and client.want_write():
-                    client.loop_write()
                 if rc != _OK:
                     self._handle_events()
                     self._lost(mqtt.error_string(rc))
                     return
+                if client.want_write():
+                    client.loop_write()
                 continue
             client.listen()
             try:
