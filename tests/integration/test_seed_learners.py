@@ -27,6 +27,23 @@ def broker(tmp_path: Path) -> Iterator[MosquittoProcess]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudServer]:
+    """The cloud without its per-device recompute rate (30 a minute by default, tested on its own in
+    test_cloud_quota.py): Shrub Ensembles asks for a shrub every 100 labels, 17 models in a few seconds,
+    and the 17th would wait a minute for the next one's budget."""
+    workdir = tmp_path_factory.mktemp("cloud")
+    server = CloudServer(
+        f"sqlite:///{workdir / 'registry.db'}",
+        workdir,
+        EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_DEVICE_PER_MINUTE="unlimited",
+    ).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def imbalanced_drift(seed: int = 3) -> Stream:
     """Sine1+ with three concepts, the positive class thinned to about 20% so rebalancing has work to do."""
     s = sine1plus(d=2, n_concepts=3, concept_length=2000, seed=seed)
@@ -46,7 +63,7 @@ def imbalanced_drift(seed: int = 3) -> Stream:
 )
 def test_learner_runs_deployed_as_it_does_offline(
     broker: MosquittoProcess,
-    sqlite_cloud: CloudServer,
+    cloud: CloudServer,
     tmp_path: Path,
     strategy: str,
     param: float,
@@ -55,13 +72,13 @@ def test_learner_runs_deployed_as_it_does_offline(
     s = imbalanced_drift()
     protocol = Protocol(every=2, window=WARMUP)
     offline = run_one(s, protocol, RunSpec(strategy, param, 0), curves=True)
-    agent, preds, device = deploy(broker, sqlite_cloud, tmp_path, s, protocol, strategy, param, WARMUP)
+    agent, preds, device = deploy(broker, cloud, tmp_path, s, protocol, strategy, param, WARMUP)
 
     deployed = np.array([p["y_hat"] for p in preds[WARMUP:]])
     assert np.array_equal(deployed, offline.scored_predictions()), f"{strategy}: deployed predictions differ"
     assert agent.session.loop is not None
     assert agent.session.loop.counters.recomputes == offline.recomputes
-    models = registry(sqlite_cloud, device)
+    models = registry(cloud, device)
     assert len(models) == offline.recomputes + 1, "every cloud call is one counted recompute (+ the first)"
     assert {m["model"]["kind"] for m in models} == {kind}
     if strategy == "online-bls":
