@@ -9,10 +9,14 @@ import select
 import socket
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
 from paho.mqtt.enums import MQTTErrorCode, _ConnectionState
 
 from edgedrift_edge.transport.connection import WAKE_INTERVAL_S, Received, _FastClient, _packet_bounds
@@ -302,3 +306,21 @@ def test_the_broker_s_silence_is_not_held_against_it_while_the_agent_does_not_re
         time.sleep(0.05)
     assert lost == [MQTTErrorCode.MQTT_ERR_KEEPALIVE]
     assert 0.9 <= time.monotonic() - resumed <= 1.5, "a keep-alive from the resumption"
+
+
+def test_the_paho_requirement_is_the_minor_release_the_suite_runs() -> None:
+    """``_FastClient`` uses paho's internals, so the edge package admits only the minor release of the
+    pinned paho (constraints.txt): a pin moved without the requirement, or paho 2.1 (no
+    ``paho.mqtt.exception``, which the transport imports), fails here instead of at a user's import."""
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "edge_agent" / "pyproject.toml").read_text())["project"]
+    (paho,) = [Requirement(r) for r in project["dependencies"] if Requirement(r).name == "paho-mqtt"]
+    pinned = next(
+        line.split("==")[1].strip()
+        for line in (root / "constraints.txt").read_text().splitlines()
+        if line.startswith("paho-mqtt==")
+    )
+    assert Version(pinned) in paho.specifier
+    major, minor = Version(pinned).release[:2]
+    assert Version(f"{major}.{minor + 1}.0") not in paho.specifier, "an upper bound at the next minor"
+    assert Version("2.1.0") not in paho.specifier
