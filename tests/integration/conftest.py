@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.cloud import CloudServer
+from support.cloud import CloudServer, sqlite_cloud_in
 
 from edgedrift_harness.postgres import PostgresError, fresh_database, postgres_server
 
@@ -51,9 +51,5 @@ def cloud(database_url: str, tmp_path: Path) -> Iterator[CloudServer]:
 @pytest.fixture(scope="module")
 def sqlite_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudServer]:
     """One server for a module of tests that each check they leave the registry unchanged."""
-    workdir = tmp_path_factory.mktemp("cloud")
-    server = CloudServer(f"sqlite:///{workdir / 'registry.db'}", workdir).start()
-    try:
+    with sqlite_cloud_in(tmp_path_factory.mktemp("cloud")) as server:
         yield server
-    finally:
-        server.stop()

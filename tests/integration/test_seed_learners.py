@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.cloud import CloudServer
+from support.cloud import CloudServer, sqlite_cloud_in
 from support.deployed import deploy, registry
 
 from edgedrift.data import Stream
@@ -32,16 +32,9 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CloudServer]:
     """The cloud without its per-device recompute rate (30 a minute by default, tested on its own in
     test_cloud_quota.py): Shrub Ensembles asks for a shrub every 100 labels, 17 models in a few seconds,
     and the 17th would wait a minute for the next one's budget."""
-    workdir = tmp_path_factory.mktemp("cloud")
-    server = CloudServer(
-        f"sqlite:///{workdir / 'registry.db'}",
-        workdir,
-        EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_DEVICE_PER_MINUTE="unlimited",
-    ).start()
-    try:
+    unlimited = {"EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_DEVICE_PER_MINUTE": "unlimited"}
+    with sqlite_cloud_in(tmp_path_factory.mktemp("cloud"), **unlimited) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def imbalanced_drift(seed: int = 3) -> Stream:

@@ -17,7 +17,7 @@ from edgedrift_cloud.db.engine import make_engine, make_sessionmaker, upgrade
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.postgres import fresh_database
 
-__all__ = ["DEVICES", "OPERATOR", "UNLIMITED", "CloudServer", "backend_url", "field_error"]
+__all__ = ["DEVICES", "OPERATOR", "UNLIMITED", "CloudServer", "backend_url", "field_error", "sqlite_cloud_in"]
 
 OPERATOR = "operator-token-" + "x" * 24
 DEVICES = {"dev-a": "secret-of-device-a-0123456789", "dev-b": "secret-of-device-b-0123456789"}
@@ -62,6 +62,17 @@ def field_error(r: httpx.Response, status: int, *fields: str) -> None:
     locs = [".".join(str(p) for p in d["loc"]) for d in detail]
     assert any(all(f in loc for f in fields) for loc in locs), (fields, detail)
     assert all(d["msg"] for d in detail)
+
+
+@contextlib.contextmanager
+def sqlite_cloud_in(workdir: Path, **env: str) -> Iterator[CloudServer]:
+    """A started :class:`CloudServer` on a SQLite registry in ``workdir`` (``env``: EDGEDRIFT_CLOUD_*
+    settings), stopped on exit."""
+    server = CloudServer(f"sqlite:///{workdir / 'registry.db'}", workdir, **env).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @contextlib.contextmanager

@@ -9,15 +9,14 @@ import select
 import socket
 import threading
 import time
-import tomllib
 from collections.abc import Iterator
-from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 from paho.mqtt.enums import MQTTErrorCode, _ConnectionState
+from support.dockerfiles import ROOT, pyproject
 
 from edgedrift_edge.transport.connection import WAKE_INTERVAL_S, Received, _FastClient, _packet_bounds
 from edgedrift_edge.transport.mqtt import make_client
@@ -312,12 +311,11 @@ def test_the_paho_requirement_is_the_minor_release_the_suite_runs() -> None:
     """``_FastClient`` uses paho's internals, so the edge package admits only the minor release of the
     pinned paho (constraints.txt): a pin moved without the requirement, or paho 2.1 (no
     ``paho.mqtt.exception``, which the transport imports), fails here instead of at a user's import."""
-    root = Path(__file__).resolve().parents[2]
-    project = tomllib.loads((root / "edge_agent" / "pyproject.toml").read_text())["project"]
-    (paho,) = [Requirement(r) for r in project["dependencies"] if Requirement(r).name == "paho-mqtt"]
+    requirements = map(Requirement, pyproject("edge_agent")["project"]["dependencies"])
+    (paho,) = [r for r in requirements if r.name == "paho-mqtt"]
     pinned = next(
         line.split("==")[1].strip()
-        for line in (root / "constraints.txt").read_text().splitlines()
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
         if line.startswith("paho-mqtt==")
     )
     assert Version(pinned) in paho.specifier
