@@ -13,8 +13,9 @@ restart phase from when the gateway was back, for the samples published while it
 are still unanswered; per device the ledger from its final status (published = predicted + rejected +
 dropped, labels: + label misses) and what is lost; the gateway's peak RSS. Every sample carries ``seq``,
 so the samples the broker drops while the gateway is away (its queue for the gateway is full of the
-backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost unseen; the
-flooder sends one last sample once the gateway drained its queue, so a gap at the backlog's tail shows too.
+backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost unseen; every
+device sends one last sample once the gateway drained its queue, so a gap at the tail of its stream
+shows too, and the ledger is read once every gap waited the gateway's ``seq_grace_s``.
 
     python bench/gateway_fairness.py --json results/gateway_fairness.json
     python bench/gateway_fairness.py --quick          # 20 devices, smaller floods (the smoke run)
@@ -29,8 +30,11 @@ import statistics
 import tempfile
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
+
+import paho.mqtt.client as mqtt
 
 from edgedrift_edge.transport.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
@@ -109,6 +113,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "password_file": None,
             "acl_file": None,
             "use_username_as_clientid": "false",  # anonymous clients have no user name
+            **broker_options(args.broker_option),
         },
     ).start()
     cloud = CloudProcess(
@@ -144,12 +149,20 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         client.connect(host, port)
         client.loop_start()
         start, r = time.monotonic(), 0
+        pending: deque[mqtt.MQTTMessageInfo] = deque()
         while not stop.is_set():
             for device in quiet:
                 sent[device][r] = time.monotonic()
-                client.publish(f"edgedrift/{device}/samples", sample(r), qos=1)
+                pending.append(client.publish(f"edgedrift/{device}/samples", sample(r), qos=1))
+            while pending and pending[0].is_published():
+                pending.popleft()
             r += 1
             time.sleep(max(0.0, start + r / args.rate - time.monotonic()))
+        # paho drops what it has not sent at a disconnect: the last samples are published only once the
+        # broker acknowledged them (a broker busy saving its database takes a while), not lost unseen
+        deadline = time.monotonic() + 120.0
+        for info in pending:
+            info.wait_for_publish(timeout=max(0.0, deadline - time.monotonic()))
         client.disconnect()
         client.loop_stop()
 
@@ -193,30 +206,24 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             t.join(60)
         marks["end"] = time.monotonic()
         deadline = time.monotonic() + args.drain_s
-        while time.monotonic() < deadline and any(len(watch.answered(d)) < len(sent[d]) for d in quiet):
-            time.sleep(0.2)
-        flood_items = warm + args.burst + args.labels + args.backlog + 1
-
-        def accounted(c: dict[str, int]) -> int:
-            return (
-                c.get("predictions", 0)
-                + c.get("rejected", 0)
-                + c.get("dropped", 0)
-                + c.get("label_misses", 0)
-            )
-
-        # One more sample of the flooder once the broker's queue for the gateway drained (its count stood
-        # still for 5 s): its seq tells the gateway how much of the backlog's tail the broker dropped; sent
-        # while the queue is still full, the broker would drop it too and the tail's gap would go unseen.
+        every = [flood, *quiet]
+        # Once the broker's queue for the gateway drained (every count still for 5 s), each device sends one
+        # more sample: its seq tells the gateway what the broker dropped at the tail of the device's stream
+        # (sent while the queue is still full, the broker would drop it too and the tail's gap go unseen)
         seen, still = -1, time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - still < 5.0:
-            now_seen = accounted(watch.counters(flood))
+            now_seen = sum(accounted(watch.counters(d)) + len(watch.answered(d)) for d in every)
             if now_seen != seen:
                 seen, still = now_seen, time.monotonic()
             time.sleep(0.5)
-        publish(url, f"edgedrift/{flood}/samples", [sample(first + args.backlog)])
-        while time.monotonic() < deadline and accounted(watch.counters(flood)) < flood_items:
-            time.sleep(0.2)
+        tail = {flood: first + args.backlog, **{d: len(sent[d]) for d in quiet}}
+        for device, i in tail.items():
+            publish(url, f"edgedrift/{device}/samples", [sample(i)])
+        published = {flood: warm + args.burst + args.labels + args.backlog + 1}
+        published |= {d: len(sent[d]) + 1 for d in quiet}
+        # every ledger complete; a gap counts once the gateway's seq grace (30 s) passed without its samples
+        while time.monotonic() < deadline and any(accounted(watch.counters(d)) < published[d] for d in every):
+            time.sleep(0.5)
         rss, hwm = rss_mb(gateway.pid)
     finally:
         stop.set()
@@ -251,9 +258,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     ledger = {}
     for device in [flood, *quiet]:
         c = watch.counters(device)
-        published = flood_items if device == flood else len(sent[device])
         ledger[device] = {
-            "published": published,
+            "published": published[device],
             **{
                 k: c.get(k, 0)
                 for k in (
@@ -265,7 +271,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                     "label_misses",
                 )
             },
-            "lost": published - accounted(c),
+            "lost": published[device] - accounted(c),
         }
     quiet_lost = sum(ledger[d]["lost"] for d in quiet)
     return {
@@ -274,6 +280,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "burst": args.burst,
         "labels": args.labels,
         "device_share": args.share,
+        "broker_options": args.broker_option,
         "exit_code": code,
         "phases": per_phase,
         "flood": ledger[flood],
@@ -286,6 +293,17 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "rss_peak_mb": round(max(hwm, peak[0]), 1),
         "ledger": ledger,
     }
+
+
+def broker_options(options: list[str]) -> dict[str, str | None]:
+    """``KEY=VALUE`` options for the broker over the shipped configuration (``KEY=`` removes the option)."""
+    parsed: dict[str, str | None] = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--broker-option {option!r}: expected KEY=VALUE")
+        parsed[key.strip()] = value.strip() or None
+    return parsed
 
 
 def main() -> None:
@@ -305,6 +323,13 @@ def main() -> None:
     parser.add_argument("--after-s", type=float, default=5.0, help="quiet traffic after the floods")
     parser.add_argument("--drain-s", type=float, default=300.0, help="longest wait for the last answers")
     parser.add_argument("--share", type=int, default=None, help="device_share (default: the agent's)")
+    parser.add_argument(
+        "--broker-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Mosquitto option over the shipped one (KEY= removes it), e.g. autosave_interval=1000",
+    )
     parser.add_argument("--quick", action="store_true", help="20 devices, 5,000 samples, labels and backlog")
     args = parser.parse_args()
     if args.quick:

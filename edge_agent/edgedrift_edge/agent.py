@@ -523,8 +523,8 @@ class EdgeAgent:
             if watching and not device.silent and device.heard <= cutoff and device.failed is None:
                 self._set_silent(device, True, now)
             device.sync_transport_counters()
-            if device.session.summaries.pending:  # label misses and outliers held back by their interval
-                self._publish_output(device, Output(events=device.session.summaries.due()), None)
+            if device.session.events_due:  # summaries held back by their interval, gaps in seq by their grace
+                self._publish_output(device, Output(events=device.session.due_events()), None)
             overloaded = device.overload_events(now)
             if overloaded:
                 self._publish_output(device, Output(events=overloaded), None)

@@ -116,6 +116,7 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "retry_max_s",
         "unauthorized_retry_s",
         "retry_cooldown_s",
+        "seq_grace_s",
         "sync_wait_s",
         "history_batch",
         "history_outbox",

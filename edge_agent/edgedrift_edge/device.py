@@ -95,6 +95,7 @@ def session_config(settings: AgentSettings, device_id: str) -> SessionConfig:
         retry_cooldown_s=settings.retry_cooldown_s,
         history_batch=settings.history_batch,
         check_seq=settings.qos == 1,
+        seq_grace_s=settings.seq_grace_s,
     )
 
 

@@ -206,6 +206,12 @@ class AgentSettings(BaseSettings):
         "device past device_share only while half of this many of its messages are unacknowledged",
         default=1000,
     )
+    seq_grace_s: Annotated[float, Field(ge=0)] = _described(
+        "seconds a gap in a publisher's seq waits for its samples before they count as dropped by the "
+        "broker (broker_dropped): a broker may deliver a device's messages out of order, and a sample "
+        "that comes late is handled, not counted twice",
+        default=30.0,
+    )
     max_inbox_mb: Annotated[float, Field(gt=0)] = _described(
         "payload megabytes the inbox holds (then back-pressure; QoS 0 messages are dropped and counted)",
         default=256.0,

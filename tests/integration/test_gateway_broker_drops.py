@@ -63,6 +63,7 @@ def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
                 "warmup_samples": 10_000,  # predictions without a model: the ledger is what is tested
                 "checkpoint_dir": tmp_path / "state",
                 "heartbeat_every_s": 0.5,
+                "seq_grace_s": 1.0,  # gaps count 1 s after they are seen (30 s by default)
                 "metrics_port": metrics_port,
                 "metrics_addr": "127.0.0.1",
             },

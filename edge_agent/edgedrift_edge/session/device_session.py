@@ -106,7 +106,7 @@ class DeviceSession:
             config, self.strategy, self.class_names, trainer, self.counters, self._emit
         )
         self.next_seq = 0
-        self.seq = SeqCheck(config, self.counters, self._emit)
+        self.seq = SeqCheck(config, self.counters, self._emit, clock)
         self.drift_events = 0
         self.width_mismatches = 0
         self.guard: RangeGuard | None = None
@@ -171,6 +171,20 @@ class DeviceSession:
         self._events = []
         self._payload = b""  # a gateway's thousand sessions would each keep their last message
         return out
+
+    def due_events(self) -> list[Event]:
+        """Events that fall due without a message (the agent's housekeeping asks): label-miss and
+        outlier summaries past their interval, gaps in ``seq`` past their grace (the broker's drops)."""
+        self._events = []
+        self.seq.settle()
+        events = [*self._events, *self.summaries.due()]
+        self._events = []
+        return events
+
+    @property
+    def events_due(self) -> bool:
+        """Whether :meth:`due_events` may have something (cheap: checked for every device often)."""
+        return bool(self.summaries.pending or self.seq.gaps)
 
     def _emit(self, kind: str, **values: Any) -> None:
         self._events.append({"type": kind, **values})

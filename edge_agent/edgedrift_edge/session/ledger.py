@@ -47,6 +47,9 @@ class SessionConfig:
     #: Whether gaps in the publisher's ``seq`` count as the broker's drops (not under QoS 0, whose inbox
     #: drops the transport counts already: :mod:`~edgedrift_edge.session.seq`).
     check_seq: bool = True
+    #: Seconds a gap in ``seq`` waits for its samples (a broker may deliver out of order) before they
+    #: count as the broker's drops.
+    seq_grace_s: float = 30.0
 
 
 @dataclass(slots=True)
