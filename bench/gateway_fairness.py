@@ -41,6 +41,7 @@ from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.cloud import CloudProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto
 from edgedrift_harness.mqtt import Subscriber, publish
+from edgedrift_harness.options import key_values
 from edgedrift_harness.publisher_process import publish_from_process
 from edgedrift_harness.results import write_json
 
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "password_file": None,
             "acl_file": None,
             "use_username_as_clientid": "false",  # anonymous clients have no user name
-            **broker_options(args.broker_option),
+            **{k: v or None for k, v in key_values("--broker-option", args.broker_option).items()},
         },
     ).start()
     cloud = CloudProcess(
@@ -293,17 +294,6 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "rss_peak_mb": round(max(hwm, peak[0]), 1),
         "ledger": ledger,
     }
-
-
-def broker_options(options: list[str]) -> dict[str, str | None]:
-    """``KEY=VALUE`` options for the broker over the shipped configuration (``KEY=`` removes the option)."""
-    parsed: dict[str, str | None] = {}
-    for option in options:
-        key, sep, value = option.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"--broker-option {option!r}: expected KEY=VALUE")
-        parsed[key.strip()] = value.strip() or None
-    return parsed
 
 
 def main() -> None:

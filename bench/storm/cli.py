@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy import create_engine, text
 
 from edgedrift_harness.cloud import CloudProcess, TrainerWorkerProcess
+from edgedrift_harness.options import key_values
 from edgedrift_harness.postgres import PG_ADMIN_URL, fresh_database, postgres_server
 from edgedrift_harness.proc import cpu_seconds, load_average
 from edgedrift_harness.redis_server import RedisServer
@@ -208,11 +209,7 @@ def main(description: str) -> None:
     env = {"EDGEDRIFT_CLOUD_LOG_LEVEL": "WARNING"}
     if args.budget_per_min:
         env["EDGEDRIFT_CLOUD_RECOMPUTE_BUDGET_PER_MINUTE"] = str(args.budget_per_min)
-    for setting in args.server_env:
-        name, sep, value = setting.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"--server-env {setting!r}: expected NAME=VALUE")
-        env[name] = value
+    env |= key_values("--server-env", args.server_env)
     if args.server_pythonpath:
         env["PYTHONPATH"] = args.server_pythonpath + os.pathsep + os.environ.get("PYTHONPATH", "")
     with (

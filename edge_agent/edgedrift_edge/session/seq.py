@@ -112,18 +112,17 @@ class SeqCheck:
             if start + n > seq + count:  # reaches past this message: kept for the next one
                 break
             ranges.popleft()
-        now = self.clock()
         if expected is not None:
             if seq < expected:
                 self.arrived(seq, count)
             lost = seq - expected - skipped
             if lost > 0:
-                self.gaps.append((seq - lost, seq, now))
+                self.gaps.append((seq - lost, seq, self.clock()))
                 if len(self.gaps) > MAX_GAPS:
                     self._count(self.gaps.pop(0))
         if expected is None or seq + count > expected:
             self.expected = seq + count
-        self.settle(now)
+        self.settle()
 
     def arrived(self, seq: int, count: int) -> None:
         """Samples ``seq`` .. ``seq + count - 1`` came (handled or refused) after they went missing: out of
