@@ -58,6 +58,8 @@ class GatewayRow:
     peer_single_cpu_us: float = math.nan
     batched_cpu_us: float = math.nan
     peer_batched_cpu_us: float = math.nan
+    #: The gateways' summed CPU (% of one core) while only the peer gets messages: their housekeeping.
+    idle_cpu_pct: float = math.nan
 
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)
@@ -240,9 +242,11 @@ def _measure(
         lost = 0
         gateways, peers = [a.pid for a in agents], [peer.proc.pid]
         window, batch_window = cfg.window, cfg.batch_window
+        idle = (time.monotonic(), sum(cpu_seconds(p) for p in gateways))
         peer_single, got, peer_single_cpu = _cpu_timed(
             peers, pub, pub.encode(peer.topic, data.take(cfg.samples, 1)), peer, cfg.samples, cfg.window
         )
+        idle_cpu = 100 * (sum(cpu_seconds(p) for p in gateways) - idle[1]) / (time.monotonic() - idle[0])
         single, got, single_cpu = _cpu_timed(
             gateways, pub, pub.encode_spread(topics, data.take(cfg.samples, 1)), preds, cfg.samples, window
         )
@@ -298,6 +302,7 @@ def _measure(
         peer_single_cpu_us=peer_single_cpu,
         batched_cpu_us=batch_cpu,
         peer_batched_cpu_us=peer_batch_cpu,
+        idle_cpu_pct=idle_cpu,
     )
 
 
@@ -315,5 +320,6 @@ def describe_row(row: GatewayRow) -> str:
         f"    ledger of the devices (their last status): {row.ledger}\n"
         f"    CPU µs per sample: single {row.single_cpu_us:.1f} (peer {row.peer_single_cpu_us:.1f}, "
         f"{row.single_cpu_us / row.peer_single_cpu_us:.2f}x), batches of 100 {row.batched_cpu_us:.2f} "
-        f"(peer {row.peer_batched_cpu_us:.2f}, {row.batched_cpu_us / row.peer_batched_cpu_us:.2f}x)"
+        f"(peer {row.peer_batched_cpu_us:.2f}, {row.batched_cpu_us / row.peer_batched_cpu_us:.2f}x); "
+        f"idle (only the peer fed) {row.idle_cpu_pct:.1f} % of a core"
     )

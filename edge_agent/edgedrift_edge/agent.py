@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgedrift_edge import tracing
 from edgedrift_edge.buffers.fair_queue import FairQueues
+from edgedrift_edge.buffers.sweep import Sweep
 from edgedrift_edge.cloud.client import CloudClient, GatewayList
 from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, session_config, spread
 from edgedrift_edge.device_ids import DeviceIds, configured_devices
@@ -75,6 +76,9 @@ BATCH = 256  #: messages the worker takes from the inbox at once (their publishe
 #: Messages a gateway's worker handles between two looks at the inbox: a quiet device's message that
 #: arrives behind a flood waits for at most this many before it is queued on its device's turn.
 ROUND = 32
+#: Seconds between two housekeeping turns, and at most between two visits of one device by them
+#: (:class:`~edgedrift_edge.buffers.sweep.Sweep`), and the devices a turn visits at least.
+TURN_S, SWEEP_S, SWEEP_MIN = 0.05, 0.5, 32
 
 
 @dataclass
@@ -151,6 +155,7 @@ class EdgeAgent:
         )
         self._threads: list[threading.Thread] = []
         self._next_periodic, self._next_sync, self._syncing = 0.0, 0.0, False
+        self._sweep = Sweep(lambda: list(self.devices.values()), TURN_S, SWEEP_S, SWEEP_MIN)
         self._handover_listed = False  # the last sync named a hand-over of this gateway
         self.handovers = Handovers(
             settings.gateway_id,
@@ -246,6 +251,7 @@ class EdgeAgent:
         for device in list(self.devices.values()):
             device.next_heartbeat = 0.0
         self._next_periodic = 0.0
+        self._sweep.everything_next()
 
     def _on_connected(self) -> None:
         self._connected_at = time.monotonic()  # silence is counted while connected only
@@ -508,18 +514,19 @@ class EdgeAgent:
             self._publish_output(device, Output(events=events), None)
 
     def _periodic(self) -> None:
-        """Housekeeping, at most every 50 ms: publish retries, counters, heartbeats, checkpoints, devices."""
+        """Housekeeping, at most every ``TURN_S``: publish retries, hand-overs and the device list at every
+        turn; each device's counters, events due, heartbeat and checkpoint at least every ``SWEEP_S``."""
         now = time.monotonic()
         if now < self._next_periodic:
             return
-        self._next_periodic = now + 0.05
+        self._next_periodic = now + TURN_S
         self.transport.retry_failed()
         due: list[DeviceRuntime] = []
         cutoff = now - self.settings.silent_after_s  # heard (or connected) before this: silent
         watching = self.transport.connected.is_set() and self._connected_at <= cutoff
-        for device in list(self.devices.values()):
-            if isinstance(device.handover, Incoming):  # not this gateway's to report yet
-                continue
+        for device in self._sweep.turn():
+            if isinstance(device.handover, Incoming) or self.devices.get(device.device_id) is not device:
+                continue  # not this gateway's to report yet, or removed since the round began
             if watching and not device.silent and device.heard <= cutoff and device.failed is None:
                 self._set_silent(device, True, now)
             device.sync_transport_counters()

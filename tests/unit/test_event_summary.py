@@ -42,6 +42,14 @@ def test_kinds_are_summarised_apart() -> None:
     summaries.add("label_miss", "a", "gone")
     summaries.add("outlier", "b", "far")
     assert sorted((e["type"], e["count"]) for e in summaries.due()) == [("label_miss", 1), ("outlier", 1)]
+    assert not summaries.pending
+    summaries.add("outlier", "c", "far")  # held by its interval, while the other kind's is reported
+    clock.now = 0.5
+    summaries.add("label_miss", "d", "gone")
+    assert summaries.pending and summaries.due() == []
+    clock.now = 1.0
+    assert [(e["type"], e["count"]) for e in summaries.due()] == [("label_miss", 1), ("outlier", 1)]
+    assert not summaries.pending
 
 
 def test_a_flood_of_unknown_labels_costs_a_session_one_event_per_second(tmp_path: Path) -> None:

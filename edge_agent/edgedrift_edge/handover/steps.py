@@ -109,9 +109,9 @@ class Handovers:
         gateway, secret = self._credential()
         for device in list(self._devices.values()):
             h = device.handover
-            topics = [device.topics["samples"], device.topics["labels"]]
             if h is None or h.busy or time.monotonic() < h.retry_at:
                 continue
+            topics = [device.topics["samples"], device.topics["labels"]]
             if isinstance(h, Incoming):
                 if not h.reported and self._transport.holds(topics):
                     self._call(

@@ -38,11 +38,13 @@ class EventSummaries:
         self.ids_per_event = ids_per_event
         self.interval_s = interval_s
         self._kinds: dict[str, _Pending] = {}
+        self._held = 0  # items of every kind not yet reported
 
     def add(self, kind: str, sid: SampleId | None, reason: str) -> None:
         """One item of ``kind`` (its id, if any, listed while the event has room)."""
         pending = self._kinds.setdefault(kind, _Pending())
         pending.count += 1
+        self._held += 1
         pending.reason = reason
         if len(pending.ids) < self.ids_per_event:
             pending.ids.append(sid)
@@ -50,7 +52,7 @@ class EventSummaries:
     @property
     def pending(self) -> bool:
         """Whether some kind holds items not yet reported."""
-        return any(p.count for p in self._kinds.values())
+        return self._held > 0
 
     def due(self) -> list[Event]:
         """The events whose interval has passed (the first of a kind goes out at once)."""
@@ -60,5 +62,6 @@ class EventSummaries:
             if p.count and now - p.last_emitted >= self.interval_s:
                 event = {"type": kind, "count": p.count, "id": p.ids[0], "ids": p.ids, "reason": p.reason}
                 events.append(event)
+                self._held -= p.count
                 self._kinds[kind] = _Pending(last_emitted=now)
         return events
