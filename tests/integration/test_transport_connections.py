@@ -285,8 +285,10 @@ def test_a_half_open_connection_is_noticed_within_one_and_a_half_keepalives(tmp_
             noticed = time.monotonic() - hung
             assert noticed <= 1.5 * keepalive, f"noticed after {noticed:.1f} s"
             proxy.resume()
-            answered += _answer(t, f"{base}/predictions", 10, timeout=30.0)
-            assert sorted(set(answered)) == list(range(20)), "nothing lost across the reconnect"
+            deadline = time.monotonic() + 30.0
+            while len(set(answered)) < 20 and time.monotonic() < deadline:  # a redelivery may come twice
+                answered += _answer(t, f"{base}/predictions", 20 - len(set(answered)), timeout=1.0)
+            assert sorted(set(answered)) == list(range(20)), f"nothing lost across the reconnect: {answered}"
             assert t.counters.reconnects >= 1 and t.failure is None
         finally:
             t.stop()
