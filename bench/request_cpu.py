@@ -4,7 +4,9 @@ heartbeat, ``POST /v1/devices/{id}/stats``, and one ``GET .../counters`` in ``--
 ``--connections`` keep-alive connections, each request with its device's own credential. The figure is the
 uvicorn workers' CPU time (utime + stime of every worker process, from ``/proc``) over the requests divided
 by their number: it does not depend on how busy the machine is, unlike a latency. PostgreSQL's own CPU is
-reported too (every ``postgres`` process on the machine: meaningful only when nothing else uses it).
+reported too (every ``postgres`` process on the machine: meaningful only when nothing else uses it), and
+the sender's own CPU per request (``client_cpu_ms_per_request``: httpx's ``AsyncClient``, the client the
+agents' cloud calls go through, so a change of the client's dependencies shows there).
 ``--server-tree`` runs the server from another checkout, for a before/after comparison in the same minutes.
 
     python bench/request_cpu.py --json out/request-cpu.json
@@ -98,7 +100,9 @@ def measure(args: argparse.Namespace, server: CloudProcess) -> dict[str, Any]:
     asyncio.run(register(server.url, ids))
     asyncio.run(send(server.url, ids, min(args.requests, 2 * args.devices), args.reads, args.connections))
     cpu0, pg0, wall0 = workers_cpu(server.pid), named_cpu_seconds("postgres"), time.monotonic()
+    own0 = time.process_time()
     statuses = asyncio.run(send(server.url, ids, args.requests, args.reads, args.connections))
+    own = time.process_time() - own0
     cpu, pg = workers_cpu(server.pid) - cpu0, named_cpu_seconds("postgres") - pg0
     wall = time.monotonic() - wall0
     return {
@@ -107,6 +111,7 @@ def measure(args: argparse.Namespace, server: CloudProcess) -> dict[str, Any]:
         "server_cpu_s": round(cpu, 3),
         "server_cpu_ms_per_request": round(1000 * cpu / args.requests, 3),
         "postgres_cpu_ms_per_request": round(1000 * pg / args.requests, 3),
+        "client_cpu_ms_per_request": round(1000 * own / args.requests, 3),
         "wall_s": round(wall, 2),
         "requests_per_s": round(args.requests / wall, 1),
     }

@@ -3,7 +3,6 @@ once ``/readyz`` answers 200. The demo, the benchmarks and the integration tests
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from typing import Any, Self
 import httpx
 
 from edgedrift_harness.ports import HOST, free_port
-from edgedrift_harness.processes import log_tail, stop_process
+from edgedrift_harness.processes import log_tail, stop_process, wait_answering
 
 __all__ = ["CloudProcess", "CloudProcessError", "TrainerWorkerProcess"]
 
@@ -85,16 +84,11 @@ class CloudProcess:
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Return once ``/readyz`` answers 200; :class:`CloudProcessError` if it exits or times out."""
         assert self.proc is not None, "spawn() first"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise CloudProcessError(
-                    f"the cloud trainer exited with code {self.proc.returncode}:\n{self.tail()}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
-                    return
-            time.sleep(0.1)
+        if wait_answering(f"{self.url}/readyz", self.proc, timeout):
+            return
+        if self.proc.poll() is not None:
+            code = self.proc.returncode
+            raise CloudProcessError(f"the cloud trainer exited with code {code}:\n{self.tail()}")
         self.stop()
         raise CloudProcessError(f"the cloud trainer was not ready within {timeout:.0f} s:\n{self.tail()}")
 

@@ -5,7 +5,6 @@ instant PromQL queries and the alerts with their state."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ from typing import Any, Self
 import httpx
 
 from edgedrift_harness.ports import HOST, free_port
-from edgedrift_harness.processes import log_tail, stop_process
+from edgedrift_harness.processes import log_tail, stop_process, wait_answering
 
 __all__ = ["SHIPPED_RULES", "PrometheusAPI", "PrometheusError", "PrometheusProcess", "find_prometheus"]
 
@@ -114,14 +113,10 @@ class PrometheusProcess(PrometheusAPI):
         ]  # fmt: skip
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise PrometheusError(f"prometheus exited with code {self.proc.returncode}:\n{self.tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200:
-                    return self
-            time.sleep(0.1)
+        if wait_answering(f"{self.url}/-/ready", self.proc, timeout):
+            return self
+        if self.proc.poll() is not None:
+            raise PrometheusError(f"prometheus exited with code {self.proc.returncode}:\n{self.tail()}")
         self.stop()
         raise PrometheusError(f"prometheus was not ready within {timeout:.0f} s:\n{self.tail()}")
 

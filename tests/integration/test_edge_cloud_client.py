@@ -4,6 +4,8 @@ calls at once wait on its semaphore, never more than ``concurrency`` on the wire
 from __future__ import annotations
 
 import gc
+import importlib.abc
+import sys
 import threading
 import time
 import warnings
@@ -89,3 +91,35 @@ def test_a_closed_client_leaves_no_socket_open() -> None:
         del client
         gc.collect()
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+class _ImportRecorder(importlib.abc.MetaPathFinder):
+    """Records every import that reaches the finders (a module not in ``sys.modules``)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> None:
+        self.names.append(fullname)
+
+
+def test_requests_import_nothing_once_the_client_is_warm() -> None:
+    """httpcore asks ``import sniffio`` in every async request and lock it sets up; without sniffio
+    installed each of those imports fails anew and walks ``sys.path`` (a quarter of a 1,000-device
+    gateway's cloud thread), so the edge depends on it and a warm client's requests import nothing."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowForSome)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = CloudClient(f"http://127.0.0.1:{server.server_address[1]}", concurrency=2, deadline_s=30)
+    recorder = _ImportRecorder()
+    try:
+        client.heartbeat("fast-0", None, Heartbeat(samples=0)).result(timeout=30)
+        sys.meta_path.insert(0, recorder)
+        for call in [client.heartbeat(f"fast-{i}", None, Heartbeat(samples=i)) for i in range(1, 21)]:
+            call.result(timeout=30)
+    finally:
+        if recorder in sys.meta_path:
+            sys.meta_path.remove(recorder)
+        client.close()
+        server.shutdown()
+        server.server_close()
+    assert recorder.names == []
