@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol, Self
 
 import httpx
+
+from edgedrift_harness.ports import wait_listening
 
 __all__ = ["Process", "ServerProcess", "log_tail", "stop_process", "wait_answering"]
 
@@ -36,18 +37,20 @@ class Process(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
 
 
-def wait_answering(url: str, proc: Process, timeout: float, interval: float = 0.1) -> bool:
-    """Poll ``url`` every ``interval`` seconds until it answers 200 (True), or until ``proc`` exits or
-    ``timeout`` passes (False). One HTTP client serves the whole wait: creating one loads the CA store,
-    about 28 ms of CPU, far more than a poll, and the server starting beside it needs that CPU."""
-    deadline = time.monotonic() + timeout
+def wait_answering(url: str, proc: Process, timeout: float) -> bool:
+    """:func:`~edgedrift_harness.ports.wait_listening` until ``url`` answers 200 (True), or until ``proc``
+    exits or ``timeout`` passes (False). One HTTP client serves the whole wait: creating one loads the CA
+    store, about 28 ms of CPU, far more than a poll, and the server starting beside it needs that CPU."""
     with httpx.Client(timeout=1.0) as http:
-        while time.monotonic() < deadline and proc.poll() is None:
+
+        def answers() -> bool:
             with contextlib.suppress(httpx.TransportError):
-                if http.get(url).status_code == 200:
-                    return True
-            time.sleep(interval)
-    return False
+                return http.get(url).status_code == 200
+            return False
+
+        port = httpx.URL(url).port
+        assert port is not None, f"{url} names no port"
+        return wait_listening(port, timeout, ready=answers, alive=lambda: proc.poll() is None)
 
 
 def stop_process(proc: Process | None, timeout: float = 30.0, sig: int = signal.SIGTERM) -> int | None:

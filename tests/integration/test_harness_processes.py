@@ -44,6 +44,7 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
 def test_the_wait_ends_when_the_server_answers_and_uses_one_client(
     sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _ReadyAfterThree.seen = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ReadyAfterThree)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     clients: list[httpx.Client] = []
@@ -56,7 +57,7 @@ def test_the_wait_ends_when_the_server_answers_and_uses_one_client(
     monkeypatch.setattr(httpx, "Client", Counted)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/readyz"
-        assert wait_answering(url, sleeper, timeout=30, interval=0.01)
+        assert wait_answering(url, sleeper, timeout=30)
     finally:
         server.shutdown()
         server.server_close()
