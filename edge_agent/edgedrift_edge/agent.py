@@ -219,7 +219,7 @@ class EdgeAgent:
             thread.join(timeout=30)
         if self.fatal is None:
             for device in self.devices.values():
-                self._publish_output(device, Output(events=device.overload_events(0.0, flush=True)), None)
+                self._publish_output(device, Output(events=device.session.due_events(flush=True)), None)
             self.transport.wait_flushed(5.0)
             for device in self.devices.values():
                 if not isinstance(device.handover, Incoming):  # nothing of its own yet
@@ -532,9 +532,6 @@ class EdgeAgent:
             device.sync_transport_counters()
             if device.session.events_due:  # summaries held back by their interval, gaps in seq by their grace
                 self._publish_output(device, Output(events=device.session.due_events()), None)
-            overloaded = device.overload_events(now)
-            if overloaded:
-                self._publish_output(device, Output(events=overloaded), None)
             if now >= device.next_heartbeat:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
                 due.append(device)

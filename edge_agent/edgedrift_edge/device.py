@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
-import math
 import time
 import zlib
 from collections.abc import Callable
@@ -27,7 +26,6 @@ from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, Corrupt
 from edgedrift_edge.cloud.client import CloudClient, CloudError
 from edgedrift_edge.handover.moves import Incoming, Outgoing
 from edgedrift_edge.session.device_session import DeviceSession
-from edgedrift_edge.session.event_summary import SUMMARY_INTERVAL_S
 from edgedrift_edge.session.ledger import Counters, Event, Output, SessionConfig
 from edgedrift_edge.session.messages import count_items, message_digest, refused_items, single_seq
 from edgedrift_edge.session.trainer import LabelBatch, Trainer
@@ -135,9 +133,6 @@ class DeviceRuntime:
         #: What :meth:`sync_transport_counters` read and wrote at its last copy (None: none yet).
         self._synced: tuple[object, ...] | None = None
         self._transport_dropped_reported = 0
-        #: Refused for overload since the last ``overloaded`` event: messages and items per topic.
-        self._overload = {"messages": 0, "samples": 0, "labels": 0}
-        self._overload_emitted = -math.inf
         now = time.monotonic()
         self.next_heartbeat = now
         self.next_checkpoint = now + settings.checkpoint_every_s
@@ -179,7 +174,8 @@ class DeviceRuntime:
 
     def refuse_overloaded(self, kind: str, payload: bytes) -> None:
         """A message refused because this device was past its share of the gateway's worker: its items
-        count in ``overloaded`` and ``dropped``; :meth:`overload_events` reports them. A message whose
+        count in ``overloaded`` and ``dropped``, reported in the session's ``overloaded`` summary (at most
+        one event a second: what was refused since the last one, per topic). A message whose
         ``seq`` was accounted for already (refused, or handled, before a reconnect) counts only in
         ``refused_repeats``: refusing it again must not count it twice."""
         batch = b'"samples"' in payload or b'"labels"' in payload  # else one item: no parse (a flood)
@@ -197,25 +193,13 @@ class DeviceRuntime:
         self.session.counters.dropped += count
         if kind == "samples" and seq is not None:
             self.session.seq.refuse(seq, count)
-        self._overload["messages"] += 1
-        self._overload[kind] += count
-
-    def overload_events(self, now: float, flush: bool = False) -> list[Event]:
-        """At most one ``overloaded`` event per interval (``flush``: now, at a stop), with what was
-        refused since the last one."""
-        pending = self._overload
-        if not pending["messages"] or (now - self._overload_emitted < SUMMARY_INTERVAL_S and not flush):
-            return []
-        self._overload_emitted = now
-        self._overload = {"messages": 0, "samples": 0, "labels": 0}
-        event = {
-            "type": "overloaded",
-            "count": pending["samples"] + pending["labels"],
-            **pending,
-            "total": self.session.counters.overloaded,
-            "reason": OVERLOAD_REASON,
-        }
-        return [event]
+        self.session.summaries.add(
+            "overloaded",
+            OVERLOAD_REASON,
+            count=count,
+            sums={"messages": 1, "samples": 0, "labels": 0} | {kind: count},
+            latest={"total": self.session.counters.overloaded},
+        )
 
     # --- publishing -------------------------------------------------------------------------------------
 

@@ -36,6 +36,11 @@ class PackedRows:
     def __len__(self) -> int:
         return len(self._widths)
 
+    @property
+    def widths(self) -> np.ndarray[tuple[int], np.dtype[np.int64]]:
+        """Each row's width, oldest first (a copy)."""
+        return np.array(self._widths, dtype=np.int64)
+
     def drop_oldest(self, n: int) -> None:
         n = min(n, len(self._widths))
         del self._raw[: _VALUE * sum(self._widths[:n])]

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import Counter as Tally
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields, replace
 from typing import Any, Literal
@@ -60,7 +59,12 @@ from edgedrift_edge.session.ledger import Counters, Event, Output, Prediction, S
 from edgedrift_edge.session.messages import MessageError, Rejection, SampleId, Samples, message_digest
 from edgedrift_edge.session.quality import Quality
 from edgedrift_edge.session.recomputes import Recomputes
-from edgedrift_edge.session.reports import OUTLIER_REASON, REASONS_PER_EVENT
+from edgedrift_edge.session.reports import (
+    ID_REUSED_REASON,
+    LABEL_MISS_REASON,
+    OUTLIER_REASON,
+    REASONS_PER_EVENT,
+)
 from edgedrift_edge.session.seq import SeqCheck
 from edgedrift_edge.session.trainer import (
     LabelBatch,
@@ -69,7 +73,7 @@ from edgedrift_edge.session.trainer import (
     TrainedModel,
     Trainer,
 )
-from edgedrift_edge.session.warmup import MIN_WARMUP_LABELS, Waiting, WarmupWindow, is_label_rejection
+from edgedrift_edge.session.warmup import Waiting, WarmupWindow, is_label_rejection
 
 __all__ = ["Counters", "DeviceSession", "Event", "Output", "Prediction", "SessionConfig"]
 
@@ -105,15 +109,17 @@ class DeviceSession:
         self.recomputes = Recomputes(
             config, self.strategy, self.class_names, trainer, self.counters, self._emit
         )
+        #: Per-item outcomes (label misses, late-label outliers, reused ids, the broker's drops, a gateway's
+        #: refusals), reported as at most one event per kind a second.
+        self.summaries = EventSummaries(clock, REASONS_PER_EVENT)
         self.next_seq = 0
-        self.seq = SeqCheck(config, self.counters, self._emit, clock)
+        self.seq = SeqCheck(config, self.counters, self.summaries, clock)
         self.drift_events = 0
         self.width_mismatches = 0
         self.guard: RangeGuard | None = None
         self.last_label_rejection: str | None = None
         self._events: list[Event] = []
         self._payload = b""
-        self.summaries = EventSummaries(clock, REASONS_PER_EVENT)  # label misses, late-label outliers
         #: While a batch runs through the loop: (samples the loop had processed, version) of every model a
         #: sync recompute installed mid-batch, so each prediction reports the version it was made with.
         self.version_marks: list[tuple[int, int | None]] | None = None
@@ -172,14 +178,12 @@ class DeviceSession:
         self._payload = b""  # a gateway's thousand sessions would each keep their last message
         return out
 
-    def due_events(self) -> list[Event]:
-        """Events that fall due without a message (the agent's housekeeping asks): label-miss and
-        outlier summaries past their interval, gaps in ``seq`` past their grace (the broker's drops)."""
-        self._events = []
+    def due_events(self, flush: bool = False) -> list[Event]:
+        """Events that fall due without a message (the agent's housekeeping asks): summaries past their
+        interval (``flush``: all of them, at a stop), gaps in ``seq`` past their grace (the broker's
+        drops; a stop checkpoints the open ones)."""
         self.seq.settle()
-        events = [*self._events, *self.summaries.due()]
-        self._events = []
-        return events
+        return self.summaries.due(flush)
 
     @property
     def events_due(self) -> bool:
@@ -230,7 +234,7 @@ class DeviceSession:
             self.counters.join_evictions += found.evicted
             self.counters.id_reused += len(found.reused)
             for sid in found.reused:
-                self._emit("id_reused", id=sid, reason="same id, different content: processed as new")
+                self.summaries.add("id_reused", ID_REUSED_REASON, item=sid)
         preds: list[Prediction] = []
         if repeats:
             preds.extend(self._repeat(s, repeats))
@@ -314,13 +318,12 @@ class DeviceSession:
         if self.clock() < self.recomputes.cooldown_until:
             self._report_stall()
             return
-        widths = Tally(len(r) for r in warm.rows)
-        d = self.n_features or widths.most_common(1)[0][0]
-        pairs = [(r, y) for r, y in zip(warm.rows, warm.y, strict=True) if len(r) == d]
-        y0 = np.array([y for _, y in pairs if not math.isnan(y)])
-        if len(y0) < MIN_WARMUP_LABELS or (self.config.task == "classification" and np.unique(y0).size < 2):
+        d = self.n_features or warm.common_width()
+        if not warm.trainable(d, self.config.task):  # checked before any row is read: cheap while stuck
             self._report_stall()  # and keep collecting until the window can train a model
             return
+        pairs = [(r, y) for r, y in zip(warm.rows, warm.y, strict=True) if len(r) == d]
+        y0 = np.array([y for _, y in pairs if not math.isnan(y)])
         if self.n_features is None:
             self.n_features = d
             self._emit("width_locked", n_features=d, from_samples=len(warm))
@@ -521,7 +524,7 @@ class DeviceSession:
         entry = self.recent_samples.take(sid)
         if entry is None:
             self.counters.label_misses += 1
-            self.summaries.add("label_miss", sid, "no unlabeled sample with this id among the recent samples")
+            self.summaries.add("label_miss", LABEL_MISS_REASON, item=sid)
             return
         x, y_hat = entry
         self.counters.labeled += 1
@@ -539,7 +542,7 @@ class DeviceSession:
         self.drift_events += loop.counters.recomputes - recomputes
         if loop.last_outlier:
             self.counters.outliers += 1
-            self.summaries.add("outlier", sid, OUTLIER_REASON)
+            self.summaries.add("outlier", OUTLIER_REASON, item=sid)
         elif not math.isnan(y_hat):
             self.quality.score(y, y_hat)
 

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 #: Rejection reasons (or outlier ids) listed in a summary event (the count covers all of them).
 REASONS_PER_EVENT = 5
 OUTLIER_REASON = "outside the guard's range: predicted, kept out of learner, monitor and window"
+LABEL_MISS_REASON = "no unlabeled sample with this id among the recent samples"
+ID_REUSED_REASON = "same id, different content: processed as new"
 
 
 def status(session: DeviceSession) -> dict[str, Any]:

@@ -22,9 +22,11 @@ its in-flight window has room, ahead of older messages still queued for that cli
 gateway's restart a quiet device's newest sample can come before its older ones. The missing ``seq``
 ranges therefore wait ``seq_grace_s`` (:class:`~edgedrift_edge.session.ledger.SessionConfig`) for
 their samples: a sample that comes late leaves its range (and is handled as any other), and only what
-is still missing then counts in ``broker_dropped``, with one event per range (:meth:`SeqCheck.settle`,
-called at every message and by the agent's housekeeping). Counting at once and then handling the late
-sample counted it twice (61 samples of 15 quiet devices in one run of ``bench/gateway_fairness.py``).
+is still missing then counts in ``broker_dropped`` (:meth:`SeqCheck.settle`, called at every message
+and by the agent's housekeeping). Counting at once and then handling the late sample counted it twice (61
+samples of 15 quiet devices in one run of ``bench/gateway_fairness.py``). The counted ranges are reported
+in the session's ``dropped`` summary, at most one event a second: a publisher whose ``seq`` skips at every
+message (a bug) opened a range per message, and each was an event and an MQTT publish of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from edgedrift_edge.session.event_summary import EventSummaries
 from edgedrift_edge.session.ledger import Counters, SessionConfig
 
 #: Why samples count in ``broker_dropped`` (the ``dropped`` event's reason).
@@ -51,11 +54,15 @@ class SeqCheck:
     """The ``seq`` check of one device (see the module docstring)."""
 
     def __init__(
-        self, config: SessionConfig, counters: Counters, emit: Callable[..., None], clock: Callable[[], float]
+        self,
+        config: SessionConfig,
+        counters: Counters,
+        summaries: EventSummaries,
+        clock: Callable[[], float],
     ) -> None:
         self.config = config
         self.counters = counters
-        self.emit = emit
+        self.summaries = summaries
         self.clock = clock
         #: The ``seq`` the next message should carry (None: no message with a ``seq`` seen yet).
         self.expected: int | None = None
@@ -141,7 +148,7 @@ class SeqCheck:
 
     def settle(self, now: float | None = None) -> None:
         """Count the gaps that waited ``seq_grace_s`` in ``broker_dropped`` (of ``dropped``: the device adds
-        it there), one ``dropped`` event per range."""
+        it there), reported in the ``dropped`` summary (its count, the first ranges, the total)."""
         if not self.gaps:
             return
         now = self.clock() if now is None else now
@@ -152,13 +159,12 @@ class SeqCheck:
     def _count(self, gap: tuple[int, int, float]) -> None:
         first, end, _ = gap
         self.counters.broker_dropped += end - first
-        self.emit(
+        self.summaries.add(
             "dropped",
+            BROKER_DROP_REASON,
             count=end - first,
-            total=self.counters.broker_dropped,
-            first_seq=first,
-            last_seq=end - 1,
-            reason=BROKER_DROP_REASON,
+            item=(first, end - 1),
+            latest={"total": self.counters.broker_dropped},
         )
 
     def snapshot(self, tree: dict[str, Any]) -> None:

@@ -103,18 +103,29 @@ def wrong_width_first(lab: FaultLab) -> Ledger:
 
 
 def id_reused(lab: FaultLab) -> Ledger:
-    """A sensor reboots and counts from 0 again with new readings: processed as new samples."""
+    """A sensor reboots and counts from 0 again with new readings: processed as new samples, reported in
+    ``id_reused`` summary events (at most one a second, each with its count), not one event per sample."""
     t0 = time.monotonic()
     device, secret = lab.device()
-    s = stream(1, 2200)
+    s = stream(1, 3000)
     agent = lab.agent(device, secret).start()
     with lab.clients(device) as (pub, watch):
         pub.send(samples_topic(device), *single_payloads(s, range(2000)))
         watch.wait_ids(range(2000))
-        again = [json.dumps({"id": i, "x": s.X[2000 + i].tolist()}).encode() for i in range(100)]
-        pub.send(samples_topic(device), again, [[i] for i in range(100)])
-        watch.wait(lambda: len(watch.events("id_reused")) >= 100, 30, "100 id_reused events")
+        again = [json.dumps({"id": i, "x": s.X[2000 + i].tolist()}).encode() for i in range(1000)]
+        sent = time.monotonic()
+        pub.send(samples_topic(device), again, [[i] for i in range(1000)])
+
+        def reported() -> int:
+            return sum(e["count"] for e in watch.events("id_reused"))
+
+        watch.wait(lambda: reported() >= 1000, 30, "1,000 reused ids reported")
+        took = time.monotonic() - sent
         agent.stop()
         result = ledger("id_reused", pub, watch, t0)
-    result.checks = {"id_reused_events": len(watch.events("id_reused"))}
+    result.checks = {
+        "id_reused_events": len(watch.events("id_reused")),
+        "id_reused_reported": reported(),
+        "seconds": took,
+    }
     return result
