@@ -232,8 +232,9 @@ class AgentSettings(BaseSettings):
         default=None,
     )
     recent_samples_mb: Annotated[float, Field(gt=0)] = _described(
-        "megabytes the recent samples of one device may take (their rows are 8 bytes per feature): "
-        "wide samples keep fewer than recent_samples, so 50,000 samples of 5,000 features do not take 2 GB",
+        "megabytes each row buffer of one device may take, its recent samples and its first window "
+        "(rows are 8 bytes per feature): wide samples keep fewer than recent_samples (and fill the first "
+        "window sooner), so 50,000 samples of 4,096 features do not take 1.6 GB",
         default=64.0,
     )
     label_delay_s: Annotated[float, Field(ge=0)] = _described(

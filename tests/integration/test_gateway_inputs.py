@@ -1,7 +1,7 @@
-"""Issue 30, rows 6, 7, 9 and 10: what a gateway is handed that it must not trust or must not forget,
+"""Issue 30, rows 6, 7, 8, 9 and 10: what a gateway is handed that it must not trust or must not forget,
 against a real Mosquitto and the real cloud trainer: device ids from every source, a SIGKILL between
-checkpoints, retained messages on input topics, labels in another encoding. Each test asserts the
-per-device ledger (published = predicted + rejected + dropped)."""
+checkpoints, wide rows of a device stuck in warm-up, retained messages on input topics, labels in another
+encoding. Each test asserts the per-device ledger (published = predicted + rejected + dropped)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from edgedrift_edge.settings import AgentSettings
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher, Subscriber, publish
+from edgedrift_harness.proc import rss_mb
 
 
 @pytest.fixture
@@ -209,6 +210,55 @@ def test_a_sigkilled_gateway_never_counts_backwards_nor_warms_up_again(
         assert ledger(watch, 500) == {"predicted": 500, "rejected": 0}
         final = next(s for s in reversed(watch.statuses()) if "counters" in s)["counters"]
         assert final["samples"] == final["predictions"] == 500, (device, final)
+
+
+def test_a_device_stuck_in_warm_up_with_wide_rows_stays_within_its_byte_budget(
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    """Row 8's kind before the width is known: a device of a gateway without ``n_features`` sends 3,000
+    unlabeled samples of 2,000 features (16 KB a row), so it never leaves warm-up. Its first window and
+    its recent samples each stay within ``recent_samples_mb`` (4 MB here); they grew by the row count
+    before (the window to 2 x warmup_samples rows, the recent samples to their whole capacity: 101 MB of
+    RSS here, 1.6 GB for the single agent's defaults at 4,096 features). Every sample is answered."""
+    tag = secrets.token_hex(3)
+    device = f"wide-{tag}"
+    (tmp_path / "devices.json").write_text(json.dumps({device: None}))
+    gateway = AgentProcess(
+        tmp_path / "gateway.log",
+        {
+            "gateway_id": f"gw-{tag}",
+            "devices_file": tmp_path / "devices.json",
+            "broker_url": broker.url,
+            "cloud_url": sqlite_cloud.url,
+            "warmup_samples": 4000,
+            "recent_samples": 5000,
+            "recent_samples_mb": 4,
+            "checkpoint_dir": tmp_path / "state",
+            "checkpoint_every_s": 3600,
+        },
+    )
+    watch = DeviceWatcher(broker.url, device)
+    gateway.start()
+    try:
+        row = [0.125] * 2000
+        first_rows = [json.dumps({"id": i, "x": row}).encode() for i in range(20)]
+        publish(broker.url, f"edgedrift/{device}/samples", first_rows)  # the code paths' first use
+        watch.wait_predictions(20)
+        before = rss_mb(gateway.pid)
+        for first in range(20, 3020, 500):
+            bodies = [json.dumps({"id": i, "x": row}).encode() for i in range(first, first + 500)]
+            publish(broker.url, f"edgedrift/{device}/samples", bodies)
+        watch.wait_predictions(3020, timeout=120)
+        grown = rss_mb(gateway.pid) - before
+    finally:
+        code = gateway.stop()
+        watch.close()
+    assert code == 0
+    assert ledger(watch, 3020) == {"predicted": 3020, "rejected": 0}
+    assert all(p["source"] == "warmup" for p in watch.predictions())
+    # 26 MB measured: the buffers, the inbox (up to the broker's 1,000 messages in flight, 12 KB each) and
+    # the parsing's transients; 101 MB before
+    assert grown < 50, f"RSS grew {grown:.1f} MB for two buffers of 4 MB"
 
 
 def test_retained_input_messages_are_ignored_and_counted_once(

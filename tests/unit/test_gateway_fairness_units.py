@@ -113,18 +113,55 @@ def test_recent_samples_are_bounded_in_bytes_at_the_devices_width() -> None:
     assert RecentSamples(50_000, None, budget).capacity == 50_000, "no width yet: the count decides"
 
 
-def test_locking_a_wide_width_shrinks_the_window_and_counts_the_rows_it_lets_go() -> None:
+def test_wide_rows_before_the_width_is_locked_keep_the_budget_and_count_the_rows_they_let_go() -> None:
+    """A device without ``n_features`` fits its window to the budget at its first row's width: wide rows
+    of a device stuck in warm-up never hold more than the budget (the whole capacity at their width
+    before: 1.6 GB for 50,000 rows of 4,096 features); locking that width changes nothing."""
     budget = 1024 * 1024
     window = RecentSamples(10_000, None, budget)
+    evicted = 0
     for i in range(1000):
-        window.put(i, i + 1)
-        window.remember(window.index.find(*id_key(i)), np.full(500, float(i)), 0.0)
-    evicted = window.lock_width(500)
+        evicted += window.put(i, i + 1)
+        evicted += window.remember(window.index.find(*id_key(i)), np.full(500, float(i)), 0.0)
+        assert window.nbytes <= budget + 64 * 1024, i
+    evicted += window.lock_width(500)
     fitted = budget // (8 * 500 + ENTRY_BYTES)
     assert window.capacity == fitted and len(window) == fitted and evicted == 1000 - fitted
     assert window.awaits(999) and not window.awaits(0), "the newest samples stay"
     taken = window.take(999)
     assert taken is not None and taken[0][0] == 999.0
+
+
+def test_a_wide_first_row_does_not_shrink_the_window_for_good() -> None:
+    """A glitch: the first row is wide, the device's width (locked from the majority) narrow; the window
+    holds what the capacity asked for fits at the narrow width, with the rows it still had."""
+    budget = 1024 * 1024
+    window = RecentSamples(5_000, None, budget)
+    window.put(0, 1)
+    window.remember(window.index.find(*id_key(0)), np.full(4096, 1.0), 0.0)
+    assert window.capacity == budget // (8 * 4096 + ENTRY_BYTES)
+    for i in range(1, 20):
+        window.put(i, i + 1)
+        window.remember(window.index.find(*id_key(i)), np.full(2, float(i)), 0.0)  # aside: another width
+    assert window.lock_width(2) == 0 and window.capacity == 5_000 and window.awaits(19) and window.awaits(1)
+    for i in range(20, 5_020):
+        window.put(i, i + 1)
+    assert len(window) == 5_000
+
+
+def test_rows_of_other_widths_kept_aside_stay_within_the_budget() -> None:
+    """Before the width is locked, rows of another width than the first are kept aside; a device that
+    alternates widths cannot hold more than the budget there either (the oldest leave, counted)."""
+    budget = 256 * 1024
+    window = RecentSamples(10_000, None, budget)
+    evicted = 0
+    for i in range(400):
+        evicted += window.put(i, i + 1)
+        evicted += window.remember(window.index.find(*id_key(i)), np.full(4000 if i % 2 else 1, 1.0), 0.0)
+    aside = window.snapshot()
+    assert window._ragged_bytes <= budget and evicted > 0 and window.waiting + evicted <= 400
+    assert window.awaits(399), "the newest row stays"
+    assert len(aside["waiting"]) == window.waiting
 
 
 def test_one_width_limit_for_the_setting_the_data_and_the_cloud() -> None:

@@ -109,3 +109,20 @@ def test_the_common_width_is_the_most_frequent_and_of_a_tie_the_first_seen() -> 
     warm.add(np.zeros(2), 1.0, None)
     assert warm.common_width() == 2
     assert warm.labels().tolist() == [1.0] and warm.labels(3).size == 0 and warm.labels(2).tolist() == [1.0]
+
+
+def test_wide_rows_keep_a_device_stuck_in_warm_up_within_its_byte_budget() -> None:
+    """Row 8's kind for the first window: rows of 1,000 features, never labeled. The first window is
+    full at the budget (``recent_bytes``) before ``warmup_samples``, and neither it nor the recent
+    samples hold more than the budget while the device stays stuck (4,000 rows of 4,096 features, 131 MB,
+    and 1.6 GB of recent samples for the single agent's defaults before)."""
+    budget = 1024 * 1024
+    config = SessionConfig(device_id="dev-w", warmup_samples=2000, recent_samples=50_000, recent_bytes=budget)
+    s = DeviceSession(config, lambda _request: None, lambda: 0.0)
+    row = [0.25] * 1000
+    for i in range(600):
+        s.handle("samples", json.dumps({"id": i, "x": row}).encode())
+        assert s.warm.rows.nbytes <= budget and s.recent_samples.nbytes <= budget + 64 * 1024, i
+    state = s.warmup_state()
+    assert s.phase == "warmup" and state is not None and state["reason"], "full at the budget, and stuck"
+    assert len(s.warm) == budget // 8000 and s.counters.samples == 600

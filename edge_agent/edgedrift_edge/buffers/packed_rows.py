@@ -41,6 +41,24 @@ class PackedRows:
         """Each row's width, oldest first (a copy)."""
         return np.array(self._widths, dtype=np.int64)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the values held."""
+        return len(self._raw)
+
+    @property
+    def last_nbytes(self) -> int:
+        """Bytes of the newest row (0 when empty)."""
+        return _VALUE * self._widths[-1] if self._widths else 0
+
+    def over(self, max_bytes: int) -> int:
+        """How many of the oldest rows must go for the rest to fit ``max_bytes`` (the newest row stays)."""
+        excess = len(self._raw) - max_bytes
+        if excess <= 0:
+            return 0
+        n = int(np.searchsorted(np.cumsum(self.widths) * _VALUE, excess)) + 1
+        return min(n, len(self._widths) - 1)
+
     def drop_oldest(self, n: int) -> None:
         n = min(n, len(self._widths))
         del self._raw[: _VALUE * sum(self._widths[:n])]

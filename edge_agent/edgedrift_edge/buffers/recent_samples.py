@@ -15,12 +15,16 @@ regressor's), so a joined label is scored against the very prediction that was p
 Memory is bounded in bytes, not only in samples (issue 30 row 8: 30k samples of 1,000 features took
 234 MB): with ``max_bytes``, the window holds at most ``max_bytes // (8 d + ENTRY_BYTES)`` samples once
 the width ``d`` is known, so wide samples keep fewer ids and rows (:meth:`RecentSamples.fitted`). A
-device configured without ``n_features`` keeps its warm-up's samples at their width until the width is
-locked (the session holds those rows anyway); the lock shrinks the window to the budget.
+device configured without ``n_features`` fits the window to the budget at its first row's width until
+the session locks the device's width, and then to the budget at that width (from the capacity asked for:
+a glitch of a wide first row does not shrink the window for good). Before, the window grew to its whole
+capacity at the first row's width: 1.6 GB for 50,000 samples of 4,096 features, from a device stuck in
+warm-up.
 
 Before a device's width is known, warm-up rows of another width than the matrix's are kept aside in a
-small dict by slot (the only per-entry Python objects, normally none); :meth:`RecentSamples.lock_width`
-re-lays the rows out once the width is decided.
+small dict by slot (the only per-entry Python objects, normally none), within the same byte budget (the
+oldest leave first, counted as join evictions); :meth:`RecentSamples.lock_width` re-lays the rows out
+once the width is decided.
 
 Checkpoint tree: ``{"id_keys", "id_checks", "keys", "content_hash", "waiting", "X", "y_hat"}``, oldest
 first; ``waiting`` is the positions (in that order) of the samples awaiting a label, ``X`` and ``y_hat``
@@ -54,6 +58,8 @@ class RecentSamples:
 
     def __init__(self, capacity: int, width: int | None = None, max_bytes: int | None = None) -> None:
         self.max_bytes = max_bytes
+        #: The capacity asked for; :attr:`capacity` is what of it fits the budget at the width.
+        self.requested = capacity
         capacity = self.fitted(capacity, width, max_bytes)
         self.index = IdIndex(capacity)
         self.capacity = capacity
@@ -66,6 +72,7 @@ class RecentSamples:
         self._waiting = np.zeros(slots, np.bool_)
         self._views()
         self._ragged: dict[int, FloatArray] = {}
+        self._ragged_bytes = 0
 
     def _views(self) -> None:
         self._cv = self._content.data
@@ -152,7 +159,7 @@ class RecentSamples:
             self._waiting[gone] = False
             if self._ragged:
                 for slot in gone.tolist():
-                    self._ragged.pop(slot, None)
+                    self._unragged(slot)
         if self.index.slots > len(self._content):
             self._grow()
         self._content[slots] = contents
@@ -160,18 +167,35 @@ class RecentSamples:
 
     # --- samples awaiting a label -----------------------------------------------------------------------
 
-    def remember(self, slot: int, x: FloatArray, y_hat: float) -> None:
-        """The sample in ``slot`` (just put) awaits a label: keep its row and prediction."""
-        self._store(slot, x)
+    def remember(self, slot: int, x: FloatArray, y_hat: float) -> int:
+        """The sample in ``slot`` (just put) awaits a label: keep its row and prediction. Returns the
+        unlabeled samples evicted to keep the budget (the first row fits the window to its width; rows of
+        another width before the device's is known)."""
+        evicted = 0
+        if self.width is None:
+            words = self.index.keys[slot], self.index.checks[slot]
+            evicted = self.lock_width(len(x))
+            slot = self.index.find(int(words[0]), int(words[1]))
+            if slot < 0:  # the window kept fewer ids than it held
+                return evicted + 1
+        evicted += self._store(slot, x)
         if not (y_hat == 1.0 or y_hat == -1.0 or self._y_hat.itemsize == 8 or _single(y_hat)):
             self._widen()
         self._y[slot] = y_hat
         self._w[slot] = True
+        return evicted
 
-    def remember_many(self, slots: IntArray, X: FloatArray, y_hat: FloatArray) -> None:
-        """:meth:`remember` for rows of the matrix's width in distinct slots, in one pass."""
+    def remember_many(self, slots: IntArray, X: FloatArray, y_hat: FloatArray) -> int:
+        """:meth:`remember` for rows of the matrix's width in distinct slots, in one pass; returns the
+        unlabeled samples evicted (by fitting the window to the first rows' width)."""
+        evicted = 0
         if self.width is None:
-            self.lock_width(X.shape[1])
+            keys, checks = self.index.keys[slots], self.index.checks[slots]
+            evicted = self.lock_width(X.shape[1])
+            slots = self.index.find_many(keys, checks)
+            kept = slots >= 0
+            evicted += int(np.count_nonzero(~kept))
+            slots, X, y_hat = slots[kept], X[kept], y_hat[kept]
         self._X[slots] = X
         if self._y_hat.itemsize == 4:
             with np.errstate(over="ignore"):
@@ -179,6 +203,7 @@ class RecentSamples:
                     self._widen()
         self._y_hat[slots] = y_hat
         self._waiting[slots] = True
+        return evicted
 
     def take(self, sid: SampleId) -> tuple[FloatArray, float] | None:
         """The row (a fresh, writable array) and prediction of ``sid`` if it awaits a label, which it no
@@ -197,20 +222,25 @@ class RecentSamples:
         return slot >= 0 and bool(self._w[slot])
 
     def lock_width(self, width: int) -> int:
-        """The device's width is decided: rows of that width go into the matrix from now on, and the
-        window shrinks to the byte budget at that width; returns the unlabeled samples it evicted."""
+        """Rows of ``width`` go into the matrix from now on (the device's width, or its first row's until
+        that is decided), and the window holds what of the capacity asked for fits the byte budget at that
+        width; returns the unlabeled samples it evicted."""
+        evicted = 0
         if width != self.width:
             slots = np.flatnonzero(self._waiting).tolist()
             rows = {slot: self._row(slot).copy() for slot in slots}
-            self.width, self._X, self._ragged = width, np.zeros((len(self._content), width)), {}
+            self.width, self._X = width, np.zeros((len(self._content), width))
+            self._ragged, self._ragged_bytes = {}, 0
             for slot, row in rows.items():
-                self._store(slot, row)
-        fitted = self.fitted(self.capacity, width, self.max_bytes)
-        if fitted >= self.capacity:
-            return 0
-        smaller, evicted = RecentSamples.restore(self.snapshot(), fitted, width, self.max_bytes)
-        vars(self).update(vars(smaller))
-        return evicted
+                evicted += self._store(slot, row)
+        fitted = self.fitted(self.requested, width, self.max_bytes)
+        if fitted == self.capacity:
+            return evicted
+        requested = self.requested
+        refitted, dropped = RecentSamples.restore(self.snapshot(), fitted, width, self.max_bytes)
+        vars(self).update(vars(refitted))
+        self.requested = requested
+        return evicted + dropped
 
     def _widen(self) -> None:
         """A prediction that float32 does not hold exactly: the predictions become float64 from now on."""
@@ -222,17 +252,32 @@ class RecentSamples:
         if self._w[slot]:
             self._w[slot] = False
             if self._ragged:
-                self._ragged.pop(slot, None)
+                self._unragged(slot)
 
-    def _store(self, slot: int, x: FloatArray) -> None:
-        if self.width is None:
-            self.width, self._X = len(x), np.zeros((len(self._content), len(x)))
+    def _unragged(self, slot: int) -> None:
+        row = self._ragged.pop(slot, None)
+        if row is not None:
+            self._ragged_bytes -= row.nbytes
+
+    def _store(self, slot: int, x: FloatArray) -> int:
+        """Keep ``x`` for ``slot``: in the matrix, or aside if of another width (within the byte budget:
+        the oldest rows aside leave first); returns the unlabeled samples that left for it."""
+        assert self.width is not None
         if len(x) == self.width:
             self._X[slot] = x
             if self._ragged:
-                self._ragged.pop(slot, None)
-        else:
-            self._ragged[slot] = np.array(x, dtype=np.float64)
+                self._unragged(slot)
+            return 0
+        self._unragged(slot)
+        row = self._ragged[slot] = np.array(x, dtype=np.float64)
+        self._ragged_bytes += row.nbytes
+        evicted = 0
+        while self.max_bytes is not None and self._ragged_bytes > self.max_bytes and len(self._ragged) > 1:
+            oldest = next(iter(self._ragged))
+            self._unragged(oldest)
+            self._w[oldest] = False
+            evicted += 1
+        return evicted
 
     def _grow(self) -> None:
         """The arrays grow with the index's slots."""
@@ -316,7 +361,7 @@ class RecentSamples:
             if slot < 0:
                 dropped += 1
             else:
-                self.remember(slot, x, p)
+                dropped += self.remember(slot, x, p)
         return dropped
 
 

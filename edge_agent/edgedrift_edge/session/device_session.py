@@ -509,7 +509,8 @@ class DeviceSession:
         elif waiting.size:
             kept = waiting[slots[waiting] >= 0]
             self.counters.join_evictions += waiting.size - kept.size
-            self.recent_samples.remember_many(slots[kept], s.X[kept], y_hat[kept])
+            evicted = self.recent_samples.remember_many(slots[kept], s.X[kept], y_hat[kept])
+            self.counters.join_evictions += evicted
 
     def _remember(self, sid: SampleId, x: FloatArray, y_hat: float) -> None:
         """The unlabeled sample ``sid`` (just put in the recent samples) awaits a late label."""
@@ -518,7 +519,7 @@ class DeviceSession:
         if slot < 0:  # a later sample of its own message pushed it out of the window
             self.counters.join_evictions += 1
         else:
-            recent.remember(slot, x, y_hat)
+            self.counters.join_evictions += recent.remember(slot, x, y_hat)
 
     def _late_label(self, sid: SampleId, y: float) -> None:
         entry = self.recent_samples.take(sid)

@@ -82,7 +82,11 @@ class WarmupWindow:
         return len(self.y)
 
     def full(self) -> bool:
-        return len(self.y) >= self.config.warmup_samples
+        """``warmup_samples`` samples, or as many as the byte budget holds (``recent_bytes``: wide rows)."""
+        if len(self.y) >= self.config.warmup_samples:
+            return True
+        budget = self.config.recent_bytes
+        return budget is not None and len(self.y) > 0 and self.rows.nbytes + self.rows.last_nbytes > budget
 
     def add(self, row: Any, y: float, sid: SampleId | None) -> None:
         self.rows.append(row)
@@ -92,8 +96,11 @@ class WarmupWindow:
         self.id_checks.append(check)
 
     def bound(self, cap: int) -> None:
-        """Keep the newest ``cap`` samples."""
+        """Keep the newest ``cap`` samples, and no more than the byte budget holds (``recent_bytes``: a
+        device stuck in warm-up with rows of 4,096 features kept 4,000 of them, 131 MB, before)."""
         excess = len(self.y) - cap
+        if self.config.recent_bytes is not None:
+            excess = max(excess, self.rows.over(self.config.recent_bytes))
         if excess > 0:
             self.rows.drop_oldest(excess)
             del self.y[:excess], self.id_keys[:excess], self.id_checks[:excess]
