@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.cloud import CloudServer
+from support.gateways import gateway_process
 
 from edgedrift import __version__, kernels
-from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher, publish
 from edgedrift_harness.ports import free_port
@@ -56,27 +56,21 @@ def value(metrics: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: s
 def test_a_gateway_s_metrics_are_its_ledger(
     broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:
-    devices = {f"m-{secrets.token_hex(3)}-{i}": secrets.token_urlsafe(24) for i in range(3)}
-    for device, secret in devices.items():
-        sqlite_cloud.register(device, secret)
-    (tmp_path / "devices.json").write_text(json.dumps(devices))
+    devices = [f"m-{secrets.token_hex(3)}-{i}" for i in range(3)]
     port = free_port()
-    agent = AgentProcess(
-        tmp_path / "gateway.log",
-        {
-            "gateway_id": "gw-metrics",
-            "devices_file": tmp_path / "devices.json",
-            "broker_url": broker.url,
-            "cloud_url": sqlite_cloud.url,
-            "checkpoint_dir": tmp_path / "state",
-            "checkpoint_every_s": 0.5,
-            "heartbeat_every_s": 0.5,
-            "warmup_samples": 100,
-            "n_features": 2,
-            "metrics_port": port,
-            "metrics_addr": "127.0.0.1",
-            "metrics_device_labels": 2,
-        },
+    agent = gateway_process(
+        tmp_path,
+        sqlite_cloud,
+        devices,
+        broker.url,
+        gateway_id="gw-metrics",
+        checkpoint_every_s=0.5,
+        heartbeat_every_s=0.5,
+        warmup_samples=100,
+        n_features=2,
+        metrics_port=port,
+        metrics_addr="127.0.0.1",
+        metrics_device_labels=2,
     )
     watchers = {d: DeviceWatcher(broker.url, d) for d in devices}
     agent.start()

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from support.cloud import CloudServer
 from support.compose import run_entrypoint
+from support.gateways import gateway_process
 from support.operator import OperatorView, shipped_env, user_url
 
-from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import ShippedMosquitto
 from edgedrift_harness.mqtt import publish
 from edgedrift_harness.ports import free_port
@@ -43,30 +43,23 @@ def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
     env = shipped_env({"gw-1": devices})
     result = run_entrypoint(tmp_path, env, passwd=shutil.which("mosquitto_passwd"))
     assert result.returncode == 0, result.stderr
-    table = {d: secrets.token_urlsafe(24) for d in devices}
-    for device, secret in table.items():
-        sqlite_cloud.register(device, secret)
-    (tmp_path / "devices.json").write_text(json.dumps(table))
     metrics_port = free_port()
     sent = dict.fromkeys(devices, 0)
     overrides = {"max_queued_messages": str(QUEUE)}
     with ShippedMosquitto(tmp_path, None, overrides=overrides) as broker:
         url = {u: user_url(u, broker.port) for u in ("operator", "replay", "gw-1")}
-        gateway = AgentProcess(
-            tmp_path / "gateway.log",
-            {
-                "gateway_id": "gw-1",
-                "devices_file": tmp_path / "devices.json",
-                "broker_url": url["gw-1"],
-                "cloud_url": sqlite_cloud.url,
-                "n_features": 2,
-                "warmup_samples": 10_000,  # predictions without a model: the ledger is what is tested
-                "checkpoint_dir": tmp_path / "state",
-                "heartbeat_every_s": 0.5,
-                "seq_grace_s": 1.0,  # gaps count 1 s after they are seen (30 s by default)
-                "metrics_port": metrics_port,
-                "metrics_addr": "127.0.0.1",
-            },
+        gateway = gateway_process(
+            tmp_path,
+            sqlite_cloud,
+            devices,
+            url["gw-1"],
+            gateway_id="gw-1",
+            n_features=2,
+            warmup_samples=10_000,  # predictions without a model: the ledger is what is tested
+            heartbeat_every_s=0.5,
+            seq_grace_s=1.0,  # gaps count 1 s after they are seen (30 s by default)
+            metrics_port=metrics_port,
+            metrics_addr="127.0.0.1",
         )
         view = OperatorView(url["operator"])
 

@@ -18,10 +18,10 @@ import httpx
 import pytest
 from support.cloud import OPERATOR, CloudServer
 from support.compose import run_entrypoint
+from support.gateways import gateway_process
 from support.operator import OperatorView
 
 from edgedrift_edge.transport.mqtt import broker_address, make_client
-from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import MosquittoProcess, ShippedMosquitto, local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher, Subscriber, publish
 from edgedrift_harness.ports import free_port
@@ -79,23 +79,15 @@ def test_a_flooding_device_does_not_delay_its_quiet_neighbours(
     (``dropped``, one ``overloaded`` event per second) so that every device's ledger adds up."""
     tag = secrets.token_hex(3)
     flood, quiet = f"flood-{tag}", [f"q{i}-{tag}" for i in range(20)]
-    table = {d: secrets.token_urlsafe(24) for d in [flood, *quiet]}
-    for device, secret in table.items():
-        sqlite_cloud.register(device, secret)
-    (tmp_path / "devices.json").write_text(json.dumps(table))
-    gateway = AgentProcess(
-        tmp_path / "gateway.log",
-        {
-            "gateway_id": f"gw-{tag}",
-            "devices_file": tmp_path / "devices.json",
-            "broker_url": broker.url,
-            "cloud_url": sqlite_cloud.url,
-            "warmup_samples": 200,
-            "window_labels": 50,
-            "n_features": 2,
-            "checkpoint_dir": tmp_path / "state",
-            "heartbeat_every_s": 0.5,
-        },
+    gateway = gateway_process(
+        tmp_path,
+        sqlite_cloud,
+        [flood, *quiet],
+        broker.url,
+        warmup_samples=200,
+        window_labels=50,
+        n_features=2,
+        heartbeat_every_s=0.5,
     )
     arrivals = Arrivals(broker.url)
     watches = {d: DeviceWatcher(broker.url, d) for d in [flood, *quiet]}
@@ -193,30 +185,24 @@ def test_a_device_the_acl_does_not_grant_is_reported_silent_up_to_the_fleet_view
     }
     result = run_entrypoint(tmp_path, env, passwd=shutil.which("mosquitto_passwd"))
     assert result.returncode == 0, result.stderr
-    table = {d: secrets.token_urlsafe(24) for d in [*granted, ungranted]}
-    for device, secret in table.items():
-        sqlite_cloud.register(device, secret)
-    (tmp_path / "devices.json").write_text(json.dumps(table))
+    devices = [*granted, ungranted]
     metrics_port = free_port()
     with ShippedMosquitto(tmp_path, None) as broker:
         url = {u: f"mqtt://{u}:{PASSWORDS[u]}@127.0.0.1:{broker.port}" for u in PASSWORDS}
-        gateway = AgentProcess(
-            tmp_path / "gateway.log",
-            {
-                "gateway_id": "gw-1",
-                "devices_file": tmp_path / "devices.json",
-                "broker_url": url["gw-1"],
-                "cloud_url": sqlite_cloud.url,
-                "n_features": 2,
-                "checkpoint_dir": tmp_path / "state",
-                "heartbeat_every_s": 0.5,
-                "silent_after_s": 6,
-                "metrics_port": metrics_port,
-                "metrics_addr": "127.0.0.1",
-            },
+        gateway = gateway_process(
+            tmp_path,
+            sqlite_cloud,
+            devices,
+            url["gw-1"],
+            gateway_id="gw-1",
+            n_features=2,
+            heartbeat_every_s=0.5,
+            silent_after_s=6,
+            metrics_port=metrics_port,
+            metrics_addr="127.0.0.1",
         )
         view = OperatorView(url["operator"])
-        sent = {d: 0 for d in table}
+        sent = {d: 0 for d in devices}
         streaming = {granted[0]: True, granted[1]: True, ungranted: True}
         stop = threading.Event()
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from support.cloud import CloudServer
+from support.gateways import gateway_process
 
 from edgedrift_edge.agent import EdgeAgent, _Control
 from edgedrift_edge.device import RETAINED_REASON
 from edgedrift_edge.settings import AgentSettings
-from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
 from edgedrift_harness.mqtt import DeviceWatcher, Subscriber, publish
 from edgedrift_harness.proc import rss_mb
@@ -149,24 +149,17 @@ def test_a_sigkilled_gateway_never_counts_backwards_nor_warms_up_again(
     device from the checkpoint taken right after its first model (one warm-up, one initial model), and
     its final counters equal what was published."""
     tag = secrets.token_hex(3)
-    devices = {f"k{i}-{tag}": secrets.token_urlsafe(24) for i in range(3)}
-    for device, secret in devices.items():
-        sqlite_cloud.register(device, secret)
-    (tmp_path / "devices.json").write_text(json.dumps(devices))
-    gateway = AgentProcess(
-        tmp_path / "gateway.log",
-        {
-            "gateway_id": f"gw-{tag}",
-            "devices_file": tmp_path / "devices.json",
-            "broker_url": broker.url,
-            "cloud_url": sqlite_cloud.url,
-            "warmup_samples": 100,
-            "window_labels": 30,
-            "n_features": 2,
-            "checkpoint_dir": tmp_path / "state",
-            "checkpoint_every_s": 3600,  # only the checkpoint after the first model can be there
-            "heartbeat_every_s": 0.2,
-        },
+    devices = [f"k{i}-{tag}" for i in range(3)]
+    gateway = gateway_process(
+        tmp_path,
+        sqlite_cloud,
+        devices,
+        broker.url,
+        warmup_samples=100,
+        window_labels=30,
+        n_features=2,
+        checkpoint_every_s=3600,  # only the checkpoint after the first model can be there
+        heartbeat_every_s=0.2,
     )
     watches = {d: DeviceWatcher(broker.url, d) for d in devices}
 
@@ -220,22 +213,16 @@ def test_a_device_stuck_in_warm_up_with_wide_rows_stays_within_its_byte_budget(
     its recent samples each stay within ``recent_samples_mb`` (4 MB here); they grew by the row count
     before (the window to 2 x warmup_samples rows, the recent samples to their whole capacity: 101 MB of
     RSS here, 1.6 GB for the single agent's defaults at 4,096 features). Every sample is answered."""
-    tag = secrets.token_hex(3)
-    device = f"wide-{tag}"
-    (tmp_path / "devices.json").write_text(json.dumps({device: None}))
-    gateway = AgentProcess(
-        tmp_path / "gateway.log",
-        {
-            "gateway_id": f"gw-{tag}",
-            "devices_file": tmp_path / "devices.json",
-            "broker_url": broker.url,
-            "cloud_url": sqlite_cloud.url,
-            "warmup_samples": 4000,
-            "recent_samples": 5000,
-            "recent_samples_mb": 4,
-            "checkpoint_dir": tmp_path / "state",
-            "checkpoint_every_s": 3600,
-        },
+    device = f"wide-{secrets.token_hex(3)}"
+    gateway = gateway_process(
+        tmp_path,
+        sqlite_cloud,
+        [device],
+        broker.url,
+        warmup_samples=4000,
+        recent_samples=5000,
+        recent_samples_mb=4,
+        checkpoint_every_s=3600,
     )
     watch = DeviceWatcher(broker.url, device)
     gateway.start()
