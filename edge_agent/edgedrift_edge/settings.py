@@ -326,6 +326,25 @@ class AgentSettings(BaseSettings):
             ) from None
         return value
 
+    @field_validator("cloud_url")
+    @classmethod
+    def _cloud_url(cls, value: str) -> str:
+        """An http(s) URL with a host and a numeric port, checked at start: a URL the HTTP client cannot use
+        was a traceback at the first request, or a warning at every heartbeat of an agent that looked
+        healthy. The message never repeats the URL (it may hold credentials)."""
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https"):
+            raise ValueError("must start with http:// or https://")
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise ValueError("the port is not a number from 1 to 65535")
+        if not parts.hostname:
+            raise ValueError("has no host")
+        return value
+
     @model_validator(mode="after")
     def _client_certificate_needs_tls(self) -> AgentSettings:
         if self.tls_key_file and not self.tls_cert_file:

@@ -108,3 +108,26 @@ def test_tls_files_and_mqtt5_expiries_come_from_the_environment(tmp_path: Path) 
     )
     with pytest.raises(SettingsError, match=r"--session-expiry-s / EDGEDRIFT_EDGE_SESSION_EXPIRY_S: .*"):
         AgentSettings.load(environ={"EDGEDRIFT_EDGE_DEVICE_ID": "d", "EDGEDRIFT_EDGE_SESSION_EXPIRY_S": "-1"})
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        (f"http://user:{SECRET}@cloud:port", "the port is not a number"),
+        (f"http://user:{SECRET}@cloud:0", "the port is not a number"),
+        (SECRET, "must start with http:// or https://"),
+        (f"ftp://{SECRET}@cloud", "must start with http:// or https://"),
+        ("http://:8000", "has no host"),
+    ],
+)
+def test_a_cloud_url_the_client_cannot_use_is_refused_at_start_without_showing_it(url: str, why: str) -> None:
+    """It was a traceback at the first request (a port that is not a number), or a warning at every
+    heartbeat of an agent that looked healthy (no scheme)."""
+    with pytest.raises(SettingsError, match=why) as err:
+        AgentSettings.load({"cloud_url": url}, environ={"EDGEDRIFT_EDGE_DEVICE_ID": "d"})
+    assert SECRET not in str(err.value) and "EDGEDRIFT_EDGE_CLOUD_URL" in str(err.value)
+    for fine in ("https://[::1]:8443/base", "http://cloud.example"):
+        assert (
+            AgentSettings.load({"cloud_url": fine}, environ={"EDGEDRIFT_EDGE_DEVICE_ID": "d"}).cloud_url
+            == fine
+        )
