@@ -25,6 +25,7 @@ from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
 
 from edgedrift.cli import Formatter, Parser, add_version, run_command
+from edgedrift.ids import device_id_problem, shown_id, topic_prefix_problem
 from edgedrift.secrets import secrets_from_files
 from edgedrift_edge.settings import ENV_PREFIX, SECRET_FIELDS, AgentSettings, SettingsError
 from edgedrift_edge.transport.mqtt import with_password
@@ -267,13 +268,20 @@ def replay_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    devices = tuple(d.strip() for d in args.devices.split(",") if d.strip())
+    problems = [topic_prefix_problem(args.topic_prefix)] + [
+        f"{shown_id(d)}: {p}" for d in devices if (p := device_id_problem(d)) is not None
+    ]
+    if not devices or any(problems):
+        why = "; ".join(p for p in problems if p) or "--devices names no device"
+        print(f"edgedrift-edge replay: {why}", file=sys.stderr)
+        return 2
     protocol = (
         Protocol(schedule="random", fraction=args.label_fraction, delay=args.label_delay)
         if args.label_fraction is not None
         else Protocol(every=args.label_every, delay=args.label_delay)
     )
     stream = load_dataset(args.dataset, target=args.target, seed=args.seed)
-    devices = tuple(d.strip() for d in args.devices.split(",") if d.strip())
     plan = ReplayPlan(
         stream,
         devices,

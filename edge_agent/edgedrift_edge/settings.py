@@ -19,7 +19,7 @@ from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_va
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
-from edgedrift.ids import DEVICE_ID_PATTERN
+from edgedrift.ids import DEVICE_ID_PATTERN, topic_prefix_problem
 from edgedrift.limits import MAX_FEATURES
 from edgedrift.secrets import SecretFileError, weak_secret_reason
 from edgedrift_edge import settings_sources as sources
@@ -324,6 +324,16 @@ class AgentSettings(BaseSettings):
             raise ValueError(
                 f"must look like mqtt://[user:password@]host:port (or mqtts, ws, wss): {exc}"
             ) from None
+        return value
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _topic_prefix(cls, value: str) -> str:
+        """Topic levels the agent can subscribe to and publish on (a wildcard made the broker refuse every
+        publish and the start time out after 30 s: "not subscribed")."""
+        problem = topic_prefix_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("cloud_url")

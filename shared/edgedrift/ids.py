@@ -27,6 +27,19 @@ def device_id_problem(value: object) -> str | None:
     return None
 
 
+def topic_prefix_problem(value: str) -> str | None:
+    """Why ``value`` cannot be the first level(s) of EdgeDrift's topics, None when it can: the agent, the
+    gateway and the replay subscribe and publish below it, so a wildcard ('+', '#') makes the broker refuse
+    every publish, and a leading '$' names the broker's own topics."""
+    if not value or len(value) > 128:
+        return "a topic prefix is 1 to 128 characters"
+    if any(c in value for c in "+#\x00"):
+        return "a topic prefix must not hold an MQTT wildcard ('+', '#') or a NUL character"
+    if value.startswith("$") or "" in value.split("/"):
+        return "a topic prefix must not start with '$' nor hold an empty level ('a//b', '/a', 'a/')"
+    return None
+
+
 def shown_id(value: object, limit: int = 40) -> str:
     """A refused id as it may be shown in a log line or an event: its repr, cut to ``limit`` characters."""
     text = repr(value)

@@ -89,3 +89,23 @@ def test_default_one_blas_thread_sets_only_what_is_unset() -> None:
     environ = {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": ""}
     assert default_one_blas_thread(environ) == ["OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"]
     assert environ == {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def test_the_replay_refuses_device_ids_and_a_prefix_no_topic_can_take_before_it_connects() -> None:
+    """The replay publishes below ``{prefix}/{device}``: an id or a prefix with a wildcard ended it with
+    paho's "Publish topic cannot contain wildcards" after it connected (the valid devices' samples of
+    that message published); each is now named before it connects (exit 2)."""
+    cases = {
+        ("--devices", "ok,a+b"): "'a+b': a device id is",
+        ("--devices", "ok", "--topic-prefix", "x/#"): "must not hold an MQTT wildcard",
+        ("--devices", " , "): "--devices names no device",
+    }
+    for args, why in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "edgedrift_edge.cli", "replay", "--dataset", "sine1", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "EDGEDRIFT_REPLAY_BROKER_PASSWORD": ""},
+        )
+        assert done.returncode == 2 and why in done.stderr, (args, done.stderr)

@@ -131,3 +131,12 @@ def test_a_cloud_url_the_client_cannot_use_is_refused_at_start_without_showing_i
             AgentSettings.load({"cloud_url": fine}, environ={"EDGEDRIFT_EDGE_DEVICE_ID": "d"}).cloud_url
             == fine
         )
+
+
+@pytest.mark.parametrize("prefix", ["a/#", "a+b", "#", "$SYS", "", "a//b", "/a", "a/", "x" * 129, "a\x00b"])
+def test_a_topic_prefix_the_broker_cannot_take_is_refused_at_start(prefix: str) -> None:
+    """A wildcard in the prefix made the broker refuse every publish and the start time out after 30 s."""
+    with pytest.raises(SettingsError, match="EDGEDRIFT_EDGE_TOPIC_PREFIX"):
+        AgentSettings.load({"topic_prefix": prefix}, environ={"EDGEDRIFT_EDGE_DEVICE_ID": "d"})
+    good = AgentSettings.load({"topic_prefix": "site-1/edgedrift"}, environ={"EDGEDRIFT_EDGE_DEVICE_ID": "d"})
+    assert good.topic_prefix == "site-1/edgedrift"
