@@ -248,6 +248,71 @@ def test_a_device_stuck_in_warm_up_with_wide_rows_stays_within_its_byte_budget(
     assert grown < 50, f"RSS grew {grown:.1f} MB for two buffers of 4 MB"
 
 
+def test_a_devices_numbers_cannot_end_its_gateway(
+    broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
+) -> None:
+    """Numbers a device makes up: a ``seq`` that claims 10^20 samples dropped (its heartbeat then broke the
+    wire's BIGINT bound, and building it ended the gateway's worker: every device of the gateway), a
+    400-digit ``ts`` and ``y`` (``float()`` raised OverflowError: an internal error per message, the device
+    out of service after a few), strings and booleans in ``x`` (numpy read "1" and true as 1.0). Each is
+    refused with its reason or counted; the gateway and its other device go on, heartbeats stored."""
+    tag = secrets.token_hex(3)
+    odd, fine = f"odd-{tag}", f"fine-{tag}"
+    gateway = gateway_process(
+        tmp_path, sqlite_cloud, [odd, fine], broker.url, n_features=2, heartbeat_every_s=0.3, seq_grace_s=0.5
+    )
+    watches = {d: DeviceWatcher(broker.url, d) for d in (odd, fine)}
+
+    def reasons() -> list[str]:
+        return [r["reason"] for e in watches[odd].events("rejected") for r in e["reasons"]]
+
+    big = "1" * 400
+    bodies = [
+        b'{"id": 0, "x": [0.5, 1.0], "seq": 0}',
+        b'{"id": 1, "x": [0.5, 1.0], "seq": 100000000000000000000}',  # past 2^63 - 1: refused
+        b'{"id": 2, "x": [0.5, 1.0], "seq": 9223372036854775000}',  # a gap of ~9.2e18: counted
+        f'{{"id": 3, "x": [0.5, 1.0], "ts": {big}}}'.encode(),
+        f'{{"id": 4, "x": [0.5, 1.0], "y": {big}}}'.encode(),
+        f'{{"id": 5, "x": [{big}, 1.0]}}'.encode(),
+        b'{"id": 6, "x": ["1", 1.0]}',
+        b'{"id": 7, "x": [true, 1.0]}',
+    ]
+    gateway.start()
+    try:
+        for _ in range(3):  # three times: a device failing that often in a row was taken out of service
+            publish(broker.url, f"edgedrift/{odd}/samples", bodies)
+        publish(broker.url, f"edgedrift/{fine}/samples", samples(0, 50))
+        watches[fine].wait_predictions(50)
+        watches[odd].wait(lambda: len(reasons()) >= 18, 20, "the odd device's rejections")
+        beats = sqlite_cloud.counters(fine)["heartbeats"]
+        watches[odd].wait(lambda: bool(watches[odd].events("dropped")), 20, "the broker drops told from seq")
+        publish(broker.url, f"edgedrift/{fine}/samples", samples(50, 50))
+        watches[fine].wait_predictions(100)
+        deadline = time.monotonic() + 20
+        while (
+            sqlite_cloud.counters(odd)["heartbeats"] < 2 or sqlite_cloud.counters(fine)["heartbeats"] <= beats
+        ):
+            assert gateway.proc is not None and gateway.proc.poll() is None, gateway.tail()
+            assert time.monotonic() < deadline, "heartbeats stopped"
+            time.sleep(0.2)
+    finally:
+        code = gateway.stop()
+        for w in watches.values():
+            w.close()
+    assert code == 0, gateway.tail()
+    assert ledger(watches[fine], 100) == {"predicted": 100, "rejected": 0}
+    assert sorted(set(reasons())) == [
+        "seq must be an integer from 0 to 2^63 - 1, got 100000000000000000000",
+        "ts must be a finite number",
+        "x contains NaN or inf",
+        "x must be a list of numbers",
+        "y is not a finite number",
+    ]
+    assert not watches[odd].events("error"), "no internal error"
+    final = next(s for s in reversed(watches[odd].statuses()) if "counters" in s)["counters"]
+    assert final["broker_dropped"] == 9223372036854775000 - 2 and final["rejected"] == 18
+
+
 def test_retained_input_messages_are_ignored_and_counted_once(
     broker: MosquittoProcess, sqlite_cloud: CloudServer, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ import json
 import math
 import re
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import Annotated, Any, cast
 
@@ -35,6 +36,8 @@ from edgedrift.limits import MAX_FEATURES
 from edgedrift.models.losses import FloatArray
 
 SAMPLE_FIELDS = frozenset({"id", "x", "y", "ts", "seq"})
+#: The largest ``seq``: a publisher's count of samples, as the wire's counters bounded by a BIGINT.
+MAX_SEQ = 2**63 - 1
 LABEL_FIELDS = frozenset({"id", "y"})
 SampleId = int | str
 
@@ -148,12 +151,12 @@ class _Sample(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     id: int | Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | msgspec.UnsetType = msgspec.UNSET
     y: float | None = None
     ts: float | None = None
-    seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    seq: Annotated[int, msgspec.Meta(ge=0, le=MAX_SEQ)] | None = None
 
 
 class _Batch(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     samples: list[_Sample]
-    seq: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    seq: Annotated[int, msgspec.Meta(ge=0, le=MAX_SEQ)] | None = None
 
 
 _SAMPLE = msgspec.json.Decoder(_Sample)
@@ -261,6 +264,22 @@ def _fast_items(
     return Samples(ids, X, y, ts, batch)
 
 
+#: The largest float: a JSON integer beyond it has no float value.
+_FLOAT_MAX = sys.float_info.max
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a float when it is a JSON number (not a bool) with a finite float value; else None. A
+    400-digit integer is a valid JSON number: ``float()`` and ``math.isfinite`` raise OverflowError on it,
+    which ended the handling of its message as an internal error (and a device sending it repeatedly was
+    taken out of service)."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) is int and -_FLOAT_MAX <= value <= _FLOAT_MAX:
+        return float(value)
+    return None
+
+
 def _load(payload: bytes) -> dict[str, Any]:
     try:
         data = json.loads(payload)
@@ -291,8 +310,8 @@ def check_label(y: Any, task: str, classes: ClassLabels | None = None) -> float:
             raise ValueError(f"y: {exc}") from None
     if isinstance(y, bool) or not isinstance(y, int | float):
         raise ValueError(f"y must be a number, got {type(y).__name__}")
-    label = float(y)
-    if not math.isfinite(label):
+    label = _finite(y)
+    if label is None:
         raise ValueError("y is not a finite number")
     if task == "classification" and label not in (-1.0, 1.0):
         raise ValueError(
@@ -320,6 +339,9 @@ def _sample(
         raise ValueError(f"x has {len(x)} values, expected {d}")
     if len(x) > MAX_FEATURES:
         raise ValueError(f"x has {len(x)} values, more than the limit of {MAX_FEATURES} features")
+    for v in x:  # JSON numbers only, as the fast path's decoder: numpy turned "1" and true into 1.0
+        if type(v) is not float and _finite(v) is None:
+            raise ValueError("x contains NaN or inf" if type(v) is int else "x must be a list of numbers")
     y = item.get("y")
     if y is None:
         label = math.nan
@@ -335,9 +357,10 @@ def _sample(
     ts = item.get("ts")
     if ts is None:
         return sid, x, label, math.nan
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+    stamp = _finite(ts)
+    if stamp is None:
         raise ValueError("ts must be a finite number")
-    return sid, x, label, float(ts)
+    return sid, x, label, stamp
 
 
 def parse_samples(
@@ -360,8 +383,10 @@ def parse_samples(
             return fast
     data = _load(payload)
     seq = data.pop("seq", None)
-    if seq is not None and (type(seq) is not int or seq < 0):
-        raise MessageError(f"seq must be a non-negative integer, got {seq!r}"[:200], _count_decoded(data))
+    if seq is not None and (type(seq) is not int or not 0 <= seq <= MAX_SEQ):
+        raise MessageError(
+            f"seq must be an integer from 0 to 2^63 - 1, got {seq!r}"[:200], _count_decoded(data)
+        )
     samples = _parse_data(data, d, task, next_seq, max_items, classes)
     samples.seq = seq
     return samples
@@ -526,7 +551,7 @@ def refused_items(payload: bytes) -> tuple[int, int | None]:
     except (ValueError, RecursionError):
         return 1, None
     seq = data.get("seq") if isinstance(data, dict) else None
-    return _count_decoded(data), seq if type(seq) is int and seq >= 0 else None
+    return _count_decoded(data), seq if type(seq) is int and 0 <= seq <= MAX_SEQ else None
 
 
 def count_items(payload: bytes) -> int:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from edgedrift import __version__, kernels
-from edgedrift.wire import Heartbeat
+from edgedrift.wire import INT32_MAX, INT64_MAX, Heartbeat
 from edgedrift.wire_stats import HeartbeatExtra
 
 if TYPE_CHECKING:
@@ -46,29 +46,32 @@ def status(session: DeviceSession) -> dict[str, Any]:
 
 
 def heartbeat(session: DeviceSession) -> Heartbeat:
-    """The heartbeat to the cloud: the counters, the recent quality and the monitor's warning."""
+    """The heartbeat to the cloud: the counters, the recent quality and the monitor's warning. Counters
+    saturate at the wire's bounds (the registry's BIGINT and INTEGER columns): a publisher's ``seq`` can
+    claim any number of samples dropped, and a counter past its bound made the heartbeat invalid, which
+    ended a gateway's worker (every device of it) at its next round of heartbeats."""
     c, loop, quality = session.counters, session.loop, session.quality
     extra: HeartbeatExtra = {
         "phase": session.phase,
-        "label_misses": c.label_misses,
-        "duplicates": c.duplicates,
-        "outliers": c.outliers,
-        "id_reused": c.id_reused,
+        "label_misses": min(c.label_misses, INT64_MAX),
+        "duplicates": min(c.duplicates, INT64_MAX),
+        "outliers": min(c.outliers, INT64_MAX),
+        "id_reused": min(c.id_reused, INT64_MAX),
         "rmse": quality.rmse(),
     }
     if session.class_names.labels is not None:
         extra["n_classes"] = session.class_names.n_classes
         extra["macro_f1"] = quality.macro_f1()
     return Heartbeat(
-        samples=c.samples,
-        labeled=c.labeled,
+        samples=min(c.samples, INT64_MAX),
+        labeled=min(c.labeled, INT64_MAX),
         accuracy=quality.accuracy(),
-        accuracy_window=len(quality),
+        accuracy_window=min(len(quality), INT32_MAX),
         warnings=int(bool(loop and loop.monitor.warning_detected)),
-        drift_events=session.drift_events,
-        recomputes_requested=c.recomputes_requested,
+        drift_events=min(session.drift_events, INT32_MAX),
+        recomputes_requested=min(c.recomputes_requested, INT32_MAX),
         model_version=session.model_version,
-        dropped=c.dropped,
-        rejected=c.rejected,
+        dropped=min(c.dropped, INT64_MAX),
+        rejected=min(c.rejected, INT64_MAX),
         extra=extra,
     )
