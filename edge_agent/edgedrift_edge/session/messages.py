@@ -463,12 +463,10 @@ def _parse_single(
     """The common case, one valid sample of the known width, without numpy's per-call overhead for the
     checks; None when anything is off (then the general path decides and words the rejection)."""
     try:
-        sid, x, label, ts = _sample(item, d, task, seq, classes)
-        if not all(isinstance(v, float | int) and not isinstance(v, bool) for v in x):
-            return None
+        sid, x, label, ts = _sample(item, d, task, seq, classes)  # x: JSON numbers with float values
         if not all(map(math.isfinite, x)):
             return None
-    except (ValueError, TypeError, OverflowError):
+    except (ValueError, TypeError):
         return None
     X = np.array(x, dtype=np.float64).reshape(1, d)
     return Samples([sid], X, np.array([label]), np.array([ts]), batch)
