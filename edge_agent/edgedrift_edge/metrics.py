@@ -15,11 +15,12 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from edgedrift import __version__, kernels
+from edgedrift_edge.metrics_server import serve
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -119,8 +120,9 @@ class AgentMetrics:
         child.observe(seconds)
 
     def start(self, port: int, addr: str) -> int:
-        """Serve ``/metrics`` on a thread of its own; returns the port (0 picks a free one)."""
-        self._server, self._thread = start_http_server(port, addr, registry=self.registry)
+        """Serve ``/metrics`` on a thread of its own, each render reused for a second
+        (:mod:`~edgedrift_edge.metrics_server`); returns the port (0 picks a free one)."""
+        self._server, self._thread = serve(self.registry, port, addr)
         return int(self._server.server_port)
 
     def stop(self) -> None:
