@@ -363,7 +363,9 @@ class EdgeAgent:
                     if taken is None or self.stopping.is_set():  # what stays queued is delivered again
                         break
                     self.in_hand = 1
+                    began = time.perf_counter()
                     self._handle(*taken[1])
+                    self.queues.charge(taken[0], time.perf_counter() - began)
                     self.progress += 1
                     self.in_hand = 0
                 self._periodic()

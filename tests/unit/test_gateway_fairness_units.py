@@ -1,5 +1,6 @@
-"""The pure parts of issue 30 rows 1 and 8, without a broker: the per-device round-robin queues and their
-refusal rule, recent samples bounded in bytes, and the one width limit."""
+"""The pure parts of issue 30 rows 1 and 8, without a broker: the per-device round-robin queues (turns
+shared by the worker's time) and their refusal rule, recent samples bounded in bytes, and the one width
+limit."""
 
 from __future__ import annotations
 
@@ -30,6 +31,40 @@ def test_queues_are_drained_round_robin_so_a_quiet_key_waits_for_one_message_per
     rest = [queues.take() for _ in range(499)]
     assert [taken[1] for taken in rest if taken is not None] == list(range(1, 500))  # FIFO per key
     assert queues.take() is None and len(queues) == 0
+
+
+def test_turns_are_shared_by_the_workers_time_not_by_messages() -> None:
+    """A device whose messages take 100 ms each (wide rows, a d x d monitor) gets about the worker time of
+    its neighbours whose messages take 0.1 ms, not one message a turn: the quiet keys' messages are
+    taken 50 rounds in a row (2 ms quantum) before its next one. Alone, it is taken at once (no idling),
+    and its debt stays with it when its queue empties."""
+    queues: FairQueues[str, str] = FairQueues(share=1000, pressure=1000, quantum=0.002)
+    cost = {"heavy": 0.1, "q1": 0.0001, "q2": 0.0001}
+    for _ in range(200):
+        for key in cost:
+            queues.put(key, key)
+    order = []
+    for _ in range(150):
+        taken = queues.take()
+        assert taken is not None
+        order.append(taken[0])
+        queues.charge(taken[0], cost[taken[0]])
+    assert order[0] == "heavy" and order.count("heavy") == 2, order.count(
+        "heavy"
+    )  # its first, then ~50 rounds
+    heavy_at = [i for i, key in enumerate(order) if key == "heavy"]
+    assert heavy_at[1] - heavy_at[0] > 90
+    alone: FairQueues[str, str] = FairQueues(share=1000, pressure=1000, quantum=0.002)
+    for _ in range(3):
+        alone.put("heavy", "m")
+    for _ in range(3):  # only in debt keys wait: the rounds that repay it are skipped at once
+        taken = alone.take()
+        assert taken == ("heavy", "m")
+        alone.charge("heavy", 0.1)
+    assert alone.take() is None
+    alone.put("heavy", "m")
+    alone.put("light", "m")
+    assert alone.take() == ("light", "m"), "the debt stayed while its queue was empty"
 
 
 def test_a_key_is_refused_only_past_its_share_under_pressure_while_another_is_quiet() -> None:
