@@ -538,7 +538,9 @@ class EdgeAgent:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
                 due.append(device)
             if now >= device.next_checkpoint and device.failed is None:
-                device.checkpoint()
+                began = time.perf_counter()
+                device.checkpoint()  # its own cost: charged to its turns as its messages are
+                self.queues.charge(device.device_id, time.perf_counter() - began)
         if due:
             self._send_heartbeats(due)
         if self.settings.gateway_secret is None:

@@ -5,12 +5,15 @@ limit."""
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from edgedrift.limits import MAX_FEATURES
+from edgedrift_edge.agent import EdgeAgent
 from edgedrift_edge.buffers.fair_queue import Arrivals, FairQueues
 from edgedrift_edge.buffers.id_index import id_key
 from edgedrift_edge.buffers.recent_samples import ENTRY_BYTES, RecentSamples
@@ -65,6 +68,22 @@ def test_turns_are_shared_by_the_workers_time_not_by_messages() -> None:
     alone.put("heavy", "m")
     alone.put("light", "m")
     assert alone.take() == ("light", "m"), "the debt stayed while its queue was empty"
+
+
+def test_a_devices_checkpoint_is_charged_to_its_turns(tmp_path: Path) -> None:
+    """A checkpoint is the device's own cost (a device holding wide rows writes ~100 MB, 0.6 s of the
+    worker): the housekeeping charges it to the device's turns as its messages are."""
+    settings = AgentSettings.model_validate(
+        {"gateway_id": "gw-c", "devices": "dev-c,dev-d", "checkpoint_dir": str(tmp_path), "n_features": 2}
+    )
+    agent = EdgeAgent(settings)
+    for device in agent.devices.values():
+        device.next_heartbeat = math.inf
+        device.next_checkpoint = math.inf
+    agent.devices["dev-c"].next_checkpoint = 0.0
+    agent._periodic()
+    assert (tmp_path / "dev-c.ckpt").exists() and not (tmp_path / "dev-d.ckpt").exists()
+    assert agent.queues.balance("dev-c") < 0 == agent.queues.balance("dev-d")
 
 
 def test_a_key_is_refused_only_past_its_share_under_pressure_while_another_is_quiet() -> None:

@@ -175,6 +175,10 @@ class FairQueues(Generic[K, T]):
             del self._queues[key]
         return key, item
 
+    def balance(self, key: K) -> float:
+        """Seconds of the worker's time ``key`` may still take (negative: it owes)."""
+        return self._credit.get(key, 0.0)
+
     def charge(self, key: K, seconds: float) -> None:
         """``key``'s message took the worker ``seconds``. A key with nothing queued keeps a debt and forgets
         a credit (credit is not saved up between bursts; a debt is repaid whether or not it waits)."""
