@@ -173,9 +173,8 @@ class RecentSamples:
         another width before the device's is known)."""
         evicted = 0
         if self.width is None:
-            words = self.index.keys[slot], self.index.checks[slot]
-            evicted = self.lock_width(len(x))
-            slot = self.index.find(int(words[0]), int(words[1]))
+            moved, evicted = self._first_width(len(x), np.array([slot]))
+            slot = int(moved[0])
             if slot < 0:  # the window kept fewer ids than it held
                 return evicted + 1
         evicted += self._store(slot, x)
@@ -190,9 +189,7 @@ class RecentSamples:
         unlabeled samples evicted (by fitting the window to the first rows' width)."""
         evicted = 0
         if self.width is None:
-            keys, checks = self.index.keys[slots], self.index.checks[slots]
-            evicted = self.lock_width(X.shape[1])
-            slots = self.index.find_many(keys, checks)
+            slots, evicted = self._first_width(X.shape[1], slots)
             kept = slots >= 0
             evicted += int(np.count_nonzero(~kept))
             slots, X, y_hat = slots[kept], X[kept], y_hat[kept]
@@ -204,6 +201,13 @@ class RecentSamples:
         self._y_hat[slots] = y_hat
         self._waiting[slots] = True
         return evicted
+
+    def _first_width(self, width: int, slots: IntArray) -> tuple[IntArray, int]:
+        """The first rows fit the window to their ``width`` (:meth:`lock_width`), which may lay the ids out
+        anew: the slots of the ids in ``slots`` afterwards (-1: left the window), and the evictions."""
+        keys, checks = self.index.keys[slots], self.index.checks[slots]
+        evicted = self.lock_width(width)
+        return self.index.find_many(keys, checks), evicted
 
     def take(self, sid: SampleId) -> tuple[FloatArray, float] | None:
         """The row (a fresh, writable array) and prediction of ``sid`` if it awaits a label, which it no
