@@ -19,6 +19,7 @@ shows too, and the ledger is read once every gap waited the gateway's ``seq_grac
 
     python bench/gateway_fairness.py --json results/gateway_fairness.json
     python bench/gateway_fairness.py --quick          # 20 devices, smaller floods (the smoke run)
+    python bench/gateway_fairness.py --broker-sessions device ...   # a broker session per device
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     }
     if args.share is not None:
         settings["device_share"] = args.share
+    settings["broker_sessions"] = args.broker_sessions
+    settings |= key_values("--gateway-option", args.gateway_option)
     gateway = AgentProcess(workdir / "gateway.log", settings)
     watch = Watch(url)
     sent: dict[str, dict[int, float]] = {d: {} for d in quiet}
@@ -281,7 +284,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "burst": args.burst,
         "labels": args.labels,
         "device_share": args.share,
+        "broker_sessions": args.broker_sessions,
         "broker_options": args.broker_option,
+        "gateway_options": args.gateway_option,
         "exit_code": code,
         "phases": per_phase,
         "flood": ledger[flood],
@@ -313,6 +318,19 @@ def main() -> None:
     parser.add_argument("--after-s", type=float, default=5.0, help="quiet traffic after the floods")
     parser.add_argument("--drain-s", type=float, default=300.0, help="longest wait for the last answers")
     parser.add_argument("--share", type=int, default=None, help="device_share (default: the agent's)")
+    parser.add_argument(
+        "--broker-sessions",
+        choices=("gateway", "device"),
+        default="gateway",
+        help="the gateway's broker_sessions: one session, or one per device",
+    )
+    parser.add_argument(
+        "--gateway-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an agent setting of the gateway, e.g. switch_interval_s=0.02",
+    )
     parser.add_argument(
         "--broker-option",
         action="append",

@@ -61,6 +61,8 @@ from edgedrift_edge.session.messages import count_items, message_digest
 from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport.connection import Inbound, MqttTransport
+from edgedrift_edge.transport.mqtt import session_login
+from edgedrift_edge.transport.sessions import MAX_SESSIONS, DeviceSessions, Transport
 from edgedrift_edge.watchdog import watch
 
 if TYPE_CHECKING:
@@ -114,32 +116,10 @@ class EdgeAgent:
             unauthorized_retry_s=settings.unauthorized_retry_s,
             encoding=settings.window_encoding,
         )
-        client_id = (
-            f"edgedrift-gateway-{settings.gateway_id}"
-            if settings.gateway_id
-            else f"edgedrift-agent-{settings.device_id}"
-        )
-        self.transport = MqttTransport(
-            settings.effective_broker_url,
-            client_id,
-            [],
-            settings.status_topic,
-            qos=settings.qos,
-            inbox_size=settings.queue_size,
-            publish_queue=settings.publish_queue,
-            max_inbox_bytes=int(settings.max_inbox_mb * 1024 * 1024),
-            tls_ca_file=settings.tls_ca_file,
-            tls_cert_file=settings.tls_cert_file,
-            tls_key_file=settings.tls_key_file,
-            mqtt_version=settings.mqtt_version,
-            session_expiry_s=settings.session_expiry_s,
-            message_expiry_s=settings.message_expiry_s,
-            keepalive=settings.keepalive_s,
-            on_connected=self._on_connected,
-            on_fatal=self.die,
-        )
+        self.transport: Transport = self._transport(settings)
         self.devices: dict[str, DeviceRuntime] = {}
-        self.ids = DeviceIds(settings.gateway_id)
+        per_device = settings.broker_sessions == "device"
+        self.ids = DeviceIds(settings.gateway_id, MAX_SESSIONS if per_device else None)
         self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
         self.control: queue.SimpleQueue[_Control] = queue.SimpleQueue()
         self.stopping = threading.Event()
@@ -181,6 +161,51 @@ class EdgeAgent:
         admitted = self.ids.admitted(listed, need_one=settings.gateway_secret is None)
         for device_id, secret in admitted.items():  # a bad id is refused alone (device_ids)
             self._add(device_id, secret)
+
+    def _transport(self, settings: AgentSettings) -> Transport:
+        """The agent's MQTT session, or a gateway's one session per device (``broker_sessions``)."""
+        client_id = (
+            f"edgedrift-gateway-{settings.gateway_id}"
+            if settings.gateway_id
+            else f"edgedrift-agent-{settings.device_id}"
+        )
+
+        def session(device: str | None, doorbell: threading.Event | None = None) -> MqttTransport:
+            url = settings.effective_broker_url
+            return MqttTransport(
+                url if device is None else session_login(url, device),
+                client_id if device is None else f"{client_id}.{device}",
+                [],
+                settings.status_topic,
+                qos=settings.qos,
+                inbox_size=settings.queue_size if device is None else max(1, settings.queue_size // 16),
+                publish_queue=settings.publish_queue,
+                max_inbox_bytes=int(settings.max_inbox_mb * 1024 * 1024) // (1 if device is None else 16),
+                tls_ca_file=settings.tls_ca_file,
+                tls_cert_file=settings.tls_cert_file,
+                tls_key_file=settings.tls_key_file,
+                mqtt_version=settings.mqtt_version,
+                session_expiry_s=settings.session_expiry_s,
+                message_expiry_s=settings.message_expiry_s,
+                keepalive=settings.keepalive_s,
+                on_connected=self._on_connected if device is None else None,
+                on_fatal=self.die,
+                will=device is None,
+                doorbell=doorbell,
+                name=device,
+            )
+
+        if settings.broker_sessions == "gateway":
+            return session(None)
+        prefix = f"{settings.topic_prefix}/"
+        status = settings.status_topic
+
+        def device_of(topic: str) -> str | None:
+            if topic == status or not topic.startswith(prefix):
+                return None
+            return topic[len(prefix) :].rpartition("/")[0]
+
+        return DeviceSessions(session, device_of)
 
     @property
     def waiting(self) -> int:

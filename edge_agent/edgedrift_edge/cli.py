@@ -66,6 +66,7 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "device_rate_per_s",
         "silent_after_s",
         "device_share",
+        "broker_sessions",
         "broker_inflight",
     ),
     "broker and cloud": (

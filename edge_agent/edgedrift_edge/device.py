@@ -30,7 +30,8 @@ from edgedrift_edge.session.ledger import Counters, Event, Output, SessionConfig
 from edgedrift_edge.session.messages import count_items, message_digest, refused_items, single_seq
 from edgedrift_edge.session.trainer import LabelBatch, Trainer
 from edgedrift_edge.settings import AgentSettings, device_topics
-from edgedrift_edge.transport.connection import Inbound, MqttTransport
+from edgedrift_edge.transport.connection import Inbound
+from edgedrift_edge.transport.sessions import Transport
 
 log = logging.getLogger("edgedrift_edge")
 
@@ -110,7 +111,7 @@ class DeviceRuntime:
         settings: AgentSettings,
         device_id: str,
         secret: str | None,
-        transport: MqttTransport,
+        transport: Transport,
         trainer_for: Callable[[DeviceRuntime], Trainer],
     ) -> None:
         self.settings = settings

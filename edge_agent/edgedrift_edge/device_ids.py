@@ -24,8 +24,10 @@ log = logging.getLogger("edgedrift_edge")
 class DeviceIds:
     """The refused ids of one gateway (as shown: cut, quoted) with their reasons."""
 
-    def __init__(self, gateway_id: str | None) -> None:
+    def __init__(self, gateway_id: str | None, limit: int | None = None) -> None:
         self.gateway_id = gateway_id
+        #: Most devices served at once (a broker session each: transport.sessions.MAX_SESSIONS), or None.
+        self.limit = limit
         self.refused: dict[str, str] = {}
         self._reported = 0
 
@@ -34,16 +36,28 @@ class DeviceIds:
         problem = device_id_problem(device_id)
         if problem is None:
             return True
+        self._refuse(device_id, problem)
+        return False
+
+    def _refuse(self, device_id: str, problem: str) -> None:
         shown = shown_id(device_id)
         if shown not in self.refused:
             self.refused[shown] = problem
             log.error("gateway %s: device id %s refused: %s", self.gateway_id, shown, problem)
-        return False
 
     def admitted(self, listed: Mapping[str, str | None], need_one: bool = False) -> dict[str, str | None]:
-        """The devices of ``listed`` (id -> secret) whose id may be served; with ``need_one`` (a fixed
-        list, not the cloud's), :class:`SettingsError` when every one was refused."""
+        """The devices of ``listed`` (id -> secret) whose id may be served, the first ``limit`` of them
+        by id; with ``need_one`` (a fixed list, not the cloud's), :class:`SettingsError` when every one was
+        refused."""
         admitted = {d: secret for d, secret in listed.items() if self.admit(d)}
+        if self.limit is not None and len(admitted) > self.limit:
+            for device_id in sorted(admitted)[self.limit :]:
+                del admitted[device_id]
+                self._refuse(
+                    device_id,
+                    f"a gateway process with a broker session per device serves at most {self.limit} "
+                    "devices: run another gateway process for the rest",
+                )
         if need_one and listed and not admitted:
             raise SettingsError("no device to serve: every device id was refused (see the log)")
         return admitted

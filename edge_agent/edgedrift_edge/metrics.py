@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from edgedrift_edge.device import DeviceRuntime
-    from edgedrift_edge.transport.connection import MqttTransport
+    from edgedrift_edge.transport.sessions import Transport
 
 #: The label of the devices past ``metrics_device_labels``.
 OTHER = "_other"
@@ -68,7 +68,7 @@ class Scraped(Protocol):
 
     gateway_id: str | None
     devices: dict[str, DeviceRuntime]
-    transport: MqttTransport
+    transport: Transport
     fatal: str | None
     degraded: str | None
 

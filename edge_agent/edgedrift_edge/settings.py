@@ -184,7 +184,8 @@ class AgentSettings(BaseSettings):
         default="binary-float64",
     )
     queue_size: Annotated[int, Field(ge=1)] = _described(
-        "messages the inbox holds between the MQTT I/O thread and the worker (then back-pressure)",
+        "messages the inbox holds between the MQTT I/O thread and the worker (then back-pressure); with "
+        "broker_sessions device, each device's session holds a sixteenth of it",
         default=20_000,
     )
     silent_after_s: Annotated[float, Field(gt=0)] = _described(
@@ -201,6 +202,13 @@ class AgentSettings(BaseSettings):
         "delay the quiet devices (otherwise, and in a single-device agent, back-pressure holds the rest)",
         default=8,
     )
+    broker_sessions: Literal["gateway", "device"] = _described(
+        "gateway: one broker session for all its devices, or one per device (its own connection and "
+        "queue at the broker, logged in as <broker user>.<device id>: a device's backlog queued while the "
+        "gateway is away can then not push out the other devices' samples; one I/O thread per device, "
+        "at most 300 devices a process; docs/edge-agent.md, deploy/mosquitto/README.md)",
+        default="gateway",
+    )
     broker_inflight: Annotated[int, Field(ge=2)] = _described(
         "the broker's max_inflight_messages (deploy/mosquitto/mosquitto.conf: 1000): a gateway refuses a "
         "device past device_share only while half of this many of its messages are unacknowledged",
@@ -213,7 +221,8 @@ class AgentSettings(BaseSettings):
         default=30.0,
     )
     max_inbox_mb: Annotated[float, Field(gt=0)] = _described(
-        "payload megabytes the inbox holds (then back-pressure; QoS 0 messages are dropped and counted)",
+        "payload megabytes the inbox holds (then back-pressure; QoS 0 messages are dropped and counted); "
+        "with broker_sessions device, each device's session holds a sixteenth of it",
         default=256.0,
     )
     publish_queue: Annotated[int, Field(ge=1, le=MAX_PUBLISH_QUEUE)] = _described(
@@ -361,6 +370,11 @@ class AgentSettings(BaseSettings):
             raise ValueError("tls_key_file needs tls_cert_file")
         if self.tls_cert_file and not parse_broker_url(self.broker_url).tls:
             raise ValueError("tls_cert_file needs TLS: an mqtts:// or wss:// broker URL")
+        if self.broker_sessions == "device" and self.tls_cert_file:
+            raise ValueError(
+                "broker_sessions device logs each device's session in as <user>.<device id>, which a "
+                "client certificate (one identity) cannot do: use a user name and password"
+            )
         return self
 
     @field_validator("message_expiry_s")
@@ -439,6 +453,8 @@ class AgentSettings(BaseSettings):
             raise ValueError("set device_id (one device) or gateway_id (a gateway)")
         if self.gateway_id is None and (self.devices or self.devices_file or self.gateway_secret):
             raise ValueError("devices, devices_file and gateway_secret need gateway_id")
+        if self.gateway_id is None and self.broker_sessions == "device":
+            raise ValueError("broker_sessions device needs gateway_id (one device has one session)")
         return self
 
     @model_validator(mode="after")

@@ -1,5 +1,7 @@
 """A gateway's broker identity on the shipped Mosquitto configuration: the entry point gives the gateway user
-exactly its devices' topics; a real gateway serves its devices through it and cannot touch another's."""
+exactly its devices' topics; a real gateway serves its devices through it and cannot touch another's, with
+one broker session or one per device (``MQTT_GW_1_SESSIONS=device``: a device the broker has no session
+user for is refused its session alone; the gateway starts and serves the others)."""
 
 from __future__ import annotations
 
@@ -37,11 +39,12 @@ ENV = {
 }
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[ShippedMosquitto]:
+@pytest.fixture(params=["gateway", "device"])
+def broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ShippedMosquitto]:
     if not all(shutil.which(t) for t in ("mosquitto", "mosquitto_passwd", "mosquitto_sub")):
         pytest.skip("needs mosquitto and its clients installed locally")
-    result = run_entrypoint(tmp_path, ENV, passwd=shutil.which("mosquitto_passwd"))
+    env = {**ENV, "MQTT_GW_1_SESSIONS": request.param}
+    result = run_entrypoint(tmp_path, env, passwd=shutil.which("mosquitto_passwd"))
     assert result.returncode == 0, result.stderr
     with ShippedMosquitto(tmp_path, None) as running:
         yield running
@@ -75,9 +78,12 @@ def test_entrypoint_refuses_a_gateway_named_like_a_device(tmp_path: Path) -> Non
     assert result.returncode == 1 and "also a device id" in result.stderr
 
 
-def test_a_gateway_user_reaches_exactly_its_devices(broker: ShippedMosquitto, tmp_path: Path) -> None:
+def test_a_gateway_user_reaches_exactly_its_devices(
+    broker: ShippedMosquitto, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     acl = (tmp_path / "auth" / "acl").read_text()
     assert "user gw-1\n" in acl and "topic read edgedrift/dev-2/labels" in acl
+    sessions = "device" if "user gw-1.dev-1\n" in acl else "gateway"
     settings = AgentSettings.model_validate(
         {
             "gateway_id": "gw-1",
@@ -86,6 +92,7 @@ def test_a_gateway_user_reaches_exactly_its_devices(broker: ShippedMosquitto, tm
             "cloud_url": "http://127.0.0.1:9",  # no cloud: warm-up predictions need none
             "checkpoint_dir": str(tmp_path / "state"),
             "n_features": 2,
+            "broker_sessions": sessions,
         }
     )
     agent = EdgeAgent(settings).start()
@@ -99,6 +106,8 @@ def test_a_gateway_user_reaches_exactly_its_devices(broker: ShippedMosquitto, tm
         time.sleep(1.0)
         assert watch.of("dev-9", 0) == [], "the gateway read or answered another device's samples"
         assert agent.devices["dev-9"].session.counters.samples == 0
+        if sessions == "device":  # dev-9 has no user gw-1.dev-9: its session alone is refused
+            assert "device dev-9: the broker refused its session" in caplog.text
     finally:
         watch.close()
         agent.stop()

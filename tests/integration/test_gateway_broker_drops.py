@@ -3,7 +3,8 @@ gateway is away one device's backlog fills that queue and the broker drops its q
 without telling anyone. On the shipped Mosquitto configuration (its queue limit lowered, so that a
 backlog of hundreds rather than 64 MiB fills it) and the gateway as a subprocess, the drops are told from
 the gaps in each publisher's ``seq`` and show in each device's counters and ledger, a ``dropped`` event,
-the gateway's status and its ``/metrics``."""
+the gateway's status and its ``/metrics``. With a broker session per device (``--broker-sessions device``)
+the backlog overflows its own device's queue only: the neighbours lose nothing."""
 
 from __future__ import annotations
 
@@ -32,15 +33,16 @@ def sample(i: int) -> str:
     return json.dumps({"id": i, "x": [(i % 17) / 8.0 - 1.0, 0.5], "seq": i})
 
 
+@pytest.mark.parametrize("sessions", ["gateway", "device"])
 def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
-    sqlite_cloud: CloudServer, tmp_path: Path
+    sqlite_cloud: CloudServer, tmp_path: Path, sessions: str
 ) -> None:
     if not all(shutil.which(t) for t in ("mosquitto", "mosquitto_passwd")):
         pytest.skip("needs mosquitto and mosquitto_passwd installed locally")
     tag = secrets.token_hex(3)
     big, quiet = f"big-{tag}", [f"q{i}-{tag}" for i in range(3)]
     devices = [big, *quiet]
-    env = shipped_env({"gw-1": devices})
+    env = {**shipped_env({"gw-1": devices}), "MQTT_GW_1_SESSIONS": sessions}
     result = run_entrypoint(tmp_path, env, passwd=shutil.which("mosquitto_passwd"))
     assert result.returncode == 0, result.stderr
     metrics_port = free_port()
@@ -54,6 +56,7 @@ def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
             devices,
             url["gw-1"],
             gateway_id="gw-1",
+            broker_sessions=sessions,
             n_features=2,
             warmup_samples=10_000,  # predictions without a model: the ledger is what is tested
             heartbeat_every_s=0.5,
@@ -120,7 +123,9 @@ def test_a_backlog_that_fills_the_brokers_queue_leaves_counted_drops(
             f'edgedrift_edge_broker_dropped_total{{device="{device}"}} {float(counters["broker_dropped"])}'
             in scrape
         )
-    for device in quiet:  # the neighbours' samples sent while the gateway was away: lost, and counted
-        assert view.counters(device)["broker_dropped"] == 20, view.counters(device)
+    for device in quiet:  # the neighbours' samples sent while the gateway was away
+        # one session: lost with the backlog's overflow, and counted; a session each: all kept
+        assert view.counters(device)["broker_dropped"] == (20 if sessions == "gateway" else 0)
+        assert answered(device) == (15 if sessions == "gateway" else 35)
     assert view.counters(big)["broker_dropped"] > 0
     assert gateway_status["broker_dropped"] == total_dropped

@@ -1,7 +1,9 @@
 """Issue 30 row 4: the operator moves a live device from one gateway to another at the cloud, under a
 steady stream, on the shipped Mosquitto configuration (both gateways' ACLs grant the device), the real
 cloud and both gateways as subprocesses. Nothing is lost or answered twice (the ledger), the device does
-not warm up again on the new gateway and its counters go on from where they were."""
+not warm up again on the new gateway and its counters go on from where they were; with one broker session
+per gateway or one per device (``--broker-sessions device``: the device's session logs in as
+``gw-1.<device>`` on the source and ``gw-2.<device>`` on the target)."""
 
 from __future__ import annotations
 
@@ -27,24 +29,27 @@ def sample(i: int) -> bytes:
     return json.dumps({"id": i, "x": x, "y": 1 if x[0] > 0 else -1}).encode()
 
 
+@pytest.mark.parametrize("sessions", ["gateway", "device"])
 def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_warm(
-    sqlite_cloud: CloudServer, tmp_path: Path
+    sqlite_cloud: CloudServer, tmp_path: Path, sessions: str
 ) -> None:
     if not all(shutil.which(t) for t in ("mosquitto", "mosquitto_passwd")):
         pytest.skip("needs mosquitto and mosquitto_passwd installed locally")
     tag = secrets.token_hex(3)
     moved, stay1, stay2 = f"mv-{tag}", f"a-{tag}", f"b-{tag}"
-    env = shipped_env({"gw-1": [moved, stay1], "gw-2": [moved, stay2]})
+    gw1, gw2 = f"gw1-{tag}", f"gw2-{tag}"  # the cloud of the test session keeps what earlier tests assigned
+    env = shipped_env({gw1: [moved, stay1], gw2: [moved, stay2]})
+    env |= {f"MQTT_{g.upper().replace('-', '_')}_SESSIONS": sessions for g in (gw1, gw2)}
     result = run_entrypoint(tmp_path, env, passwd=shutil.which("mosquitto_passwd"))
     assert result.returncode == 0, result.stderr
     gateway_secrets = {}
     with sqlite_cloud.client(OPERATOR) as op:
-        for gateway, devices in (("gw-1", [moved, stay1]), ("gw-2", [stay2])):
+        for gateway, devices in ((gw1, [moved, stay1]), (gw2, [stay2])):
             gateway_secrets[gateway] = op.put(f"/v1/gateways/{gateway}").raise_for_status().json()["secret"]
             op.post(f"/v1/gateways/{gateway}/devices", json={"devices": devices}).raise_for_status()
     n, move_at = 700, 350  # 20 samples/s: 35 s; the operator moves the device after 17.5 s
     with ShippedMosquitto(tmp_path, None) as broker:
-        url = {u: user_url(u, broker.port) for u in ("operator", "replay", "gw-1", "gw-2")}
+        url = {u: user_url(u, broker.port) for u in ("operator", "replay", gw1, gw2)}
         gateways = {
             g: AgentProcess(
                 tmp_path / f"{g}.log",
@@ -59,9 +64,10 @@ def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_
                     "checkpoint_dir": tmp_path / g,
                     "heartbeat_every_s": 0.5,
                     "gateway_sync_s": 3,
+                    "broker_sessions": sessions,
                 },
             )
-            for g in ("gw-1", "gw-2")
+            for g in (gw1, gw2)
         }
         view = OperatorView(url["operator"])
         published = threading.Event()
@@ -76,7 +82,7 @@ def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_
             for i in range(n):
                 if i == move_at:
                     with sqlite_cloud.client(OPERATOR) as op:
-                        moved_to = op.post("/v1/gateways/gw-2/devices", json={"devices": [moved]})
+                        moved_to = op.post(f"/v1/gateways/{gw2}/devices", json={"devices": [moved]})
                         assert moved_to.json()["moved"] == 1, moved_to.text
                 client.publish(f"edgedrift/{moved}/samples", sample(i), qos=1).wait_for_publish(10)
                 time.sleep(max(0.0, start + 0.05 * (i + 1) - time.monotonic()))
@@ -102,7 +108,7 @@ def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_
         finally:
             codes = {g: p.stop() for g, p in gateways.items()}
             view.close()
-    assert codes == {"gw-1": 0, "gw-2": 0}, codes
+    assert codes == {gw1: 0, gw2: 0}, codes
     predicted = view.predicted(moved)
     ids = [p["id"] for p in predicted]
     assert sorted(set(ids)) == list(range(n)), f"lost: {sorted(set(range(n)) - set(ids))[:20]}"
@@ -124,6 +130,6 @@ def test_a_device_moved_between_gateways_under_a_stream_loses_nothing_and_stays_
     assert 0 < handover["overlap"] < handover["held"], handover
     samples = [s["counters"]["samples"] for s in statuses]
     assert samples == sorted(samples), "the device's counters went backwards"
-    assert statuses[-1]["gateway"] == "gw-2"
-    gateway_status = view.of("gw-1", "gateway")[-1]
+    assert statuses[-1]["gateway"] == gw2
+    gateway_status = view.of(gw1, "gateway")[-1]
     assert gateway_status["devices"] == 1, gateway_status

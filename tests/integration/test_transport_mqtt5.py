@@ -180,8 +180,9 @@ def test_the_agents_settings_reach_the_transport_and_mqtt_3_refuses_an_expiry(tm
         },
         environ={},
     )
-    agent = EdgeAgent(settings)
-    assert (agent.transport.message_expiry_s, agent.transport.session_expiry_s) == (90, 3600)
+    transport = EdgeAgent(settings).transport
+    assert isinstance(transport, MqttTransport)
+    assert (transport.message_expiry_s, transport.session_expiry_s) == (90, 3600)
     with pytest.raises(SettingsError, match=r"--message-expiry-s .*needs mqtt_version 5"):
         AgentSettings.load({"device_id": "d-1", "message_expiry_s": "90"}, environ={})
     with pytest.raises(ValueError, match="needs MQTT 5"):

@@ -236,7 +236,9 @@ def mqtt_password(mosquitto_env: Mapping[str, str], device: str) -> str:
 
 
 STUB_PASSWD = """#!/bin/sh
-# mosquitto_passwd [-c] -b FILE USER PASSWORD, writing "user:password" in clear (test stub).
+# mosquitto_passwd [-c] -b FILE USER PASSWORD, writing "user:password" in clear, and -U FILE, leaving
+# the file in clear (test stub).
+[ "$1" = -U ] && { [ -f "$2" ] || { echo "no file $2" >&2; exit 1; }; exit 0; }
 create=
 [ "$1" = -c ] && { create=1; shift; }
 [ "$1" = -b ] || exit 2

@@ -36,6 +36,13 @@ def test_good_ids_pass_and_a_gateway_refuses_bad_ones_alone() -> None:
         DeviceIds("gw-2").admitted({"x/y": None}, need_one=True)
 
 
+def test_a_gateway_with_a_session_per_device_refuses_devices_past_its_limit_alone() -> None:
+    ids = DeviceIds("gw-1", limit=2)
+    assert ids.admitted({"d3": None, "d1": "s", "a+b": None, "d2": None}) == {"d1": "s", "d2": None}
+    assert [r["id"] for r in ids.listing()] == ["'a+b'", "'d3'"]
+    assert "at most 2 devices" in ids.refused["'d3'"]
+
+
 def test_the_counters_file_round_trips_and_ignores_what_is_not_this_devices(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path, "dev-1")
     assert store.load_counters() == {}

@@ -301,6 +301,27 @@ def test_new_connection_settings_are_checked() -> None:
     assert (s.mqtt_version, parse_broker_url(s.broker_url).transport) == ("5", "websockets")
 
 
+def test_a_device_session_logs_in_as_its_own_user() -> None:
+    from edgedrift_edge.transport.mqtt import session_login
+
+    url = "mqtt://gw-1:p%2Fw@[::1]:1884"
+    assert session_login(url, "dev-7") == "mqtt://gw-1.dev-7:p%2Fw@[::1]:1884"
+    address = parse_broker_url(session_login(url, "dev-7"))
+    assert (address.username, address.password, address.host) == ("gw-1.dev-7", "p/w", "::1")
+    assert session_login("mqtt://127.0.0.1:1883", "dev-7") == "mqtt://127.0.0.1:1883"  # anonymous
+    base = {"EDGEDRIFT_EDGE_GATEWAY_ID": "gw-1", "EDGEDRIFT_EDGE_DEVICES": "dev-1"}
+    assert AgentSettings.load({}, environ=base).broker_sessions == "gateway"
+    assert AgentSettings.load({"broker_sessions": "device"}, environ=base).broker_sessions == "device"
+    with pytest.raises(SettingsError, match="needs gateway_id"):
+        AgentSettings.load({"broker_sessions": "device"}, environ={"EDGEDRIFT_EDGE_DEVICE_ID": "d"})
+    with pytest.raises(SettingsError, match="client certificate"):
+        AgentSettings.load(
+            {"broker_sessions": "device", "broker_url": "mqtts://h", "tls_cert_file": "/c.pem"}, environ=base
+        )
+    with pytest.raises(SettingsError, match="BROKER_SESSIONS"):
+        AgentSettings.load({"broker_sessions": "group"}, environ=base)
+
+
 def test_production_refuses_default_and_short_secrets_and_reads_secret_files(tmp_path: object) -> None:
     from pathlib import Path
 

@@ -18,7 +18,8 @@ from edgedrift_edge.cloud.client import CloudClient
 from edgedrift_edge.device import DeviceRuntime
 from edgedrift_edge.handover.moves import MAX_HELD, RETRY_S, Incoming, Outgoing
 from edgedrift_edge.session.messages import count_items
-from edgedrift_edge.transport.connection import Inbound, MqttTransport
+from edgedrift_edge.transport.connection import Inbound
+from edgedrift_edge.transport.sessions import Transport
 
 log = logging.getLogger("edgedrift_edge")
 
@@ -38,7 +39,7 @@ class Handovers:
         gateway_id: str | None,
         secret: SecretStr | None,
         devices: Mapping[str, DeviceRuntime],
-        transport: MqttTransport,
+        transport: Transport,
         cloud: CloudClient,
         queues: FairQueues[str, tuple[DeviceRuntime, str, Inbound]],
         reply: Reply,

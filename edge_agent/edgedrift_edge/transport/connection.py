@@ -119,6 +119,8 @@ class Inbound(NamedTuple):
     #: When it entered the inbox (``time.monotonic``): the metrics' message latency starts here.
     received: float = 0.0
     retain: bool = False
+    #: The transport's ``name`` (a gateway's session of one device: the device id), whose ack it needs.
+    session: str | None = None
 
 
 class _Pending:
@@ -595,7 +597,14 @@ class MqttTransport:
         reconnect_delay: tuple[float, float] = (1.0, 30.0),
         on_connected: Callable[[], None] | None = None,
         on_fatal: Callable[[str], None] | None = None,
+        will: bool = True,
+        doorbell: threading.Event | None = None,
+        name: str | None = None,
     ) -> None:
+        """``name``: put on each message received (:attr:`Inbound.session`); ``will``: the broker publishes
+        ``{"state": "offline"}`` (retained) on ``status_topic`` when this connection dies; ``doorbell``: set
+        whenever a message enters the inbox (one event shared by several transports,
+        :class:`~edgedrift_edge.transport.sessions.DeviceSessions`)."""
         if qos not in (0, 1):
             raise ValueError(f"QoS {qos}: the agent subscribes and publishes with QoS 0 or 1")
         if not 1 <= publish_queue <= MAX_UNCONFIRMED:
@@ -651,7 +660,10 @@ class MqttTransport:
         )
         assert isinstance(client, _FastClient)
         self.client: _FastClient = client
-        client.will_set(status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
+        if will:
+            client.will_set(status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
+        self._doorbell = doorbell
+        self.name = name
         # Unconfirmed publishes are bounded by the queue limit; an in-flight limit as well would make paho
         # walk every unconfirmed publish at each PUBACK (its _update_inflight).
         client.max_inflight_messages_set(0)
@@ -706,8 +718,16 @@ class MqttTransport:
 
     def start(self, timeout: float = 30.0) -> None:
         """Connect in the background and return once subscribed (TimeoutError otherwise)."""
-        self._thread = threading.Thread(target=self._run, name="edgedrift-mqtt", daemon=True)
+        self.begin()
+        self.wait_subscribed(timeout)
+
+    def begin(self, name: str = "edgedrift-mqtt") -> None:
+        """Start the I/O thread (it connects, subscribes and reconnects on its own)."""
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+
+    def wait_subscribed(self, timeout: float) -> None:
+        """Return once connected and subscribed (TimeoutError after ``timeout``)."""
         if not self.subscribed.wait(timeout):
             why = f": the broker refused the connection ({self.refused})" if self.refused else ""
             raise TimeoutError(f"not subscribed to {self._where} after {timeout} s{why}")
@@ -715,18 +735,29 @@ class MqttTransport:
     def stop(self, drain_s: float = 5.0) -> None:
         """Wait up to ``drain_s`` for the broker to confirm what was published, then DISCONNECT (the broker
         then publishes no last will) and end the I/O thread."""
-        deadline = time.monotonic() + drain_s
+        self.drain(time.monotonic() + drain_s)
+        self.halt()
+        self.join(drain_s + 5)
+
+    def drain(self, deadline: float) -> None:
+        """Wait until the broker confirmed every publish (or ``deadline``, a ``time.monotonic()``)."""
         while time.monotonic() < deadline and self.connected.is_set():
             self.client.wake_if_due()
             with self._lock:
                 if not self._by_mid and not self._retry and not self._held:
                     break
             time.sleep(0.01)
+
+    def halt(self) -> None:
+        """Tell the I/O thread to DISCONNECT and end."""
         self.stopping.set()
         self._wake.set()
         self._resume.set()
+
+    def join(self, timeout: float) -> None:
+        """Wait for the I/O thread to end (after :meth:`halt`)."""
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(drain_s + 5)
+            self._thread.join(timeout)
 
     def subscribe(self, topics: list[str]) -> None:
         """Add subscriptions (a gateway's new device); sent at once when connected, else on connect."""
@@ -756,6 +787,14 @@ class MqttTransport:
         nothing of them comes after it) and the worker took every message received before."""
         with self._lock:
             return all(t in self._left and self._taken >= self._left[t] for t in topics)
+
+    @property
+    def unsubscribed(self) -> bool:
+        """No subscription wanted or awaiting its UNSUBACK, every message received taken and acknowledged,
+        every publish confirmed: nothing more can come or be owed on this session."""
+        with self._lock:
+            owed = self._inbox or self._pending or self._by_mid or self._retry or self._held
+            return not self.subscriptions and not self._leaving and not owed
 
     def dropped_for(self, topic: str) -> int:
         """QoS-0 messages of ``topic`` dropped because the inbox was full."""
@@ -1029,7 +1068,7 @@ class MqttTransport:
                 self._drop(topic)
                 continue
             full = full or over
-            inbox.append(Inbound(topic, payload, mid, qos, generation, now, retain))
+            inbox.append(Inbound(topic, payload, mid, qos, generation, now, retain, self.name))
             self._inbox_bytes += size
             self._enqueued += 1
         if full and not self._paused:
@@ -1037,6 +1076,8 @@ class MqttTransport:
             self._resume.clear()
             self.counters.backpressure_waits += 1
         self._has_mail.notify()
+        if self._doorbell is not None:
+            self._doorbell.set()
 
     # --- the worker: messages in ------------------------------------------------------------------------
 

@@ -95,6 +95,19 @@ def with_password(url: str, password: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def session_login(url: str, device_id: str) -> str:
+    """``url`` with its user ``u`` replaced by ``u.<device_id>``: a gateway's session of one device logs in
+    as its own broker user (deploy/mosquitto/entrypoint.sh, ``MQTT_<GATEWAY>_SESSIONS=device``); a URL
+    without a user is returned as it is."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return url
+    user, colon, password = userinfo.partition(":")
+    netloc = f"{user}{quote('.' + device_id, safe='')}{colon}{password}@{hostport}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
 def make_client(
     url: str,
     client_id: str,

@@ -1,0 +1,300 @@
+"""A gateway's broker sessions, one per device: the transport a gateway uses with ``--broker-sessions
+device``.
+
+Why. A broker keeps one queue per client session (Mosquitto: ``max_queued_messages``,
+``max_queued_bytes``). A gateway that is one client has one queue for all its devices: while it is away
+(a restart, a network cut) one device's backlog fills that queue and the broker drops the other devices'
+samples, and after the return they wait behind the backlog, in publish order (docs/benchmarks.md §23,
+the ``restart`` phase). With a session per device each device's samples queue apart: a backlog fills only
+its own device's queue, and the broker hands every session its messages side by side.
+
+How. Each device's topics are subscribed by a :class:`~edgedrift_edge.transport.connection.MqttTransport`
+of its own (its own client id, login and persistent session); its predictions, events and status are
+published on it too, so that a message is still acknowledged on the connection it came on, after its
+publishes (the transport's invariant). One more session, the gateway's own, publishes the gateway's status
+and carries its last will. All inboxes ring one doorbell, and :meth:`DeviceSessions.get_batch` takes from
+them in turn. Each session has its I/O thread; an idle one wakes four times a second.
+
+Cost. One TCP connection (and three file descriptors) per device: paho waits with ``select``, which
+takes descriptors up to 1,024, so a process serves at most :data:`MAX_SESSIONS` devices this way (run
+more gateway processes for more). With a broker that maps logins to client ids (the shipped
+``use_username_as_clientid``), each session logs in as ``<gateway user>.<device id>``
+(deploy/mosquitto/entrypoint.sh makes these users with ``MQTT_<GATEWAY>_SESSIONS=device``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+from edgedrift_edge.transport.connection import Inbound, MqttTransport, TransportCounters
+
+log = logging.getLogger("edgedrift_edge.transport.sessions")
+
+#: Most device sessions of one process (module docstring: ``select`` and its 1,024 descriptors).
+MAX_SESSIONS = 300
+
+#: Seconds the summed counters are reused for.
+COUNTERS_EVERY_S = 0.05
+#: Builds a session: the device id (None: the gateway's own session) and the shared doorbell.
+SessionFactory = Callable[[str | None, threading.Event], MqttTransport]
+
+
+class DeviceSessions:
+    """The :class:`MqttTransport` interface the agent uses, over one broker session per device (module
+    docstring). ``device_of`` names the device of a topic (None: a topic of the gateway's own)."""
+
+    def __init__(self, make: SessionFactory, device_of: Callable[[str], str | None]) -> None:
+        self._make = make
+        self._device_of = device_of
+        self._doorbell = threading.Event()
+        self.own = make(None, self._doorbell)
+        self._devices: dict[str, MqttTransport] = {}
+        self._order: list[MqttTransport] = [self.own]
+        self._next = 0
+        self._started = False
+        self._retiring: set[MqttTransport] = set()
+        self._lock = threading.Lock()
+        #: The gateway's own session is connected (what "connected to the broker" means for the agent: a
+        #: device whose session cannot connect receives nothing and is reported silent in time).
+        self.connected = self.own.connected
+        self._summed, self._summed_at = TransportCounters(), -COUNTERS_EVERY_S
+
+    @property
+    def sessions(self) -> list[MqttTransport]:
+        """Every session, the gateway's own first."""
+        return list(self._order)
+
+    def _session(self, topic: str) -> MqttTransport | None:
+        """The session of ``topic``'s device (None: it has none now), or the gateway's own."""
+        device = self._device_of(topic)
+        return self.own if device is None else self._devices.get(device)
+
+    def _opened(self, topic: str) -> MqttTransport:
+        """The session of ``topic``'s device, opened (and started, once :meth:`start` ran) if it has none."""
+        device = self._device_of(topic)
+        if device is None:
+            return self.own
+        with self._lock:
+            session = self._devices.get(device)
+            if session is None:
+                if len(self._devices) >= MAX_SESSIONS:
+                    raise ValueError(
+                        f"device {device}: a process holds at most {MAX_SESSIONS} device sessions "
+                        "(run more gateway processes, or --broker-sessions gateway)"
+                    )
+                session = self._devices[device] = self._make(device, self._doorbell)
+                self._order.append(session)
+                if self._started:
+                    session.begin(f"edgedrift-mqtt-{device}")
+        return session
+
+    def _sender(self, topic: str, owner: Inbound | None) -> MqttTransport:
+        """Where a publish goes: the session ``owner`` came on (acknowledged there after it), else the
+        session of ``topic``'s device; the gateway's own when that ended (its ACL grants its devices'
+        topics too)."""
+        if owner is not None:
+            found = self.own if owner.session is None else self._devices.get(owner.session)
+        else:
+            found = self._session(topic)
+        return found or self.own
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Connect every session; return once the gateway's own is connected (TimeoutError otherwise) and
+        every device's is subscribed or ``timeout`` passed: a device session the broker refuses (no
+        ``<user>.<device>`` user, an ACL without its topics) is logged and goes on retrying with backoff,
+        and its device is reported silent; it does not keep the other devices from being served."""
+        with self._lock:
+            self._started = True
+            sessions = list(self._order)
+        for session in sessions:
+            session.begin(f"edgedrift-mqtt-{session.name}" if session.name else "edgedrift-mqtt")
+        deadline = time.monotonic() + timeout
+        self.own.wait_subscribed(timeout)
+        waiting = [s for s in sessions if s is not self.own]
+        while waiting and time.monotonic() < deadline:
+            waiting = [s for s in waiting if not s.subscribed.is_set() and s.refused is None]
+            time.sleep(0.01)
+        for session in sessions:
+            if session.refused is not None:
+                log.error(
+                    "device %s: the broker refused its session (%s): does the broker have the user "
+                    "<gateway user>.%s (deploy/mosquitto: MQTT_<GATEWAY>_SESSIONS=device)?",
+                    session.name,
+                    session.refused,
+                    session.name,
+                )
+
+    def stop(self, drain_s: float = 5.0) -> None:
+        """Drain, DISCONNECT and end every session (the gateway's own last, after its final status)."""
+        deadline = time.monotonic() + drain_s
+        devices = [s for s in self.sessions if s is not self.own]
+        for session in devices:
+            session.drain(deadline)
+        for session in devices:
+            session.halt()
+        for session in devices:
+            session.join(drain_s + 5)
+        self.own.stop(max(0.0, deadline - time.monotonic()))
+
+    # --- subscriptions --------------------------------------------------------------------------------------
+
+    def subscribe(self, topics: list[str]) -> None:
+        """Each topic on its device's session (opened if need be). The gateway's own session leaves
+        them: it may hold them from a run with one session (a persistent session keeps its
+        subscriptions)."""
+        for topic in topics:
+            session = self._opened(topic)
+            session.subscribe([topic])
+            with self._lock:
+                self._retiring.discard(session)
+        self.own.unsubscribe([t for t in topics if self._device_of(t) is not None])
+
+    def unsubscribe(self, topics: list[str]) -> None:
+        """Leave the topics; a device session left with none ends once the broker acknowledged that and
+        nothing is owed on it (:meth:`_retire`)."""
+        for topic in topics:
+            session = self._session(topic)
+            if session is None:
+                continue
+            session.unsubscribe([topic])
+            if session is not self.own and not session.subscriptions:
+                with self._lock:
+                    self._retiring.add(session)
+
+    def holds(self, topics: list[str]) -> bool:
+        """Whether the broker acknowledged every subscription."""
+        for topic in topics:
+            session = self._session(topic)
+            if session is None or not session.holds([topic]):
+                return False
+        return True
+
+    def left(self, topics: list[str]) -> bool:
+        """Whether the broker acknowledged every unsubscription and the worker took what came before (an
+        ended session: nothing more can come)."""
+        for topic in topics:
+            session = self._session(topic)
+            if session is not None and not session.left([topic]):
+                return False
+        return True
+
+    def dropped_for(self, topic: str) -> int:
+        session = self._session(topic)
+        return 0 if session is None else session.dropped_for(topic)
+
+    # --- messages in ----------------------------------------------------------------------------------------
+
+    def get_batch(self, timeout: float, limit: int = 1000) -> list[Inbound]:
+        """Up to ``limit`` messages, taken from the sessions in turn (a share of ``limit`` each first, then
+        what is left), waiting up to ``timeout`` for the first."""
+        if self._retiring:
+            self._retire()
+        while True:
+            self._doorbell.clear()
+            batch = self._gather(limit)
+            if batch or timeout <= 0:
+                return batch
+            if not self._doorbell.wait(timeout):
+                return []
+            timeout = 0.0
+
+    def _gather(self, limit: int) -> list[Inbound]:
+        sessions = self.sessions
+        start = self._next % len(sessions)
+        self._next = start + 1
+        turn = sessions[start:] + sessions[:start]
+        batch: list[Inbound] = []
+        for bound in (max(1, limit // len(sessions)), limit):
+            for session in turn:
+                if session.queued:
+                    batch += session.get_batch(0.0, min(bound, limit - len(batch)))
+                if len(batch) >= limit:
+                    return batch
+        return batch
+
+    def _retire(self) -> None:
+        """End the device sessions whose device left (their broker session stays, with no subscription)."""
+        with self._lock:
+            retiring = list(self._retiring)
+        for session in retiring:
+            if not session.unsubscribed:
+                continue
+            session.halt()
+            with self._lock:
+                self._retiring.discard(session)
+                if self._devices.get(session.name or "") is session:
+                    del self._devices[session.name or ""]
+                self._order.remove(session)
+
+    def done(self, message: Inbound) -> None:
+        """Acknowledged on the session it came on (a session that ended meanwhile acknowledges nothing:
+        the broker delivers it again)."""
+        if message.session is None:
+            self.own.done(message)
+            return
+        session = self._devices.get(message.session)
+        if session is not None:
+            session.done(message)
+
+    @property
+    def queued(self) -> int:
+        return sum(s.queued for s in self.sessions)
+
+    @property
+    def unacked(self) -> int:
+        return sum(s.unacked for s in self.sessions)
+
+    # --- messages out ---------------------------------------------------------------------------------------
+
+    def publish(
+        self, topic: str, payload: dict[str, Any], *, retain: bool = False, owner: Inbound | None = None
+    ) -> None:
+        """On the session of ``owner`` (acknowledged on its connection after this), else of ``topic``."""
+        self._sender(topic, owner).publish(topic, payload, retain=retain, owner=owner)
+
+    def publish_raw(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        retain: bool = False,
+        qos: int | None = None,
+        owner: Inbound | None = None,
+    ) -> None:
+        self._sender(topic, owner).publish_raw(topic, body, retain=retain, qos=qos, owner=owner)
+
+    def retry_failed(self) -> int:
+        return sum(s.retry_failed() for s in self.sessions)
+
+    def wait_flushed(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        return all(s.wait_flushed(max(0.0, deadline - time.monotonic())) for s in self.sessions)
+
+    @property
+    def counters(self) -> TransportCounters:
+        """The sessions' counters summed (at most every :data:`COUNTERS_EVERY_S`: every device reads them at
+        each housekeeping turn)."""
+        now = time.monotonic()
+        if now - self._summed_at >= COUNTERS_EVERY_S:
+            total = TransportCounters()
+            names = [f.name for f in fields(TransportCounters)]
+            for session in self.sessions:
+                for name in names:
+                    setattr(total, name, getattr(total, name) + getattr(session.counters, name))
+            self._summed, self._summed_at = total, now
+        return self._summed
+
+    @property
+    def reconnects(self) -> int:
+        return sum(s.reconnects for s in self.sessions)
+
+
+#: What the agent sends and receives through: one session, or one per device.
+Transport = MqttTransport | DeviceSessions

@@ -1,0 +1,145 @@
+"""edgedrift_edge.transport.sessions (a gateway's broker session per device) against a real Mosquitto: each
+device's messages come and are acknowledged on its own session, a session's queue at the broker holds
+its device's samples while the gateway is away, a run that had one session leaves no duplicate
+subscription behind, and a device that leaves ends its session."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from edgedrift_edge.transport.connection import MqttTransport
+from edgedrift_edge.transport.sessions import DeviceSessions
+from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
+from edgedrift_harness.mqtt import publish
+
+TIMEOUT_S = 15.0
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[MosquittoProcess]:
+    with local_mosquitto(tmp_path) as running:
+        yield running
+
+
+class Gateway:
+    """A gateway's transport: DeviceSessions (or its one MqttTransport) under one client id."""
+
+    def __init__(self, url: str, name: str, prefix: str) -> None:
+        self.url, self.name, self.prefix = url, name, prefix
+        self.status = f"{prefix}/gateways/{name}/status"
+
+    def device_of(self, topic: str) -> str | None:
+        if topic == self.status:
+            return None
+        return topic[len(self.prefix) + 1 :].rpartition("/")[0]
+
+    def session(self, device: str | None, doorbell: threading.Event | None = None) -> MqttTransport:
+        client_id = self.name if device is None else f"{self.name}.{device}"
+        return MqttTransport(
+            self.url, client_id, [], self.status, will=device is None, doorbell=doorbell, name=device
+        )
+
+    def sessions(self) -> DeviceSessions:
+        return DeviceSessions(self.session, self.device_of)
+
+
+def samples(prefix: str, device: str) -> str:
+    return f"{prefix}/{device}/samples"
+
+
+def take(t: DeviceSessions | MqttTransport, n: int, *, answer: bool = True) -> list[tuple[str, int]]:
+    """Take ``n`` messages (and no more within a short wait); each answered and acknowledged."""
+    got: list[tuple[str, int]] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < n and time.monotonic() < deadline:
+        for m in t.get_batch(0.1):
+            device = m.topic.split("/")[-2]
+            got.append((device, json.loads(m.payload)["id"]))
+            if answer:
+                t.publish(f"{m.topic.rpartition('/')[0]}/predictions", {"id": got[-1][1]}, owner=m)
+            t.done(m)
+    time.sleep(0.3)
+    for m in t.get_batch(0.0):
+        got.append((m.topic.split("/")[-2], json.loads(m.payload)["id"]))
+    return got
+
+
+def send(url: str, topic: str, ids: range) -> None:
+    publish(url, topic, [json.dumps({"id": i, "x": [0.0]}) for i in ids])
+
+
+def test_each_device_has_its_own_session_and_queue(broker: MosquittoProcess) -> None:
+    prefix = f"edgedrift-{uuid.uuid4().hex[:6]}"
+    gw = Gateway(broker.url, f"gw-{uuid.uuid4().hex[:6]}", prefix)
+    t = gw.sessions()
+    t.subscribe([samples(prefix, "a"), samples(prefix, "b")])
+    t.start(TIMEOUT_S)
+    assert len(t.sessions) == 3  # the gateway's own and one per device
+    send(broker.url, samples(prefix, "a"), range(5))
+    send(broker.url, samples(prefix, "b"), range(5))
+    got = take(t, 10)
+    assert sorted(got) == [(d, i) for d in "ab" for i in range(5)]
+    assert t.wait_flushed(TIMEOUT_S)
+    t.stop()
+    # away: each device's samples wait in its own session's queue, then come once, acknowledged before
+    send(broker.url, samples(prefix, "a"), range(5, 8))
+    send(broker.url, samples(prefix, "b"), range(5, 7))
+    again = gw.sessions()
+    again.subscribe([samples(prefix, "a"), samples(prefix, "b")])
+    again.start(TIMEOUT_S)
+    assert sorted(take(again, 5)) == [("a", 5), ("a", 6), ("a", 7), ("b", 5), ("b", 6)]
+    assert [s.counters.reconnects for s in again.sessions] == [0, 0, 0]
+    again.stop()
+
+
+def test_a_run_with_one_session_leaves_no_duplicate_subscription(broker: MosquittoProcess) -> None:
+    prefix = f"edgedrift-{uuid.uuid4().hex[:6]}"
+    gw = Gateway(broker.url, f"gw-{uuid.uuid4().hex[:6]}", prefix)
+    one = gw.session(None)  # the earlier run: one persistent session subscribed to the device
+    one.subscribe([samples(prefix, "a")])
+    one.start(TIMEOUT_S)
+    one.stop()
+    t = gw.sessions()
+    t.subscribe([samples(prefix, "a")])
+    t.start(TIMEOUT_S)
+    assert t.own.holds([]) and not t.own.subscriptions
+    deadline = time.monotonic() + TIMEOUT_S
+    while t.own.unacked or not t.own.unsubscribed:  # its UNSUBSCRIBE acknowledged
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    send(broker.url, samples(prefix, "a"), range(4))
+    assert sorted(take(t, 4)) == [("a", i) for i in range(4)]  # once each, not once per session
+    t.stop()
+
+
+def test_a_device_that_leaves_ends_its_session(broker: MosquittoProcess) -> None:
+    prefix = f"edgedrift-{uuid.uuid4().hex[:6]}"
+    gw = Gateway(broker.url, f"gw-{uuid.uuid4().hex[:6]}", prefix)
+    t = gw.sessions()
+    t.subscribe([samples(prefix, "a"), samples(prefix, "b")])
+    t.start(TIMEOUT_S)
+    send(broker.url, samples(prefix, "b"), range(3))
+    assert len(take(t, 3)) == 3
+    leaving = next(s for s in t.sessions if s.name == "b")
+    t.unsubscribe([samples(prefix, "b")])
+    deadline = time.monotonic() + TIMEOUT_S
+    while leaving in t.sessions:  # ended by the worker's next take, once the broker acknowledged
+        assert time.monotonic() < deadline
+        t.get_batch(0.05)
+    leaving.join(TIMEOUT_S)
+    assert not leaving.connected.is_set()
+    assert t.left([samples(prefix, "b")]) and not t.holds([samples(prefix, "b")])
+    assert len(t.sessions) == 2  # asking about a device that left opens no session for it
+    send(broker.url, samples(prefix, "b"), range(3, 6))
+    send(broker.url, samples(prefix, "a"), range(2))
+    assert sorted(take(t, 2)) == [("a", 0), ("a", 1)]  # nothing of b any more
+    t.subscribe([samples(prefix, "b")])  # back: a new session, under the same client id
+    assert len(t.sessions) == 3
+    t.stop()
