@@ -75,12 +75,18 @@ def send(url: str, topic: str, ids: range) -> None:
     publish(url, topic, [json.dumps({"id": i, "x": [0.0]}) for i in ids])
 
 
-def test_each_device_has_its_own_session_and_queue(broker: MosquittoProcess) -> None:
-    prefix = f"edgedrift-{uuid.uuid4().hex[:6]}"
-    gw = Gateway(broker.url, f"gw-{uuid.uuid4().hex[:6]}", prefix)
+def started(broker: MosquittoProcess) -> tuple[Gateway, DeviceSessions]:
+    """A gateway of devices ``a`` and ``b`` under a fresh prefix, its sessions started."""
+    gw = Gateway(broker.url, f"gw-{uuid.uuid4().hex[:6]}", f"edgedrift-{uuid.uuid4().hex[:6]}")
     t = gw.sessions()
-    t.subscribe([samples(prefix, "a"), samples(prefix, "b")])
+    t.subscribe([samples(gw.prefix, "a"), samples(gw.prefix, "b")])
     t.start(TIMEOUT_S)
+    return gw, t
+
+
+def test_each_device_has_its_own_session_and_queue(broker: MosquittoProcess) -> None:
+    gw, t = started(broker)
+    prefix = gw.prefix
     assert len(t.sessions) == 3  # the gateway's own and one per device
     send(broker.url, samples(prefix, "a"), range(5))
     send(broker.url, samples(prefix, "b"), range(5))
@@ -120,11 +126,8 @@ def test_a_run_with_one_session_leaves_no_duplicate_subscription(broker: Mosquit
 
 
 def test_a_device_that_leaves_ends_its_session(broker: MosquittoProcess) -> None:
-    prefix = f"edgedrift-{uuid.uuid4().hex[:6]}"
-    gw = Gateway(broker.url, f"gw-{uuid.uuid4().hex[:6]}", prefix)
-    t = gw.sessions()
-    t.subscribe([samples(prefix, "a"), samples(prefix, "b")])
-    t.start(TIMEOUT_S)
+    gw, t = started(broker)
+    prefix = gw.prefix
     send(broker.url, samples(prefix, "b"), range(3))
     assert len(take(t, 3)) == 3
     leaving = next(s for s in t.sessions if s.name == "b")
