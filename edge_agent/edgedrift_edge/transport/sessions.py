@@ -141,7 +141,7 @@ class DeviceSessions:
             session.halt()
         for session in devices:
             session.join(drain_s + 5)
-        self.own.stop(max(0.0, deadline - time.monotonic()))
+        self.own.stop(max(1.0, deadline - time.monotonic()))  # the gateway's last status goes out
 
     # --- subscriptions --------------------------------------------------------------------------------------
 
