@@ -193,6 +193,9 @@ class EdgeAgent:
                 will=device is None,
                 doorbell=doorbell,
                 name=device,
+                # with a session per device the gateway's own only publishes: clean, so that the
+                # subscriptions a run with one session left under its client id are dropped
+                persistent=device is not None or settings.broker_sessions == "gateway",
             )
 
         if settings.broker_sessions == "gateway":

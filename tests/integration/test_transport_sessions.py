@@ -40,14 +40,24 @@ class Gateway:
             return None
         return topic[len(self.prefix) + 1 :].rpartition("/")[0]
 
-    def session(self, device: str | None, doorbell: threading.Event | None = None) -> MqttTransport:
+    def session(
+        self, device: str | None, doorbell: threading.Event | None = None, persistent: bool = True
+    ) -> MqttTransport:
         client_id = self.name if device is None else f"{self.name}.{device}"
         return MqttTransport(
-            self.url, client_id, [], self.status, will=device is None, doorbell=doorbell, name=device
+            self.url,
+            client_id,
+            [],
+            self.status,
+            will=device is None,
+            doorbell=doorbell,
+            name=device,
+            persistent=persistent,
         )
 
     def sessions(self) -> DeviceSessions:
-        return DeviceSessions(self.session, self.device_of)
+        """As the agent builds them: the gateway's own session clean, the devices' persistent."""
+        return DeviceSessions(lambda d, bell: self.session(d, bell, persistent=d is not None), self.device_of)
 
 
 def samples(prefix: str, device: str) -> str:

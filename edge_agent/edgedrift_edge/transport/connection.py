@@ -600,8 +600,12 @@ class MqttTransport:
         will: bool = True,
         doorbell: threading.Event | None = None,
         name: str | None = None,
+        persistent: bool = True,
     ) -> None:
-        """``name``: put on each message received (:attr:`Inbound.session`); ``will``: the broker publishes
+        """``persistent``: the broker keeps the session (subscriptions, queued messages) while away; False
+        for a session that only publishes, which then starts clean at every connect (whatever an earlier
+        run left under its client id is dropped). ``name``: put on each message received
+        (:attr:`Inbound.session`); ``will``: the broker publishes
         ``{"state": "offline"}`` (retained) on ``status_topic`` when this connection dies; ``doorbell``: set
         whenever a message enters the inbox (one event shared by several transports,
         :class:`~edgedrift_edge.transport.sessions.DeviceSessions`)."""
@@ -651,7 +655,7 @@ class MqttTransport:
             broker_url,
             client_id,
             client_class=_FastClient,
-            clean_session=False,
+            clean_session=not persistent,
             tls_ca_file=tls_ca_file,
             tls_cert_file=tls_cert_file,
             tls_key_file=tls_key_file,
@@ -664,6 +668,7 @@ class MqttTransport:
             client.will_set(status_topic, json.dumps({"state": "offline"}), qos=1, retain=True)
         self._doorbell = doorbell
         self.name = name
+        self.persistent = persistent
         # Unconfirmed publishes are bounded by the queue limit; an in-flight limit as well would make paho
         # walk every unconfirmed publish at each PUBACK (its _update_inflight).
         client.max_inflight_messages_set(0)
@@ -744,9 +749,13 @@ class MqttTransport:
         while time.monotonic() < deadline and self.connected.is_set():
             self.client.wake_if_due()
             with self._lock:
-                if not self._by_mid and not self._retry and not self._held:
+                if not self._publishing():
                     break
             time.sleep(0.01)
+
+    def _publishing(self) -> bool:
+        """Lock held: whether a publish awaits the broker's confirmation, a retry or a connection."""
+        return bool(self._by_mid or self._retry or self._held)
 
     def halt(self) -> None:
         """Tell the I/O thread to DISCONNECT and end."""
@@ -793,7 +802,7 @@ class MqttTransport:
         """No subscription wanted or awaiting its UNSUBACK, every message received taken and acknowledged,
         every publish confirmed: nothing more can come or be owed on this session."""
         with self._lock:
-            owed = self._inbox or self._pending or self._by_mid or self._retry or self._held
+            owed = self._inbox or self._pending or self._publishing()
             return not self.subscriptions and not self._leaving and not owed
 
     def dropped_for(self, topic: str) -> int:
@@ -811,13 +820,15 @@ class MqttTransport:
         properties = None
         if self.mqtt_version == "5":
             properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            properties.SessionExpiryInterval = self.session_expiry_s
+            properties.SessionExpiryInterval = self.session_expiry_s if self.persistent else 0
             properties.ReceiveMaximum = max(1, min(self.inbox_size, 65_535))
         self.client.connect_async(
             address.host,
             address.port,
             keepalive=max(1, self.keepalive // 2),
-            clean_start=False if self.mqtt_version == "5" else mqtt.MQTT_CLEAN_START_FIRST_ONLY,
+            clean_start=(not self.persistent)
+            if self.mqtt_version == "5"
+            else mqtt.MQTT_CLEAN_START_FIRST_ONLY,
             properties=properties,
         )
         delay = self.reconnect_delay[0]

@@ -12,7 +12,9 @@ How. Each device's topics are subscribed by a :class:`~edgedrift_edge.transport.
 of its own (its own client id, login and persistent session); its predictions, events and status are
 published on it too, so that a message is still acknowledged on the connection it came on, after its
 publishes (the transport's invariant). One more session, the gateway's own, publishes the gateway's status
-and carries its last will. All inboxes ring one doorbell, and :meth:`DeviceSessions.get_batch` takes from
+and carries its last will; it subscribes to nothing and starts clean, which also drops what a run with
+one session left under its client id (the devices' subscriptions: every sample would come twice). All
+inboxes ring one doorbell, and :meth:`DeviceSessions.get_batch` takes from
 them in turn. Each session has its I/O thread; an idle one wakes four times a second.
 
 Cost. One TCP connection (and three file descriptors) per device: paho waits with ``select``, which
@@ -82,7 +84,7 @@ class DeviceSessions:
         with self._lock:
             session = self._devices.get(device)
             if session is None:
-                if len(self._devices) >= MAX_SESSIONS:
+                if len(self._devices) - len(self._retiring) >= MAX_SESSIONS:  # ending ones go soon
                     raise ValueError(
                         f"device {device}: a process holds at most {MAX_SESSIONS} device sessions "
                         "(run more gateway processes, or --broker-sessions gateway)"
@@ -146,15 +148,12 @@ class DeviceSessions:
     # --- subscriptions --------------------------------------------------------------------------------------
 
     def subscribe(self, topics: list[str]) -> None:
-        """Each topic on its device's session (opened if need be). The gateway's own session leaves
-        them: it may hold them from a run with one session (a persistent session keeps its
-        subscriptions)."""
+        """Each topic on its device's session (opened if need be)."""
         for topic in topics:
             session = self._opened(topic)
             session.subscribe([topic])
             with self._lock:
                 self._retiring.discard(session)
-        self.own.unsubscribe([t for t in topics if self._device_of(t) is not None])
 
     def unsubscribe(self, topics: list[str]) -> None:
         """Leave the topics; a device session left with none ends once the broker acknowledged that and
