@@ -408,7 +408,7 @@ def test_malformed_packets_lead_to_reconnects_with_backoff(after: bytes) -> None
     try:
         t.start(TIMEOUT_S)  # no subscription to wait for: started at the CONNACK
         time.sleep(5.0)
-        assert t.failure is None and t._thread is not None and t._thread.is_alive(), "never an exit"
+        assert t.failure is None and t.io_running, "never an exit"
         times = fake.connections
         gaps = [b - a for a, b in itertools.pairwise(times)]
         assert 2 <= len(times) <= 6, f"{len(times)} connections in 5 s: a tight loop"

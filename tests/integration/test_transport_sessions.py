@@ -156,3 +156,23 @@ def test_a_device_that_leaves_ends_its_session(broker: MosquittoProcess) -> None
     t.subscribe([samples(prefix, "b")])  # back: a new session, under the same client id
     assert len(t.sessions) == 3
     t.stop()
+
+
+def test_every_session_is_served_by_one_io_thread(broker: MosquittoProcess) -> None:
+    """One ``select`` for all of them: the worker's publishes to many devices wake one thread."""
+    gw = Gateway(broker.url, f"gw-{uuid.uuid4().hex[:6]}", f"edgedrift-{uuid.uuid4().hex[:6]}")
+    before = {t.ident for t in threading.enumerate()}
+    t = gw.sessions()
+    devices = [f"d{i}" for i in range(12)]
+    t.subscribe([samples(gw.prefix, d) for d in devices])
+    t.start(TIMEOUT_S)
+    for d in devices:
+        send(broker.url, samples(gw.prefix, d), range(3))
+    assert sorted(take(t, 36)) == sorted((d, i) for d in devices for i in range(3))
+    assert t.wait_flushed(TIMEOUT_S)
+    time.sleep(0.2)  # the connector threads have ended
+    new = [th.name for th in threading.enumerate() if th.ident not in before]
+    assert new == ["edgedrift-mqtt"], new
+    assert len(t.sessions) == 13 and all(s.connected.is_set() for s in t.sessions)
+    t.stop()
+    assert all(s.io_ended for s in t.sessions)

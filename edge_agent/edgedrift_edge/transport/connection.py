@@ -1,13 +1,15 @@
 """The agent's side of MQTT: a paho-mqtt 2.x client with a bounded inbox, acknowledgements after processing
 and checked publishes.
 
-Threads. One thread of the transport's own (the *I/O thread*) drives paho (``Client.loop``), connects,
-and reconnects with backoff. paho's callbacks only append to a queue; the I/O thread handles that queue
-after each ``loop`` call, outside paho's locks, so the worker can call paho (publish, ack) under the
-transport's lock without a lock-order cycle. The worker takes messages in batches
-(:meth:`MqttTransport.get_batch`). paho's client is subclassed (:class:`_FastClient`) only to cut its Python
-per packet: whole reads split in place, PUBLISH and PUBACK without paho's per-message objects, queued
-packets written in one ``send``, the I/O thread woken once per burst of publishes.
+Threads. An I/O thread (:class:`~edgedrift_edge.transport.io_loop.IoLoop`, of this connection's own or
+shared by a gateway's device sessions) drives paho (``loop_read``, ``loop_write``, ``loop_misc``) and
+reconnects with backoff; connecting, which blocks, runs in a short-lived thread of its own. paho's
+callbacks only append to a queue; the I/O thread handles that queue after each turn, outside paho's locks,
+so the worker can call paho (publish, ack) under the transport's lock without a lock-order cycle. The
+worker takes messages in batches (:meth:`MqttTransport.get_batch`). paho's client is subclassed
+(:class:`_FastClient`) only to cut its Python per packet: whole reads split in place, PUBLISH and PUBACK
+without paho's per-message objects, queued packets written in one ``send``, the I/O thread woken once per
+burst of publishes.
 
 At-least-once, end to end. Acknowledgements are manual (``manual_ack=True``): a QoS-1 message is
 acknowledged (``Client.ack``) only once the worker processed it and the broker has confirmed every one of
@@ -74,6 +76,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from edgedrift_edge.transport.io_loop import LOOP_TIMEOUT_S, IoLoop
 from edgedrift_edge.transport.mqtt import (
     MAX_EXPIRY_S,
     SESSION_EXPIRY_S,
@@ -92,11 +95,9 @@ MAX_UNCONFIRMED = 65_000
 TOPICS_PER_SUBSCRIBE = 100
 #: Seconds to wait for the TCP (and TLS, WebSocket) connection, and then for the CONNACK.
 CONNECT_TIMEOUT_S = 10.0
-#: Longest wait in one ``Client.loop`` call: how late a keep-alive check or a new subscription can be.
-LOOP_TIMEOUT_S = 0.25
 #: Bytes asked for per ``recv``.
 CHUNK = 65_536
-#: Packets read per turn of the I/O thread at most (paho's ``loop`` reads about one): the worker then
+#: Packets read per turn of the I/O thread at most (paho's ``loop_read`` reads one by default): the worker then
 #: gets a read's messages together, as one batch.
 READ_BURST = 1000
 #: Least seconds between two wake-ups of the I/O thread by publishes of another thread.
@@ -233,7 +234,7 @@ def _packet_bounds(buf: bytes, at: int) -> tuple[int, int] | None:
 
 class _FastClient(mqtt.Client):
     """paho's client with its per-packet Python cut down, everything else paho's (``on_socket_register_write``
-    must be set: only the thread driving ``loop`` writes):
+    must be set: only the I/O thread writes):
 
     * reads: one ``recv`` of up to 64 KiB, split into packets in place (paho asks for a packet's first
       byte, its length and its body in separate ``recv`` calls, each a system call that gives the GIL up);
@@ -241,8 +242,8 @@ class _FastClient(mqtt.Client):
       paho's ``MQTTMessage`` and its lock; a PUBACK without properties (success) is confirmed without
       building MQTT 5 ``ReasonCode`` and ``Properties`` objects for it; other packets and MQTT 5
       PUBLISHes take paho's own path (``_packet_handle``);
-    * writes: the queued packets go out in one ``send`` (paho sends each on its own), and the socket pair
-      that wakes ``loop`` is written only when the queue was empty (paho writes it for every packet);
+    * writes: the queued packets go out in one ``send`` (paho sends each on its own), and the I/O thread
+      is woken only when the queue was empty (paho writes its socket pair for every packet);
     * keep-alive (:meth:`loop_misc`): a connection is given up when a ping is unanswered and the broker
       gave no sign of life (a byte in, or room in a full send buffer) for the keep-alive, not when only the
       PINGRESP is late (module docstring, "Liveness")."""
@@ -251,8 +252,10 @@ class _FastClient(mqtt.Client):
     _at = 0
     #: Where PUBLISH packets go (set by the transport), in the order they came.
     on_received: Callable[[Received], None] | None = None
-    #: The thread that drives ``loop`` (it writes what it queues itself: no wake-up needed).
+    #: The I/O thread (it writes what it queues itself: no wake-up needed).
     io_thread: int | None = None
+    #: Breaks the I/O loop's wait (:meth:`IoLoop.wake`); without one, paho's socket pair.
+    waker: Callable[[], None] | None = None
     _wake_due = False
     _woken_at = 0.0
     #: The last send found the socket's buffer full (the broker had not read what came before).
@@ -502,10 +505,12 @@ class _FastClient(mqtt.Client):
         return MQTTErrorCode.MQTT_ERR_SUCCESS
 
     def wake(self) -> None:
-        """Wake the I/O thread out of its ``select`` (paho's socket pair) to write what is queued."""
+        """Wake the I/O thread out of its ``select`` to write what is queued."""
         self._wake_due = False
         self._woken_at = time.monotonic()
-        if self._sockpairW is not None:
+        if self.waker is not None:
+            self.waker()
+        elif self._sockpairW is not None:
             with contextlib.suppress(BlockingIOError):
                 self._sockpairW.send(b"0")
 
@@ -561,6 +566,12 @@ class _FastClient(mqtt.Client):
                 on_publish(self, self._userdata, packet["mid"], _PUBACK_OK, _NO_PROPERTIES)
         if packet["info"] is not None:
             packet["info"]._set_as_published()
+
+
+def _pending(sock: Any) -> bool:
+    """Whether a TLS (or WebSocket) socket holds decrypted bytes a ``select`` on it would not see."""
+    pending = getattr(sock, "pending", None)
+    return bool(pending is not None and pending() > 0)
 
 
 def _received(message: mqtt.MQTTMessage) -> Received:
@@ -684,15 +695,21 @@ class MqttTransport:
         client.on_disconnect = lambda _c, _u, _f, code, p: events.append(("lost", describe_reason(code, p)))
         client.on_subscribe = lambda _c, _u, mid, codes, _p: events.append(("suback", (mid, codes)))
         client.on_unsubscribe = lambda _c, _u, mid, _codes, _p: events.append(("unsuback", mid))
-        # Set, so that paho never writes to the socket from the worker's thread: its loop (the I/O
-        # thread) writes everything, woken by paho's socket pair.
+        # Set, so that paho never writes to the socket from the worker's thread: the I/O thread writes
+        # everything, woken by :meth:`_FastClient.wake`.
         client.on_socket_register_write = lambda *_: None
         self._lock = threading.Lock()
         self._has_mail = threading.Condition(self._lock)
-        self._resume = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._io_ident: int | None = None
+        #: The I/O loop driving this connection (:meth:`begin`), and where the connection is in its life:
+        #: ``idle`` (not begun), ``connecting`` (a connector thread), ``serving``, ``backoff`` (until
+        #: ``_io_due``), ``closing`` (DISCONNECT going out, until ``_io_due``), ``ended``.
+        self._io: IoLoop | None = None
+        self._io_state = "idle"
+        self._io_due = 0.0
+        self._answer_by = 0.0
+        self._polled_write = False
+        self._delay = reconnect_delay[0]
+        self._ended = threading.Event()
         self._generation = 0
         self._inbox: deque[Inbound] = deque()
         self._inbox_bytes = 0
@@ -726,10 +743,29 @@ class MqttTransport:
         self.begin()
         self.wait_subscribed(timeout)
 
-    def begin(self, name: str = "edgedrift-mqtt") -> None:
-        """Start the I/O thread (it connects, subscribes and reconnects on its own)."""
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+    def begin(self, name: str = "edgedrift-mqtt", io: IoLoop | None = None) -> None:
+        """Start connecting on ``io`` (shared by several connections), or on an I/O thread of this one's
+        own named ``name``; the loop connects, subscribes and reconnects on its own."""
+        address = self._address
+        properties = None
+        if self.mqtt_version == "5":
+            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            properties.SessionExpiryInterval = self.session_expiry_s if self.persistent else 0
+            properties.ReceiveMaximum = max(1, min(self.inbox_size, 65_535))
+        self.client.connect_async(
+            address.host,
+            address.port,
+            keepalive=max(1, self.keepalive // 2),
+            clean_start=(not self.persistent)
+            if self.mqtt_version == "5"
+            else mqtt.MQTT_CLEAN_START_FIRST_ONLY,
+            properties=properties,
+        )
+        self._io = io if io is not None else IoLoop(name)
+        self.client.waker = self._io.wake
+        self._io_due = 0.0
+        self._io_state = "backoff"  # due at once: the first connect
+        self._io.add(self)
 
     def wait_subscribed(self, timeout: float) -> None:
         """Return once connected and subscribed (TimeoutError after ``timeout``)."""
@@ -760,13 +796,12 @@ class MqttTransport:
     def halt(self) -> None:
         """Tell the I/O thread to DISCONNECT and end."""
         self.stopping.set()
-        self._wake.set()
-        self._resume.set()
+        self._wake_loop()
 
     def join(self, timeout: float) -> None:
         """Wait for the I/O thread to end (after :meth:`halt`)."""
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        if self._io is not None and threading.get_ident() != self._io.ident:
+            self._ended.wait(timeout)
 
     def subscribe(self, topics: list[str]) -> None:
         """Add subscriptions (a gateway's new device); sent at once when connected, else on connect."""
@@ -809,46 +844,128 @@ class MqttTransport:
         """QoS-0 messages of ``topic`` dropped because the inbox was full."""
         return self._dropped_by_topic.get(topic, 0)
 
-    def in_io_thread(self) -> bool:
-        return threading.get_ident() == self._io_ident
+    # --- the I/O thread (io_loop.py drives these; _io_connect runs in a connector thread) -----------------
 
-    # --- the I/O thread ---------------------------------------------------------------------------------
+    def io_adopt(self, ident: int) -> None:
+        """The loop's thread drives this connection from now on (its publishes need no wake-up)."""
+        self.client.io_thread = ident
 
-    def _run(self) -> None:
-        self._io_ident = self.client.io_thread = threading.get_ident()
-        address = self._address
-        properties = None
-        if self.mqtt_version == "5":
-            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            properties.SessionExpiryInterval = self.session_expiry_s if self.persistent else 0
-            properties.ReceiveMaximum = max(1, min(self.inbox_size, 65_535))
-        self.client.connect_async(
-            address.host,
-            address.port,
-            keepalive=max(1, self.keepalive // 2),
-            clean_start=(not self.persistent)
-            if self.mqtt_version == "5"
-            else mqtt.MQTT_CLEAN_START_FIRST_ONLY,
-            properties=properties,
-        )
-        delay = self.reconnect_delay[0]
+    @property
+    def io_ended(self) -> bool:
+        return self._io_state == "ended"
+
+    @property
+    def io_running(self) -> bool:
+        """Whether an I/O loop still drives this connection (it ends only at a stop or a failure)."""
+        return self._io is not None and self._io.running and not self.io_ended
+
+    def io_poll(self, now: float) -> tuple[Any, bool, bool, float]:
+        """The loop asks what this connection waits for: its socket (None: nothing to select on), whether
+        to read and to write, and the seconds until a deadline of its own (a reconnect, a CONNACK)."""
+        state = self._io_state
+        if state == "serving" and self.stopping.is_set():
+            state = self._io_close(now)
+        if state == "backoff":
+            if self.stopping.is_set():
+                self._io_end()
+                return None, False, False, LOOP_TIMEOUT_S
+            if now < self._io_due:
+                return None, False, False, self._io_due - now
+            self._io_state = "connecting"
+            name = f"{threading.current_thread().name}-connect"
+            threading.Thread(target=self._io_connect, name=name, daemon=True).start()
+            return None, False, False, LOOP_TIMEOUT_S
+        client = self.client
+        sock = client.socket()
+        if state == "closing":
+            if sock is None or not client.want_write() or now >= self._io_due:
+                self._io_end()
+                return None, False, False, LOOP_TIMEOUT_S
+            return sock, False, True, self._io_due - now
+        if state != "serving":  # connecting (its thread wakes the loop when done) or ended
+            return None, False, False, LOOP_TIMEOUT_S
+        if sock is None:  # closed without paho telling (never expected): reconnect
+            self._lost("closed")
+            self._io_backoff(now)
+            return None, False, False, 0.0
+        reading = not self._paused
+        if reading:
+            client.listen()
+        else:  # back-pressure: nothing is read; what the worker sends (and pings) still go out
+            client.stop_listening()
+        wait = LOOP_TIMEOUT_S
+        if reading and (client.buffered() or _pending(sock)):
+            wait = 0.0
+        elif self._connected_at is None:
+            wait = max(0.0, self._answer_by - now)
+        self._polled_write = client.want_write()
+        return sock, reading, self._polled_write, wait
+
+    def io_ready(self, readable: bool, writable: bool, misc: bool) -> None:
+        """The loop's turn for this connection: read what came (all of it), write what is queued, check the
+        keep-alive (``misc``), then handle what paho reported; a lost connection is retried with backoff."""
+        if self._io_state != "serving":
+            if self._io_state == "closing" and writable:
+                self.client.loop_write()
+            return
+        client = self.client
+        rc = _OK
         try:
-            while not self.stopping.is_set():
-                self._connected_at = None
-                if self._connect():
-                    self._serve()
-                held = self._connected_at is not None and (time.monotonic() - self._connected_at >= STABLE_S)
-                if held:
-                    delay = self.reconnect_delay[0]
-                if self.stopping.is_set():
-                    break
-                self._wake.wait(delay)
-                delay = min(delay * 2, self.reconnect_delay[1])
+            if not self._paused and (readable or client.buffered() or _pending(client.socket())):
+                rc = client.loop_read(max_packets=READ_BURST)
+                while rc == _OK and client.buffered():
+                    rc = client.loop_read(max_packets=READ_BURST)
+            # what the worker queued after the poll goes out in this turn (the wake-up broke the select)
+            if rc == _OK and (writable or (not self._polled_write and client.want_write())):
+                rc = client.loop_write()
+            if rc == _OK and misc:
+                rc = client.loop_misc()
+        except Exception as exc:  # a packet paho cannot decode: the broker is broken or hostile
+            self._handle_events()  # what came before it (a RuntimeError if a callback of ours failed)
+            log.error("protocol error from %s: %s: %s; reconnecting", self._where, type(exc).__name__, exc)
+            self._close_socket()
+            self._lost(f"protocol error: {type(exc).__name__}")
+            self._io_backoff(time.monotonic())
+            return
+        if self._events:
+            self._handle_events()
+        now = time.monotonic()
+        if not self._up:
+            self._io_backoff(now)
+        elif rc != _OK:
+            self._lost(mqtt.error_string(rc))
+            self._io_backoff(now)
+        elif self._connected_at is None and now > self._answer_by:
+            log.error("no CONNACK within %.0f s from %s", CONNECT_TIMEOUT_S, self._where)
+            self._close_socket()
+            self._lost("no CONNACK")
+            self._io_backoff(now)
+
+    def io_failed(self, exc: Exception) -> None:
+        """An exception in the I/O code of this connection: it ends, and the agent is told (fatal)."""
+        self.fail(f"MQTT connection thread failed: {type(exc).__name__}: {exc}")
+        with contextlib.suppress(Exception):
+            self._io_end()
+        self._io_state = "ended"
+        self._ended.set()
+
+    def _io_connect(self) -> None:
+        """A connector thread: open the connection and send CONNECT (blocking), then hand it to the loop."""
+        self._connected_at = None
+        try:
+            opened = self._connect()
         except Exception as exc:
             self.fail(f"MQTT connection thread failed: {type(exc).__name__}: {exc}")
-        finally:
-            self.connected.clear()
-            self._close_socket()
+            self._io_state = "ended"
+            self._ended.set()
+            return
+        now = time.monotonic()
+        if opened:
+            self._answer_by = now + CONNECT_TIMEOUT_S
+            self._io_state = "serving"
+        else:
+            self._io_backoff(now)
+        self._wake_loop()
 
     def _connect(self) -> bool:
         """Open a connection and send CONNECT (publishes made meanwhile are held, then queued after it)."""
@@ -869,54 +986,35 @@ class MqttTransport:
             self._attempt(h.topic, h.body, h.qos, h.retain, h.entry, held=True)
         return opened
 
-    def _serve(self) -> None:
-        """Drive paho until the connection ends (or the agent stops)."""
-        client = self.client
-        answer_by = time.monotonic() + CONNECT_TIMEOUT_S
-        while not self.stopping.is_set():
-            if self._paused:  # back-pressure: nothing is read, what the worker sends (and pings) still go out
-                client.stop_listening()
-                self._resume.wait(LOOP_TIMEOUT_S / 5)
-                rc = client.loop_misc()
-                if rc != _OK:
-                    self._handle_events()
-                    self._lost(mqtt.error_string(rc))
-                    return
-                if client.want_write():
-                    client.loop_write()
-                continue
-            client.listen()
-            try:
-                rc = client.loop(timeout=LOOP_TIMEOUT_S)
-                if rc == _OK:  # paho's loop reads about one packet: take what else the socket holds
-                    rc = client.loop_read(max_packets=READ_BURST)
-                while rc == _OK and client.buffered():
-                    rc = client.loop_read(max_packets=READ_BURST)
-            except Exception as exc:  # a packet paho cannot decode: the broker is broken or hostile
-                self._handle_events()  # what came before it (a RuntimeError if a callback of ours failed)
-                log.error(
-                    "protocol error from %s: %s: %s; reconnecting", self._where, type(exc).__name__, exc
-                )
-                self._close_socket()
-                self._lost(f"protocol error: {type(exc).__name__}")
-                return
-            self._handle_events()
-            if not self._up:
-                return
-            if rc != _OK:
-                self._lost(mqtt.error_string(rc))
-                return
-            if self._connected_at is None and time.monotonic() > answer_by:
-                log.error("no CONNACK within %.0f s from %s", CONNECT_TIMEOUT_S, self._where)
-                self._close_socket()
-                self._lost("no CONNACK")
-                return
+    def _io_backoff(self, now: float) -> None:
+        """Reconnect after the backoff (started over only after a connection that held ``STABLE_S``)."""
+        if self._connected_at is not None and now - self._connected_at >= STABLE_S:
+            self._delay = self.reconnect_delay[0]
+        self._connected_at = None
+        self._io_due = now + self._delay
+        self._delay = min(self._delay * 2, self.reconnect_delay[1])
+        self._io_state = "backoff"
+
+    def _io_close(self, now: float) -> str:
+        """Stopping: DISCONNECT (the broker then publishes no last will), written within a second."""
         if self._up and self._connected_at is not None:
-            client.disconnect()
-            deadline = time.monotonic() + 1.0
-            while client.want_write() and time.monotonic() < deadline:
-                client.loop_write()
+            self.client.disconnect()
+            self._io_due = now + 1.0
+            self._io_state = "closing"
+        else:
+            self._io_end()
+        return self._io_state
+
+    def _io_end(self) -> None:
         self._lost(None)
+        self.connected.clear()
+        self._close_socket()
+        self._io_state = "ended"
+        self._ended.set()
+
+    def _wake_loop(self) -> None:
+        if self._io is not None:
+            self._io.wake()
 
     def _close_socket(self) -> None:
         sock = self.client.socket()
@@ -1044,7 +1142,6 @@ class MqttTransport:
             self._generation += 1
             self._paused = False
             self._ack_ready()  # forgets them
-        self._resume.set()
         if was_connected and not self.stopping.is_set():
             self.reconnects += 1
             self.counters.reconnects = self.reconnects
@@ -1084,7 +1181,6 @@ class MqttTransport:
             self._enqueued += 1
         if full and not self._paused:
             self._paused = True
-            self._resume.clear()
             self.counters.backpressure_waits += 1
         self._has_mail.notify()
         if self._doorbell is not None:
@@ -1108,7 +1204,7 @@ class MqttTransport:
                 and self._inbox_bytes <= self.max_inbox_bytes // 2
             ):
                 self._paused = False
-                self._resume.set()
+                self.client.wake()  # the loop reads this connection again
         return batch
 
     @property

@@ -15,9 +15,11 @@ publishes (the transport's invariant). One more session, the gateway's own, publ
 and carries its last will; it subscribes to nothing and starts clean, which also drops what a run with
 one session left under its client id (the devices' subscriptions: every sample would come twice). All
 inboxes ring one doorbell, and :meth:`DeviceSessions.get_batch` takes from
-them in turn. Each session has its I/O thread; an idle one wakes four times a second.
+them in turn. One I/O thread serves every session (:class:`~edgedrift_edge.transport.io_loop.IoLoop`: a
+``select`` over all their sockets), so the worker's publishes of one round wake one thread, not one per
+device.
 
-Cost. One TCP connection (and three file descriptors) per device: paho waits with ``select``, which
+Cost. One TCP connection (one file descriptor) per device; the I/O loop waits with ``select``, which
 takes descriptors up to 1,024, so a process serves at most :data:`MAX_SESSIONS` devices this way (run
 more gateway processes for more). With a broker that maps logins to client ids (the shipped
 ``use_username_as_clientid``), each session logs in as ``<gateway user>.<device id>``
@@ -34,6 +36,7 @@ from dataclasses import fields
 from typing import Any
 
 from edgedrift_edge.transport.connection import Inbound, MqttTransport, TransportCounters
+from edgedrift_edge.transport.io_loop import IoLoop
 
 log = logging.getLogger("edgedrift_edge.transport.sessions")
 
@@ -54,6 +57,7 @@ class DeviceSessions:
         self._make = make
         self._device_of = device_of
         self._doorbell = threading.Event()
+        self._io = IoLoop("edgedrift-mqtt")
         self.own = make(None, self._doorbell)
         self._devices: dict[str, MqttTransport] = {}
         self._order: list[MqttTransport] = [self.own]
@@ -92,7 +96,7 @@ class DeviceSessions:
                 session = self._devices[device] = self._make(device, self._doorbell)
                 self._order.append(session)
                 if self._started:
-                    session.begin(f"edgedrift-mqtt-{device}")
+                    session.begin(io=self._io)
         return session
 
     def _sender(self, topic: str, owner: Inbound | None) -> MqttTransport:
@@ -116,7 +120,7 @@ class DeviceSessions:
             self._started = True
             sessions = list(self._order)
         for session in sessions:
-            session.begin(f"edgedrift-mqtt-{session.name}" if session.name else "edgedrift-mqtt")
+            session.begin(io=self._io)
         deadline = time.monotonic() + timeout
         self.own.wait_subscribed(timeout)
         waiting = [s for s in sessions if s is not self.own]
