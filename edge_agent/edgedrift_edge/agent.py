@@ -62,7 +62,7 @@ from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Train
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport.connection import Inbound, MqttTransport
 from edgedrift_edge.transport.mqtt import session_login
-from edgedrift_edge.transport.sessions import MAX_SESSIONS, DeviceSessions, Transport
+from edgedrift_edge.transport.sessions import DeviceSessions, Transport
 from edgedrift_edge.watchdog import watch
 
 if TYPE_CHECKING:
@@ -118,8 +118,8 @@ class EdgeAgent:
         )
         self.transport: Transport = self._transport(settings)
         self.devices: dict[str, DeviceRuntime] = {}
-        per_device = settings.broker_sessions == "device"
-        self.ids = DeviceIds(settings.gateway_id, MAX_SESSIONS if per_device else None)
+        limit = self.transport.limit if isinstance(self.transport, DeviceSessions) else None
+        self.ids = DeviceIds(settings.gateway_id, limit)
         self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
         self.control: queue.SimpleQueue[_Control] = queue.SimpleQueue()
         self.stopping = threading.Event()

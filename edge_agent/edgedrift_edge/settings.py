@@ -205,8 +205,8 @@ class AgentSettings(BaseSettings):
     broker_sessions: Literal["gateway", "device"] = _described(
         "gateway: one broker session for all its devices, or one per device (its own connection and "
         "queue at the broker, logged in as <broker user>.<device id>: a device's backlog queued while the "
-        "gateway is away can then not push out the other devices' samples; one I/O thread per device, "
-        "at most 300 devices a process; docs/edge-agent.md, deploy/mosquitto/README.md)",
+        "gateway is away can then not push out the other devices' samples; at most 1,000 devices a "
+        "process, fewer under a lower descriptor limit; docs/edge-agent.md, deploy/mosquitto/README.md)",
         default="gateway",
     )
     broker_inflight: Annotated[int, Field(ge=2)] = _described(

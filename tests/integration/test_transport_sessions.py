@@ -6,6 +6,7 @@ subscription behind, and a device that leaves ends its session."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from edgedrift_edge.transport.connection import MqttTransport
-from edgedrift_edge.transport.sessions import DeviceSessions
+from edgedrift_edge.transport.sessions import DeviceSessions, session_limit
 from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
 from edgedrift_harness.mqtt import publish
 
@@ -176,3 +177,23 @@ def test_every_session_is_served_by_one_io_thread(broker: MosquittoProcess) -> N
     assert len(t.sessions) == 13 and all(s.connected.is_set() for s in t.sessions)
     t.stop()
     assert all(s.io_ended for s in t.sessions)
+
+
+def test_sessions_whose_sockets_are_above_descriptor_1024_are_served(broker: MosquittoProcess) -> None:
+    """The loop waits with ``poll``: ``select`` refuses descriptors from 1,024 on, which capped a process
+    at 300 device sessions."""
+    if session_limit(1_200) < 1_200:
+        pytest.skip("the hard descriptor limit of this machine is below 1,300")
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1_100)]
+    try:
+        gw, t = started(broker)
+    finally:  # the test's own publisher is paho's loop, which selects: its sockets must stay below
+        for fd in filler:
+            os.close(fd)
+    assert min(s.client.socket().fileno() for s in t.sessions) > 1_024
+    send(broker.url, samples(gw.prefix, "a"), range(4))
+    send(broker.url, samples(gw.prefix, "b"), range(4))
+    assert sorted(take(t, 8)) == [(d, i) for d in "ab" for i in range(4)]
+    assert t.wait_flushed(TIMEOUT_S)
+    assert all(s.counters.reconnects == 0 for s in t.sessions)
+    t.stop()

@@ -97,8 +97,8 @@ TOPICS_PER_SUBSCRIBE = 100
 CONNECT_TIMEOUT_S = 10.0
 #: Bytes asked for per ``recv``.
 CHUNK = 65_536
-#: Packets read per turn of the I/O thread at most (paho's ``loop_read`` reads one by default): the worker then
-#: gets a read's messages together, as one batch.
+#: Packets read per turn of the I/O thread at most (paho's ``loop_read`` reads one by default): the worker
+#: then gets a read's messages together, as one batch.
 READ_BURST = 1000
 #: Least seconds between two wake-ups of the I/O thread by publishes of another thread.
 WAKE_INTERVAL_S = 0.001

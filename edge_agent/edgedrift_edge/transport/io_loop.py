@@ -7,16 +7,18 @@ ran 4.6 times slower than over one connection, the worker's time spent in those 
 all of them is woken at most once per turn, however many connections the worker published on.
 
 How. Each turn asks every connection what it waits for (:meth:`IoDriven.io_poll`: its socket, whether to
-read or write, how long until its next deadline), selects over those sockets and the loop's own wake-up
-socket pair, then lets each connection do its part (:meth:`IoDriven.io_ready`: read, write, keep-alive,
-what paho reported). Connecting blocks (TCP, TLS handshake), so a connection connects in a short-lived
-thread of its own and tells the loop when it is done. The loop's thread ends when it has no connection
-left, and starts again with the next one added.
+read or write, how long until its next deadline), waits on those sockets and the loop's own wake-up
+socket pair (``poll``, which takes any descriptor; ``select``, limited to descriptors below 1,024, only
+where ``poll`` is missing), then lets each connection do its part (:meth:`IoDriven.io_ready`: read,
+write, keep-alive, what paho reported). Connecting blocks (TCP, TLS handshake), so a connection connects
+in a short-lived thread of its own and tells the loop when it is done. The loop's thread ends when it has
+no connection left, and starts again with the next one added.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import select
 import socket
 import threading
@@ -27,6 +29,46 @@ from typing import Any, Protocol
 LOOP_TIMEOUT_S = 0.25
 #: Seconds between two keep-alive checks of a connection (paho's ``loop_misc``).
 MISC_EVERY_S = 0.05
+_IN = getattr(select, "POLLIN", 1)
+_OUT = getattr(select, "POLLOUT", 4)
+#: An error or a hang-up: the connection's own read (or write) then finds out what happened.
+_FAULT = getattr(select, "POLLERR", 8) | getattr(select, "POLLHUP", 16) | getattr(select, "POLLNVAL", 32)
+
+
+def wait_for_sockets(reads: list[Any], writes: list[Any], timeout: float) -> tuple[set[Any], set[Any]]:
+    """The sockets of ``reads`` ready to read and of ``writes`` ready to write within ``timeout`` seconds
+    (a socket that failed, or was closed meanwhile, counts as ready: its own read or write reports it)."""
+    if not hasattr(select, "poll"):
+        try:
+            r, w, _ = select.select(reads, writes, [], timeout)
+        except (OSError, ValueError, TypeError):
+            return set(reads), set(writes)
+        return set(r), set(w)
+    poller = select.poll()
+    by_fd: dict[int, Any] = {}
+    broken: set[Any] = set()
+    masks: dict[int, int] = {}
+    for sock, mask in [*((s, _IN) for s in reads), *((s, _OUT) for s in writes)]:
+        try:
+            fd = sock.fileno()
+        except (OSError, ValueError):
+            fd = -1
+        if fd < 0:
+            broken.add(sock)
+            continue
+        by_fd[fd] = sock
+        masks[fd] = masks.get(fd, 0) | mask
+    for fd, mask in masks.items():
+        poller.register(fd, mask)
+    events = poller.poll(0 if broken else math.ceil(max(0.0, timeout) * 1000))
+    readable, writable = set(broken & set(reads)), set(broken & set(writes))
+    for fd, event in events:
+        sock = by_fd[fd]
+        if event & (_IN | _FAULT) and masks[fd] & _IN:
+            readable.add(sock)
+        if event & (_OUT | _FAULT) and masks[fd] & _OUT:
+            writable.add(sock)
+    return readable, writable
 
 
 class IoDriven(Protocol):
@@ -115,17 +157,13 @@ class IoLoop:
                     reads.append(sock)
                 if write:
                     writes.append(sock)
-            try:
-                readable, writable, _ = select.select(reads, writes, [], max(0.0, timeout))
-            except (OSError, ValueError, TypeError):  # a socket closed meanwhile: each finds out itself
-                readable, writable = reads, writes
+            readable, writable = wait_for_sockets(reads, writes, timeout)
             if self._waker_r in readable:
                 with contextlib.suppress(OSError):
                     self._waker_r.recv(4096)
                 self._woken = False  # after the read: a wake-up from now on sends again
-            ready_r, ready_w = set(readable), set(writable)
             for connection, sock in polled:
                 try:
-                    connection.io_ready(sock in ready_r, sock in ready_w, misc)
+                    connection.io_ready(sock in readable, sock in writable, misc)
                 except Exception as exc:
                     connection.io_failed(exc)

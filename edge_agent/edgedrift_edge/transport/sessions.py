@@ -16,18 +16,20 @@ and carries its last will; it subscribes to nothing and starts clean, which also
 one session left under its client id (the devices' subscriptions: every sample would come twice). All
 inboxes ring one doorbell, and :meth:`DeviceSessions.get_batch` takes from
 them in turn. One I/O thread serves every session (:class:`~edgedrift_edge.transport.io_loop.IoLoop`: a
-``select`` over all their sockets), so the worker's publishes of one round wake one thread, not one per
+``poll`` over all their sockets), so the worker's publishes of one round wake one thread, not one per
 device.
 
-Cost. One TCP connection (one file descriptor) per device; the I/O loop waits with ``select``, which
-takes descriptors up to 1,024, so a process serves at most :data:`MAX_SESSIONS` devices this way (run
-more gateway processes for more). With a broker that maps logins to client ids (the shipped
-``use_username_as_clientid``), each session logs in as ``<gateway user>.<device id>``
+Cost. One TCP connection (one file descriptor) per device. A process serves at most
+:data:`MAX_SESSIONS` devices this way, fewer when its descriptor limit is lower (:func:`session_limit`
+raises the soft limit, 1,024 on many systems, as far as the hard one allows); run more gateway processes
+for more. With a broker that maps logins to client ids (the shipped ``use_username_as_clientid``), each
+session logs in as ``<gateway user>.<device id>``
 (deploy/mosquitto/entrypoint.sh makes these users with ``MQTT_<GATEWAY>_SESSIONS=device``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -40,8 +42,31 @@ from edgedrift_edge.transport.io_loop import IoLoop
 
 log = logging.getLogger("edgedrift_edge.transport.sessions")
 
-#: Most device sessions of one process (module docstring: ``select`` and its 1,024 descriptors).
-MAX_SESSIONS = 300
+#: Most device sessions of one process (module docstring).
+MAX_SESSIONS = 1_000
+#: Descriptors a gateway process keeps for everything but its device sessions (the cloud client's
+#: connections, checkpoint files, the metrics server, the I/O loop's wake-up pair, the libraries').
+RESERVED_FDS = 100
+
+
+def session_limit(wanted: int = MAX_SESSIONS) -> int:
+    """How many device sessions this process can hold, at most ``wanted``: one descriptor each within its
+    ``RLIMIT_NOFILE`` (raised first, as far as the hard limit allows), less :data:`RESERVED_FDS`."""
+    try:
+        import resource
+    except ImportError:  # not a Unix system: no descriptor limit to read
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = wanted + RESERVED_FDS
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(0, min(wanted, soft - RESERVED_FDS))
+
 
 #: Seconds the summed counters are reused for.
 COUNTERS_EVERY_S = 0.05
@@ -53,7 +78,11 @@ class DeviceSessions:
     """The :class:`MqttTransport` interface the agent uses, over one broker session per device (module
     docstring). ``device_of`` names the device of a topic (None: a topic of the gateway's own)."""
 
-    def __init__(self, make: SessionFactory, device_of: Callable[[str], str | None]) -> None:
+    def __init__(
+        self, make: SessionFactory, device_of: Callable[[str], str | None], limit: int | None = None
+    ) -> None:
+        """``limit``: most device sessions (default :func:`session_limit`)."""
+        self.limit = session_limit() if limit is None else limit
         self._make = make
         self._device_of = device_of
         self._doorbell = threading.Event()
@@ -88,10 +117,11 @@ class DeviceSessions:
         with self._lock:
             session = self._devices.get(device)
             if session is None:
-                if len(self._devices) - len(self._retiring) >= MAX_SESSIONS:  # ending ones go soon
+                if len(self._devices) - len(self._retiring) >= self.limit:  # ending ones go soon
                     raise ValueError(
-                        f"device {device}: a process holds at most {MAX_SESSIONS} device sessions "
-                        "(run more gateway processes, or --broker-sessions gateway)"
+                        f"device {device}: this process holds at most {self.limit} device sessions "
+                        "(its descriptor limit, or MAX_SESSIONS; run more gateway processes, or "
+                        "--broker-sessions gateway)"
                     )
                 session = self._devices[device] = self._make(device, self._doorbell)
                 self._order.append(session)
