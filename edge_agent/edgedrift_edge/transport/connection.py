@@ -762,7 +762,8 @@ class MqttTransport:
             properties=properties,
         )
         self._io = io if io is not None else IoLoop(name)
-        self.client.waker = self._io.wake
+        loop = self._io
+        self.client.waker = lambda: loop.wake(self)
         self._io_due = 0.0
         self._io_state = "backoff"  # due at once: the first connect
         self._io.add(self)
@@ -1014,7 +1015,7 @@ class MqttTransport:
 
     def _wake_loop(self) -> None:
         if self._io is not None:
-            self._io.wake()
+            self._io.wake(self)
 
     def _close_socket(self) -> None:
         sock = self.client.socket()

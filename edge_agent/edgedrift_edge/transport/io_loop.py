@@ -1,74 +1,39 @@
-"""One I/O thread for any number of MQTT connections: a ``select`` over all their sockets.
+"""One I/O thread for any number of MQTT connections, its work per turn in proportion to the connections
+that have something to do.
 
 Why. A gateway with a broker session per device (:mod:`edgedrift_edge.transport.sessions`) holds one
 connection per device. With a thread per connection, the worker's publishes of one round went to a hundred
 threads, and each wake-up handed the GIL to another of them: the restart drain of docs/benchmarks.md §23
 ran 4.6 times slower than over one connection, the worker's time spent in those hand-overs. One thread for
-all of them is woken at most once per turn, however many connections the worker published on.
+all of them is woken at most once per turn, however many connections the worker published on. Asking
+every connection at every turn made a turn cost ~7 µs a connection (a third of a core for 2,000 messages a
+second over 100 sessions), so a turn asks only the connections that have something to do.
 
-How. Each turn asks every connection what it waits for (:meth:`IoDriven.io_poll`: its socket, whether to
-read or write, how long until its next deadline), waits on those sockets and the loop's own wake-up
-socket pair (``poll``, which takes any descriptor; ``select``, limited to descriptors below 1,024, only
-where ``poll`` is missing), then lets each connection do its part (:meth:`IoDriven.io_ready`: read,
-write, keep-alive, what paho reported). Connecting blocks (TCP, TLS handshake), so a connection connects
-in a short-lived thread of its own and tells the loop when it is done. The loop's thread ends when it has
-no connection left, and starts again with the next one added.
+How. The sockets stay registered with a selector (``selectors.DefaultSelector``: epoll on Linux, any
+descriptor number). A connection is asked what it waits for (:meth:`IoDriven.io_poll`: its socket, whether
+to read or write, how long until a deadline of its own) when another thread woke the loop for it
+(:meth:`IoLoop.wake`: a publish, an acknowledgement, a stop, a connect done), when the loop handled it in the
+last turn, when its deadline came, and every :data:`LOOP_TIMEOUT_S` for all (keep-alive). A connection
+whose socket is ready, or whose deadline came, then does its part (:meth:`IoDriven.io_ready`: read, write,
+keep-alive, what paho reported). Connecting blocks (TCP, TLS handshake), so a connection connects in a
+short-lived thread of its own and wakes the loop when it is done. The loop's thread ends when it has no
+connection left, and starts again with the next one added.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-import select
+import selectors
 import socket
 import threading
 import time
+from collections import deque
 from typing import Any, Protocol
 
-#: Longest wait in one ``select``: how late a stop or a deadline can be noticed at worst.
+#: Seconds between two visits of every connection (its keep-alive, paho's ``loop_misc``; a stop or a
+#: deadline missed otherwise is noticed by then at worst).
 LOOP_TIMEOUT_S = 0.25
-#: Seconds between two keep-alive checks of a connection (paho's ``loop_misc``).
-MISC_EVERY_S = 0.05
-_IN = getattr(select, "POLLIN", 1)
-_OUT = getattr(select, "POLLOUT", 4)
-#: An error or a hang-up: the connection's own read (or write) then finds out what happened.
-_FAULT = getattr(select, "POLLERR", 8) | getattr(select, "POLLHUP", 16) | getattr(select, "POLLNVAL", 32)
-
-
-def wait_for_sockets(reads: list[Any], writes: list[Any], timeout: float) -> tuple[set[Any], set[Any]]:
-    """The sockets of ``reads`` ready to read and of ``writes`` ready to write within ``timeout`` seconds
-    (a socket that failed, or was closed meanwhile, counts as ready: its own read or write reports it)."""
-    if not hasattr(select, "poll"):
-        try:
-            r, w, _ = select.select(reads, writes, [], timeout)
-        except (OSError, ValueError, TypeError):
-            return set(reads), set(writes)
-        return set(r), set(w)
-    poller = select.poll()
-    by_fd: dict[int, Any] = {}
-    broken: set[Any] = set()
-    masks: dict[int, int] = {}
-    for sock, mask in [*((s, _IN) for s in reads), *((s, _OUT) for s in writes)]:
-        try:
-            fd = sock.fileno()
-        except (OSError, ValueError):
-            fd = -1
-        if fd < 0:
-            broken.add(sock)
-            continue
-        by_fd[fd] = sock
-        masks[fd] = masks.get(fd, 0) | mask
-    for fd, mask in masks.items():
-        poller.register(fd, mask)
-    events = poller.poll(0 if broken else math.ceil(max(0.0, timeout) * 1000))
-    readable, writable = set(broken & set(reads)), set(broken & set(writes))
-    for fd, event in events:
-        sock = by_fd[fd]
-        if event & (_IN | _FAULT) and masks[fd] & _IN:
-            readable.add(sock)
-        if event & (_OUT | _FAULT) and masks[fd] & _OUT:
-            writable.add(sock)
-    return readable, writable
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 
 
 class IoDriven(Protocol):
@@ -98,6 +63,16 @@ class IoLoop:
         self._waker_r, self._waker_w = socket.socketpair()
         self._waker_r.setblocking(False)
         self._waker_w.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._waker_r, _READ, None)
+        #: Connections another thread woke the loop for (appended by any thread, taken by the loop).
+        self._dirty: deque[IoDriven] = deque()
+        #: A connection's registered socket, its descriptor number and the events asked for.
+        self._registered: dict[IoDriven, tuple[Any, int, int]] = {}
+        #: When a connection's own deadline comes (a reconnect, a CONNACK, bytes already read).
+        self._due: dict[IoDriven, float] = {}
+        #: Connections whose I/O code raised: told once (:meth:`IoDriven.io_failed`), never asked again.
+        self._broken: set[IoDriven] = set()
         #: The loop thread's ident (publishes from it need no wake-up).
         self.ident: int | None = None
 
@@ -108,10 +83,12 @@ class IoLoop:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
-        self.wake()
+        self.wake(connection)
 
-    def wake(self) -> None:
-        """Break the loop's wait, once until its next turn (any thread)."""
+    def wake(self, connection: IoDriven | None = None) -> None:
+        """Break the loop's wait (any thread), and have it ask ``connection`` what it waits for."""
+        if connection is not None:
+            self._dirty.append(connection)
         if not self._woken:
             self._woken = True
             with contextlib.suppress(OSError):  # BlockingIOError: a wake-up is waiting already
@@ -124,46 +101,107 @@ class IoLoop:
     def _run(self) -> None:
         self.ident = threading.get_ident()
         connections: list[IoDriven] = []
-        misc_at = 0.0
+        visited_at = 0.0
+        again: set[IoDriven] = set()  # handled in the last turn: what they wait for may have changed
         while True:
+            now = time.monotonic()
+            every = now - visited_at >= LOOP_TIMEOUT_S
             with self._lock:
                 for connection in self._added:
                     connection.io_adopt(self.ident)
                 connections += self._added
                 self._added = []
-                connections = [c for c in connections if not c.io_ended]
-                if not connections:
-                    self._thread = None
-                    return
-            now = time.monotonic()
-            misc = now - misc_at >= MISC_EVERY_S
-            if misc:
-                misc_at = now
-            polled: list[tuple[IoDriven, Any]] = []
-            reads: list[Any] = [self._waker_r]
-            writes: list[Any] = []
-            timeout = LOOP_TIMEOUT_S
-            for connection in connections:
+                if every:
+                    visited_at = now
+                    for connection in connections:
+                        if connection.io_ended:
+                            self._interest(connection, None, False, False)
+                            self._due.pop(connection, None)
+                            self._broken.discard(connection)
+                    connections = [c for c in connections if not c.io_ended]
+                    if not connections and not self._dirty:
+                        self._thread = None
+                        return
+            dirty = self._take_dirty()
+            asked = set(connections) if every else again | dirty | self._came_due(now)
+            for connection in asked - self._broken if self._broken else asked:
                 try:
                     sock, read, write, wait = connection.io_poll(now)
                 except Exception as exc:
-                    connection.io_failed(exc)
+                    self._failed(connection, exc)
                     continue
-                timeout = min(timeout, wait)
-                if sock is None:
-                    continue
-                polled.append((connection, sock))
-                if read:
-                    reads.append(sock)
-                if write:
-                    writes.append(sock)
-            readable, writable = wait_for_sockets(reads, writes, timeout)
-            if self._waker_r in readable:
-                with contextlib.suppress(OSError):
-                    self._waker_r.recv(4096)
-                self._woken = False  # after the read: a wake-up from now on sends again
-            for connection, sock in polled:
+                self._interest(connection, sock, read, write)
+                if wait < LOOP_TIMEOUT_S:
+                    self._due[connection] = now + wait
+                else:
+                    self._due.pop(connection, None)
+            wait_until = min([visited_at + LOOP_TIMEOUT_S, *self._due.values()])
+            ready: dict[IoDriven, int] = {}
+            for key, mask in self._selector.select(max(0.0, wait_until - time.monotonic())):
+                if key.data is None:
+                    with contextlib.suppress(OSError):
+                        self._waker_r.recv(4096)
+                    self._woken = False  # after the read: a wake-up from now on sends again
+                else:
+                    ready[key.data] = mask
+            now = time.monotonic()
+            again = set(ready) | self._came_due(now)
+            handled = (again | set(connections)) if every else again
+            for connection in handled - self._broken if self._broken else handled:
+                mask = ready.get(connection, 0)
                 try:
-                    connection.io_ready(sock in readable, sock in writable, misc)
+                    connection.io_ready(bool(mask & _READ), bool(mask & _WRITE), every)
                 except Exception as exc:
-                    connection.io_failed(exc)
+                    self._failed(connection, exc)
+
+    def _failed(self, connection: IoDriven, exc: Exception) -> None:
+        """An exception in a connection's I/O code: it is told (and ends); the loop waits on it no more."""
+        self._broken.add(connection)
+        connection.io_failed(exc)
+        self._interest(connection, None, False, False)
+        self._due.pop(connection, None)
+
+    def _take_dirty(self) -> set[IoDriven]:
+        dirty = self._dirty
+        taken: set[IoDriven] = set()
+        while dirty:
+            taken.add(dirty.popleft())
+        return taken
+
+    def _came_due(self, now: float) -> set[IoDriven]:
+        return {c for c, at in self._due.items() if at <= now} if self._due else set()
+
+    def _interest(self, connection: IoDriven, sock: Any, read: bool, write: bool) -> None:
+        """Register (or change, or drop) what the loop waits for on ``connection``'s socket."""
+        events = (_READ if read else 0) | (_WRITE if write else 0)
+        fd = -1
+        if sock is not None and events:
+            with contextlib.suppress(OSError, ValueError):
+                fd = sock.fileno()
+        old = self._registered.get(connection)
+        if old is not None:
+            if old[0] is sock and old[1] == fd >= 0:
+                if old[2] != events:
+                    self._selector.modify(fd, events, connection)
+                    self._registered[connection] = (sock, fd, events)
+                return
+            self._forget(connection, old[1])
+        if fd < 0:
+            return
+        key = self._selector.get_map().get(fd)
+        if key is not None:  # the number of a socket closed meanwhile, taken again by this one
+            self._forget(key.data, fd)
+        try:
+            self._selector.register(fd, events, connection)
+        except OSError:  # closed meanwhile: its own read finds out at once
+            self._due[connection] = time.monotonic()
+            return
+        self._registered[connection] = (sock, fd, events)
+
+    def _forget(self, connection: IoDriven, fd: int) -> None:
+        if self._registered.get(connection, (None, -1, 0))[1] == fd:
+            del self._registered[connection]
+        key = self._selector.get_map().get(fd)
+        if key is not None and key.data is connection:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._selector.unregister(fd)

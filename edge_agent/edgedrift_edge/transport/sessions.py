@@ -16,7 +16,7 @@ and carries its last will; it subscribes to nothing and starts clean, which also
 one session left under its client id (the devices' subscriptions: every sample would come twice). All
 inboxes ring one doorbell, and :meth:`DeviceSessions.get_batch` takes from
 them in turn. One I/O thread serves every session (:class:`~edgedrift_edge.transport.io_loop.IoLoop`: a
-``poll`` over all their sockets), so the worker's publishes of one round wake one thread, not one per
+selector over all their sockets), so the worker's publishes of one round wake one thread, not one per
 device.
 
 Cost. One TCP connection (one file descriptor) per device. A process serves at most
