@@ -60,7 +60,7 @@ from edgedrift_edge.session.device_session import DeviceSession, Output
 from edgedrift_edge.session.messages import count_items, message_digest
 from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.settings import AgentSettings
-from edgedrift_edge.transport.connection import Inbound, MqttTransport
+from edgedrift_edge.transport.connection import Bell, Inbound, MqttTransport
 from edgedrift_edge.transport.mqtt import session_login
 from edgedrift_edge.transport.sessions import DeviceSessions, Transport
 from edgedrift_edge.watchdog import watch
@@ -170,7 +170,7 @@ class EdgeAgent:
             else f"edgedrift-agent-{settings.device_id}"
         )
 
-        def session(device: str | None, doorbell: threading.Event | None = None) -> MqttTransport:
+        def session(device: str | None, doorbell: Bell | None = None) -> MqttTransport:
             url = settings.effective_broker_url
             return MqttTransport(
                 url if device is None else session_login(url, device),

@@ -55,6 +55,7 @@ QUICK: dict[str, list[str]] = {
     "session_cost.py": ["--quick", "--json", "{tmp}/session_cost.json"],
     "shrub_ensembles.py": ["--quick", "--out", "{tmp}", "--img", "{tmp}"],
     "trainer_load.py": ["--quick"],
+    "transport_sessions.py": ["--quick", "--json", "{tmp}/transport_sessions.json"],
     "warmup_stall.py": ["--quick", "--json", "{tmp}/stall.json"],
 }
 #: Entry points that read real data sets (from EDGEDRIFT_DATA_DIR; without it they would download them).

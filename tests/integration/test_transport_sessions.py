@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from edgedrift_edge.transport.connection import MqttTransport
+from edgedrift_edge.transport.connection import Bell, MqttTransport
 from edgedrift_edge.transport.sessions import DeviceSessions, session_limit
 from edgedrift_harness.mosquitto import MosquittoProcess, local_mosquitto
 from edgedrift_harness.mqtt import publish
@@ -42,7 +42,7 @@ class Gateway:
         return topic[len(self.prefix) + 1 :].rpartition("/")[0]
 
     def session(
-        self, device: str | None, doorbell: threading.Event | None = None, persistent: bool = True
+        self, device: str | None, doorbell: Bell | None = None, persistent: bool = True
     ) -> MqttTransport:
         client_id = self.name if device is None else f"{self.name}.{device}"
         return MqttTransport(

@@ -66,7 +66,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 import msgspec
 import paho.mqtt.client as mqtt
@@ -106,6 +106,13 @@ WAKE_INTERVAL_S = 0.001
 STABLE_S = 10.0
 _OK = MQTTErrorCode.MQTT_ERR_SUCCESS
 _NO_CONN = MQTTErrorCode.MQTT_ERR_NO_CONN
+
+
+class Bell(Protocol):
+    """What a transport rings when a message enters its inbox (a ``threading.Event``, or a gateway's
+    per-session bell, :class:`~edgedrift_edge.transport.sessions.DeviceSessions`)."""
+
+    def set(self) -> None: ...
 
 
 class Inbound(NamedTuple):
@@ -609,7 +616,7 @@ class MqttTransport:
         on_connected: Callable[[], None] | None = None,
         on_fatal: Callable[[str], None] | None = None,
         will: bool = True,
-        doorbell: threading.Event | None = None,
+        doorbell: Bell | None = None,
         name: str | None = None,
         persistent: bool = True,
     ) -> None:
@@ -793,6 +800,12 @@ class MqttTransport:
     def _publishing(self) -> bool:
         """Lock held: whether a publish awaits the broker's confirmation, a retry or a connection."""
         return bool(self._by_mid or self._retry or self._held)
+
+    @property
+    def owes_publishes(self) -> bool:
+        """Whether a publish waits for a retry or for a connection (:meth:`retry_failed` has work)."""
+        with self._lock:
+            return bool(self._retry or self._held)
 
     def halt(self) -> None:
         """Tell the I/O thread to DISCONNECT and end."""

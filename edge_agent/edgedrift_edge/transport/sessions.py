@@ -33,11 +33,12 @@ import contextlib
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from edgedrift_edge.transport.connection import Inbound, MqttTransport, TransportCounters
+from edgedrift_edge.transport.connection import Bell, Inbound, MqttTransport, TransportCounters
 from edgedrift_edge.transport.io_loop import IoLoop
 
 log = logging.getLogger("edgedrift_edge.transport.sessions")
@@ -70,8 +71,24 @@ def session_limit(wanted: int = MAX_SESSIONS) -> int:
 
 #: Seconds the summed counters are reused for.
 COUNTERS_EVERY_S = 0.05
-#: Builds a session: the device id (None: the gateway's own session) and the shared doorbell.
-SessionFactory = Callable[[str | None, threading.Event], MqttTransport]
+#: Builds a session: the device id (None: the gateway's own session) and the bell it rings.
+SessionFactory = Callable[[str | None, Bell], MqttTransport]
+
+
+class _SessionBell:
+    """A session's bell: it notes the session as having mail, then rings the doorbell the worker waits on,
+    so that the worker visits the sessions with mail, not all of them."""
+
+    __slots__ = ("_doorbell", "_mail", "session")
+
+    def __init__(self, mail: deque[MqttTransport], doorbell: threading.Event) -> None:
+        self._mail, self._doorbell = mail, doorbell
+        self.session: MqttTransport | None = None
+
+    def set(self) -> None:
+        if self.session is not None:
+            self._mail.append(self.session)
+        self._doorbell.set()
 
 
 class DeviceSessions:
@@ -86,8 +103,14 @@ class DeviceSessions:
         self._make = make
         self._device_of = device_of
         self._doorbell = threading.Event()
+        #: Sessions that rang (any thread appends); the worker moves them into ``_with_mail``.
+        self._mail: deque[MqttTransport] = deque()
+        #: Sessions that may hold messages not taken or not acknowledged yet, in the order they rang.
+        self._with_mail: dict[MqttTransport, None] = {}
+        #: Sessions published on since :meth:`retry_failed` last found nothing owed on them.
+        self._published_on: set[MqttTransport] = set()
         self._io = IoLoop("edgedrift-mqtt")
-        self.own = make(None, self._doorbell)
+        self.own = self._new(None)
         self._devices: dict[str, MqttTransport] = {}
         self._order: list[MqttTransport] = [self.own]
         self._next = 0
@@ -123,10 +146,15 @@ class DeviceSessions:
                         "(its descriptor limit, or MAX_SESSIONS; run more gateway processes, or "
                         "--broker-sessions gateway)"
                     )
-                session = self._devices[device] = self._make(device, self._doorbell)
+                session = self._devices[device] = self._new(device)
                 self._order.append(session)
                 if self._started:
                     session.begin(io=self._io)
+        return session
+
+    def _new(self, device: str | None) -> MqttTransport:
+        bell = _SessionBell(self._mail, self._doorbell)
+        session = bell.session = self._make(device, bell)
         return session
 
     def _sender(self, topic: str, owner: Inbound | None) -> MqttTransport:
@@ -238,13 +266,22 @@ class DeviceSessions:
                 return []
             timeout = 0.0
 
+    def _rung(self) -> dict[MqttTransport, None]:
+        """The sessions that may hold messages (taken or not): those that rang since, added in order."""
+        mail, with_mail = self._mail, self._with_mail
+        while mail:
+            with_mail[mail.popleft()] = None
+        return with_mail
+
     def _gather(self, limit: int) -> list[Inbound]:
-        sessions = self.sessions
-        start = self._next % len(sessions)
+        waiting = [s for s in self._rung() if s.queued]
+        if not waiting:
+            return []
+        start = self._next % len(waiting)
         self._next = start + 1
-        turn = sessions[start:] + sessions[:start]
+        turn = waiting[start:] + waiting[:start]
         batch: list[Inbound] = []
-        for bound in (max(1, limit // len(sessions)), limit):
+        for bound in (max(1, limit // len(waiting)), limit):
             for session in turn:
                 if session.queued:
                     batch += session.get_batch(0.0, min(bound, limit - len(batch)))
@@ -278,11 +315,16 @@ class DeviceSessions:
 
     @property
     def queued(self) -> int:
-        return sum(s.queued for s in self.sessions)
+        """Messages received and not taken yet (any thread: it reads, never moves, the sessions that rang)."""
+        return sum(s.queued for s in {*list(self._with_mail), *list(self._mail)})
 
     @property
     def unacked(self) -> int:
-        return sum(s.unacked for s in self.sessions)
+        """Messages received and not acknowledged yet (the worker): only a session that rang can owe any;
+        one that owes none is visited no more until it rings again."""
+        owed = {s: s.unacked for s in self._rung()}
+        self._with_mail = {s: None for s, n in owed.items() if n}
+        return sum(owed.values())
 
     # --- messages out ---------------------------------------------------------------------------------------
 
@@ -290,7 +332,9 @@ class DeviceSessions:
         self, topic: str, payload: dict[str, Any], *, retain: bool = False, owner: Inbound | None = None
     ) -> None:
         """On the session of ``owner`` (acknowledged on its connection after this), else of ``topic``."""
-        self._sender(topic, owner).publish(topic, payload, retain=retain, owner=owner)
+        sender = self._sender(topic, owner)
+        self._published_on.add(sender)
+        sender.publish(topic, payload, retain=retain, owner=owner)
 
     def publish_raw(
         self,
@@ -301,10 +345,18 @@ class DeviceSessions:
         qos: int | None = None,
         owner: Inbound | None = None,
     ) -> None:
-        self._sender(topic, owner).publish_raw(topic, body, retain=retain, qos=qos, owner=owner)
+        sender = self._sender(topic, owner)
+        self._published_on.add(sender)
+        sender.publish_raw(topic, body, retain=retain, qos=qos, owner=owner)
 
     def retry_failed(self) -> int:
-        return sum(s.retry_failed() for s in self.sessions)
+        """Publish again what the sessions published on could not queue (only a publish leaves one owed)."""
+        waiting = 0
+        for session in list(self._published_on):
+            waiting += session.retry_failed()
+            if not session.owes_publishes:
+                self._published_on.discard(session)
+        return waiting
 
     def wait_flushed(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
