@@ -7,11 +7,22 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from edgedrift_edge.transport.io_loop import LOOP_TIMEOUT_S, IoLoop
 
 TIMEOUT_S = 5.0
+_OPENED: list[socket.socket] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_pipes() -> Iterator[None]:
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 class Pipe:
@@ -19,6 +30,7 @@ class Pipe:
 
     def __init__(self, fail_in: str = "") -> None:
         self.ours, self.theirs = socket.socketpair()
+        _OPENED.extend((self.ours, self.theirs))
         self.ours.setblocking(False)
         self.got = b""
         self.fail_in = fail_in
@@ -103,5 +115,26 @@ def test_a_connection_that_fails_is_told_and_the_others_go_on() -> None:
     wait_for(lambda: good.got == b"y")
     assert bad_poll.failed == ["poll"] and bad_ready.failed == ["ready"] and not good.failed
     good.ended = True
+    loop.wake()
+    wait_for(lambda: not loop.running)
+
+
+def test_the_loop_closes_what_it_opened_when_its_last_connection_ends() -> None:
+    """Its wake-up socket pair and selector: left open, the garbage collector would warn about them in
+    whatever test runs then."""
+    loop = IoLoop("io-test-4")
+    first = Pipe()
+    loop.add(first)
+    wait_for(lambda: first.adopted_by is not None)
+    waker = loop._waker_r
+    first.ended = True
+    loop.wake()
+    wait_for(lambda: not loop.running)
+    assert waker.fileno() == -1, "closed"
+    second = Pipe()
+    loop.add(second)  # opened again
+    second.theirs.send(b"y")
+    wait_for(lambda: second.got == b"y")
+    second.ended = True
     loop.wake()
     wait_for(lambda: not loop.running)

@@ -59,28 +59,41 @@ class IoLoop:
         self._lock = threading.Lock()
         self._added: list[IoDriven] = []
         self._thread: threading.Thread | None = None
+        #: Connections another thread woke the loop for (appended by any thread, taken by the loop).
+        self._dirty: deque[IoDriven] = deque()
+        self._open()
+        #: Connections whose I/O code raised: told once (:meth:`IoDriven.io_failed`), never asked again.
+        self._broken: set[IoDriven] = set()
+        #: The loop thread's ident (publishes from it need no wake-up).
+        self.ident: int | None = None
+
+    def _open(self) -> None:
+        """The wake-up socket pair and the selector of a run of the thread (closed when it ends)."""
         self._woken = False
         self._waker_r, self._waker_w = socket.socketpair()
         self._waker_r.setblocking(False)
         self._waker_w.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._waker_r, _READ, None)
-        #: Connections another thread woke the loop for (appended by any thread, taken by the loop).
-        self._dirty: deque[IoDriven] = deque()
         #: A connection's registered socket, its descriptor number and the events asked for.
         self._registered: dict[IoDriven, tuple[Any, int, int]] = {}
         #: When a connection's own deadline comes (a reconnect, a CONNACK, bytes already read).
         self._due: dict[IoDriven, float] = {}
-        #: Connections whose I/O code raised: told once (:meth:`IoDriven.io_failed`), never asked again.
-        self._broken: set[IoDriven] = set()
-        #: The loop thread's ident (publishes from it need no wake-up).
-        self.ident: int | None = None
+        self._closed = False
+
+    def _close(self) -> None:
+        self._closed = True
+        self._selector.close()
+        self._waker_r.close()
+        self._waker_w.close()
 
     def add(self, connection: IoDriven) -> None:
         """Drive ``connection`` from the next turn on (starting the thread if it is not running)."""
         with self._lock:
             self._added.append(connection)
             if self._thread is None:
+                if self._closed:
+                    self._open()
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
         self.wake(connection)
@@ -91,7 +104,7 @@ class IoLoop:
             self._dirty.append(connection)
         if not self._woken:
             self._woken = True
-            with contextlib.suppress(OSError):  # BlockingIOError: a wake-up is waiting already
+            with contextlib.suppress(OSError):  # a wake-up waiting already, or the thread has ended
                 self._waker_w.send(b"\0")
 
     @property
@@ -121,6 +134,7 @@ class IoLoop:
                     connections = [c for c in connections if not c.io_ended]
                     if not connections and not self._dirty:
                         self._thread = None
+                        self._close()  # nothing left open once the last connection ended
                         return
             dirty = self._take_dirty()
             asked = set(connections) if every else again | dirty | self._came_due(now)
