@@ -19,7 +19,8 @@ Pieces (each in its own module):
 
 Threads: the transport's I/O thread reads and writes the socket and hands over messages in batches; the
 *worker* owns every session and does everything else (handling messages, installing models that arrived,
-checkpoints, heartbeats, status); the cloud client's thread runs HTTP; a *watchdog* reports ``degraded``
+checkpoint snapshots, heartbeats, status); the checkpoint writer's thread puts the snapshots on disk; the
+cloud client's thread runs HTTP; a *watchdog* reports ``degraded``
 when work is queued and nothing progresses for ``watchdog_s`` seconds. Isolation: a message that raises
 is counted as rejected on its own device; :data:`MAX_CONSECUTIVE_ERRORS` in a row take that device out of
 service (status ``error``), never another. Supervision: when no device can work any more, or the worker
@@ -51,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from edgedrift_edge import tracing
 from edgedrift_edge.buffers.fair_queue import FairQueues
 from edgedrift_edge.buffers.sweep import Sweep
+from edgedrift_edge.checkpoint_writer import CheckpointWriter
 from edgedrift_edge.cloud.client import CloudClient, GatewayList
 from edgedrift_edge.device import SILENT_REASON, DeviceRuntime, session_config, spread
 from edgedrift_edge.device_ids import DeviceIds, configured_devices
@@ -118,6 +120,8 @@ class EdgeAgent:
         )
         self.transport: Transport = self._transport(settings)
         self.devices: dict[str, DeviceRuntime] = {}
+        #: Writes the devices' checkpoints off the worker; their outcomes are collected at housekeeping.
+        self.checkpoints = CheckpointWriter()
         limit = self.transport.limit if isinstance(self.transport, DeviceSessions) else None
         self.ids = DeviceIds(settings.gateway_id, limit)
         self._routes: dict[str, tuple[DeviceRuntime, str]] = {}
@@ -252,6 +256,7 @@ class EdgeAgent:
             for device in self.devices.values():
                 if not isinstance(device.handover, Incoming):  # nothing of its own yet
                     device.checkpoint()
+        self.checkpoints.close()
         self.publish_all_status("error" if self.fatal else "offline")
         self.transport.stop()
         self.cloud.close()
@@ -289,7 +294,9 @@ class EdgeAgent:
 
     def _add(self, device_id: str, secret: str | None, incoming: bool = False) -> DeviceRuntime:
         """Serve a device (``incoming``: handed over from another gateway, its state comes from there)."""
-        device = DeviceRuntime(self.settings, device_id, secret, self.transport, self._trainer_for)
+        device = DeviceRuntime(
+            self.settings, device_id, secret, self.transport, self._trainer_for, self.checkpoints
+        )
         if incoming:
             device.handover = Incoming()
         else:
@@ -402,15 +409,23 @@ class EdgeAgent:
 
     def _take_in(self) -> None:
         """Messages from the inbox into their devices' queues. A single-device agent takes a batch only
-        once the last one is handled (the inbox's back-pressure then holds the rest at the broker); a
-        gateway takes what arrived after every round, refusing a device past its share under pressure
-        (:mod:`~edgedrift_edge.buffers.fair_queue`), so a quiet device's message is queued soon after it
-        came."""
+        once the last one is handled (the inbox's back-pressure then holds the rest at the broker). A
+        gateway takes what arrived after every round, so a quiet device's message is queued soon after it
+        came: with a broker session per device it takes a device's messages only while the device holds
+        less than its share (the rest waits at the broker in the device's own queue, costing no one else);
+        with one session it refuses a device past its share under pressure
+        (:mod:`~edgedrift_edge.buffers.fair_queue`), since what waits at the broker waits for everyone."""
         fair = len(self.devices) > 1
         if self.queues and not fair:
             return
-        batch = self.transport.get_batch(timeout=0.0 if self.queues else 0.05, limit=BATCH)
-        unacknowledged = self.transport.unacked if fair and batch else 0
+        timeout = 0.0 if self.queues else 0.05
+        if fair and isinstance(self.transport, DeviceSessions):
+            batch = self.transport.get_batch(timeout, limit=BATCH, room=self._room)
+            refuse = False
+        else:
+            batch = self.transport.get_batch(timeout, limit=BATCH)
+            refuse = fair
+        unacknowledged = self.transport.unacked if refuse and batch else 0
         now = time.monotonic()
         for message in batch:
             route = self._routes.get(message.topic)
@@ -429,7 +444,8 @@ class EdgeAgent:
                 self.queues.put(device.device_id, (device, kind, message))
                 continue
             self.queues.arrivals.add(device.device_id, now)
-            if not message.retain and self.queues.over_share(device.device_id, unacknowledged, now):
+            over = refuse and not message.retain
+            if over and self.queues.over_share(device.device_id, unacknowledged, now):
                 device.refuse_overloaded(kind, message.payload)
                 if isinstance(device.handover, Outgoing):
                     device.handover.note(kind, message.payload)
@@ -437,6 +453,10 @@ class EdgeAgent:
                 unacknowledged += 1
                 continue
             self.queues.put(device.device_id, (device, kind, message))
+
+    def _room(self, device_id: str) -> int:
+        """Messages of a device a gateway with a session per device takes now: up to its share."""
+        return self.settings.device_share - self.queues.held(device_id)
 
     def die(self, reason: str, details: str = "") -> None:
         """Report the death (status ``error``, an event) and let :meth:`wait` return (exit non-zero)."""
@@ -453,6 +473,7 @@ class EdgeAgent:
 
     def _finish_after_death(self) -> None:
         try:
+            self.checkpoints.close(timeout=10.0)  # what was snapshotted before the death still lands
             self.transport.stop()
             self.cloud.close()
         finally:
@@ -550,6 +571,7 @@ class EdgeAgent:
         if now < self._next_periodic:
             return
         self._next_periodic = now + TURN_S
+        self.checkpoints.collect()
         self.transport.retry_failed()
         due: list[DeviceRuntime] = []
         cutoff = now - self.settings.silent_after_s  # heard (or connected) before this: silent

@@ -76,9 +76,17 @@ class CheckpointStore:
         return tree
 
     def save(self, tree: Any, blob: bytes | None = None) -> int:
-        """Write ``tree`` (or its bytes ``blob``) atomically; returns the file's size. Raises
+        """Write ``tree`` (or its bytes ``blob``) atomically and durably; returns the file's size. Raises
         :class:`CheckpointError`."""
         blob = self.encode(tree) if blob is None else blob
+        self.write(blob)
+        self.sync_directory()
+        return len(blob)
+
+    def write(self, blob: bytes) -> None:
+        """Put ``blob`` in place atomically: a temporary file, fsynced, renamed over the checkpoint. The
+        rename is durable only once :meth:`sync_directory` returned (a writer of many files syncs their
+        directory once). Raises :class:`CheckpointError`."""
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -87,19 +95,21 @@ class CheckpointStore:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
-            self._fsync_directory()
         except OSError as exc:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise CheckpointError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-        return len(blob)
 
-    def _fsync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
+    def sync_directory(self) -> None:
+        """Make the renames in the directory durable. Raises :class:`CheckpointError`."""
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise CheckpointError(f"cannot sync {self.directory}: {exc.strerror or exc}") from None
 
     def load(self) -> Any | None:
         """The saved tree, None when there is none; :class:`CorruptCheckpointError` (after quarantining the

@@ -22,6 +22,7 @@ from typing import Any
 from edgedrift import state
 from edgedrift.window import delay_buffer_size
 from edgedrift.wire import Heartbeat
+from edgedrift_edge.checkpoint_writer import CheckpointWriter
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore, CorruptCheckpointError
 from edgedrift_edge.cloud.client import CloudClient, CloudError
 from edgedrift_edge.handover.moves import Incoming, Outgoing
@@ -58,6 +59,9 @@ SILENT_REASON = (
     "broker's ACL does not grant this gateway the device's topics (Mosquitto acknowledges the subscription "
     "and delivers nothing; docs/edge-agent.md, 'Gateways and the broker's ACL')"
 )
+
+#: How long a device's first window waits for its first model before it is checkpointed alone.
+WARMUP_CHECKPOINT_S = 5.0
 
 #: A single-device agent's recent samples when unset (one device can afford them).
 SINGLE_DEVICE_RECENT_SAMPLES = 50_000
@@ -113,6 +117,7 @@ class DeviceRuntime:
         secret: str | None,
         transport: Transport,
         trainer_for: Callable[[DeviceRuntime], Trainer],
+        writer: CheckpointWriter,
     ) -> None:
         self.settings = settings
         self.device_id = device_id
@@ -120,6 +125,7 @@ class DeviceRuntime:
         self.transport = transport
         self.topics = device_topics(settings.topic_prefix, device_id)
         self.store = CheckpointStore(settings.checkpoint_dir, device_id)
+        self.writer = writer
         self._trainer_for = trainer_for
         self.session = DeviceSession(session_config(settings, device_id), trainer_for(self), time.monotonic)
         #: Why this device stopped being served (a systematic error), or None.
@@ -320,33 +326,45 @@ class DeviceRuntime:
     # --- checkpoints ------------------------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the session; a failure is reported and retried with backoff, never fatal."""
+        """Snapshot the session and hand it to the writer (the disk's time is not the worker's); a
+        failure is reported and retried with backoff, never fatal."""
+        self.next_checkpoint = time.monotonic() + self.settings.checkpoint_every_s
         try:
             self.sync_transport_counters()
-            self.store.save(self.snapshot())
-            self.save_counters()
+            blob = self.store.encode(self.snapshot())
         except CheckpointError as exc:
+            self._checkpoint_written(exc)
+            return
+        self.save_counters()  # the counters file is never behind the checkpoint
+        self.writer.submit(self.store, blob, self._checkpoint_written)
+
+    def _checkpoint_written(self, error: CheckpointError | None) -> None:
+        """A checkpoint's outcome (on the worker, from :meth:`CheckpointWriter.collect`)."""
+        if error is not None:
             self.session.counters.checkpoint_failures += 1
             self._checkpoint_streak += 1
             delay = min(self.settings.checkpoint_every_s, 2.0**self._checkpoint_streak)
-            self.next_checkpoint = time.monotonic() + delay
-            self.event("checkpoint_failed", reason=str(exc)[:300], retry_in_s=delay)
-            log.error("%s: checkpoint failed (retrying in %.0f s): %s", self.device_id, delay, exc)
+            self.next_checkpoint = min(self.next_checkpoint, time.monotonic() + delay)
+            self.event("checkpoint_failed", reason=str(error)[:300], retry_in_s=delay)
+            log.error("%s: checkpoint failed (retrying in %.0f s): %s", self.device_id, delay, error)
             return
         if self._checkpoint_streak:
             self.event("checkpoint_recovered", failures=self._checkpoint_streak)
         self._checkpoint_streak = 0
         self.checkpointed_at = time.time()
         self.session.counters.checkpoints += 1
-        self.next_checkpoint = time.monotonic() + self.settings.checkpoint_every_s
 
     def checkpoint_soon(self, events: list[Event]) -> None:
-        """Checkpoint at the next housekeeping turn when ``events`` end a stage a crash should not redo:
-        the first window (``warmup_done``) or the first model (``model_installed`` initial)."""
+        """Checkpoint soon when ``events`` end a stage a crash should not redo: at the next housekeeping
+        turn for the first model (``model_installed`` initial), within :data:`WARMUP_CHECKPOINT_S` for the
+        first window (``warmup_done``): its model usually comes first, and that one checkpoint keeps both
+        (a gateway's devices that end their warm-up together then write once each, not twice)."""
         for event in events:
             kind = event.get("type")
-            if kind == "warmup_done" or (kind == "model_installed" and event.get("reason") == "initial"):
+            if kind == "model_installed" and event.get("reason") == "initial":
                 self.next_checkpoint = 0.0
+            elif kind == "warmup_done":
+                self.next_checkpoint = min(self.next_checkpoint, time.monotonic() + WARMUP_CHECKPOINT_S)
 
     def _identity(self) -> dict[str, Any]:
         s = self.settings
@@ -413,7 +431,7 @@ class DeviceRuntime:
         shared = {name: getattr(c, name) - getattr(t, name) for name in SHARED_COUNTERS}
         self._base = MappingProxyType({**self._base, **shared})
         try:
-            self.store.save(tree, blob)
+            self.writer.write_now(self.store, blob)
             self.save_counters()
         except CheckpointError as exc:
             log.error("%s: handed-over checkpoint not kept: %s", self.device_id, exc)

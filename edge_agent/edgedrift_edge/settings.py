@@ -196,10 +196,12 @@ class AgentSettings(BaseSettings):
     )
     device_share: Annotated[int, Field(ge=1)] = _described(
         "a gateway's fairness: messages of one device its worker holds waiting (drained round-robin "
-        "between devices); while the broker's window is half full and another device is quiet (under "
-        "twice device_rate_per_s for 10 s), a device holding this many is refused further messages, "
-        "counted in dropped and overloaded with one overloaded event per second, so that a flood cannot "
-        "delay the quiet devices (otherwise, and in a single-device agent, back-pressure holds the rest)",
+        "between devices). With a broker session per device, the rest of a device's messages wait at the "
+        "broker in its own queue. With one session, while the broker's window is half full and another "
+        "device is quiet (under twice device_rate_per_s for 10 s), a device holding this many is refused "
+        "further messages, counted in dropped and overloaded with one overloaded event per second, so "
+        "that a flood cannot delay the quiet devices (otherwise, and in a single-device agent, "
+        "back-pressure holds the rest)",
         default=8,
     )
     broker_sessions: Literal["gateway", "device"] = _described(

@@ -116,6 +116,44 @@ def test_each_device_has_its_own_session_and_queue(broker: MosquittoProcess) -> 
     again.stop()
 
 
+def test_a_device_without_room_is_not_taken_from_and_its_messages_wait_for_it(
+    broker: MosquittoProcess,
+) -> None:
+    """Back-pressure per device (``room``): a device the caller has no room for keeps its messages in its
+    session (and, past the inbox, at the broker in its own queue) while the others' are taken; once it has
+    room again every one of them comes, in order."""
+    gw, t = started(broker)
+    t.sessions[1].inbox_size = 20  # a small inbox: the rest stays at the broker
+    send(broker.url, samples(gw.prefix, "a"), range(200))
+    send(broker.url, samples(gw.prefix, "b"), range(5))
+    room = {"a": 0, "b": 100}
+    got: list[tuple[str, int]] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < 5 and time.monotonic() < deadline:
+        for m in t.get_batch(0.1, room=lambda d: room[d]):
+            got.append((m.topic.split("/")[-2], json.loads(m.payload)["id"]))
+            t.done(m)
+    time.sleep(0.5)
+    got += [(m.topic.split("/")[-2], -1) for m in t.get_batch(0.0, room=lambda d: room[d])]
+    assert got == [("b", i) for i in range(5)], "nothing of the device without room was taken"
+    a = next(s for s in t.sessions if s.name == "a")
+    assert 0 < a.queued < 200, "its inbox holds a part, the broker the rest"
+    room["a"] = 3
+    first = t.get_batch(0.0, room=lambda d: room[d])
+    taken = [json.loads(m.payload)["id"] for m in first]
+    assert taken == [0, 1, 2], "no more than its room"
+    for m in first:
+        t.done(m)
+    ids = list(taken)
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(ids) < 200 and time.monotonic() < deadline:
+        for m in t.get_batch(0.1, room=lambda d: 50):
+            ids.append(json.loads(m.payload)["id"])
+            t.done(m)
+    assert ids == list(range(200)), "every message of the device came once, in order"
+    t.stop()
+
+
 def test_a_run_with_one_session_leaves_no_duplicate_subscription(broker: MosquittoProcess) -> None:
     prefix = f"edgedrift-{uuid.uuid4().hex[:6]}"
     gw = Gateway(broker.url, f"gw-{uuid.uuid4().hex[:6]}", prefix)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edgedrift_edge.checkpoint_writer import CheckpointWriter
 from edgedrift_edge.device import DeviceRuntime
 from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.settings import AgentSettings
@@ -23,8 +24,9 @@ def test_a_copy_after_a_restore_is_the_same_whether_or_not_one_came_before(tmp_p
     settings = AgentSettings(device_id="dev-1", checkpoint_dir=str(tmp_path))
     transport = MqttTransport(settings.effective_broker_url, "t-client", [], settings.status_topic)
     transport.counters.reconnects = 2  # the connection was lost twice so far (the I/O thread counts)
-    early = DeviceRuntime(settings, "dev-1", None, transport, no_cloud)
-    late = DeviceRuntime(settings, "dev-1", None, transport, no_cloud)
+    writer = CheckpointWriter()
+    early = DeviceRuntime(settings, "dev-1", None, transport, no_cloud, writer)
+    late = DeviceRuntime(settings, "dev-1", None, transport, no_cloud, writer)
     early.sync_transport_counters()  # a copy before the restore, which must not pass for the current one
     assert early.session.counters.reconnects == 2
 

@@ -82,6 +82,7 @@ def test_a_devices_checkpoint_is_charged_to_its_turns(tmp_path: Path) -> None:
         device.next_checkpoint = math.inf
     agent.devices["dev-c"].next_checkpoint = 0.0
     agent._periodic()
+    assert agent.checkpoints.flush(10.0)
     assert (tmp_path / "dev-c.ckpt").exists() and not (tmp_path / "dev-d.ckpt").exists()
     assert agent.queues.balance("dev-c") < 0 == agent.queues.balance("dev-d")
 

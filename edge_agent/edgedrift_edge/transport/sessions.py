@@ -252,14 +252,18 @@ class DeviceSessions:
 
     # --- messages in ----------------------------------------------------------------------------------------
 
-    def get_batch(self, timeout: float, limit: int = 1000) -> list[Inbound]:
+    def get_batch(
+        self, timeout: float, limit: int = 1000, room: Callable[[str], int] | None = None
+    ) -> list[Inbound]:
         """Up to ``limit`` messages, taken from the sessions in turn (a share of ``limit`` each first, then
-        what is left), waiting up to ``timeout`` for the first."""
+        what is left), waiting up to ``timeout`` for the first. ``room`` says how many more messages of a
+        device the caller takes now: a session left with none keeps them, its inbox fills, its socket is
+        read no more, and the broker holds the rest in that device's own queue (back-pressure per device)."""
         if self._retiring:
             self._retire()
         while True:
             self._doorbell.clear()
-            batch = self._gather(limit)
+            batch = self._gather(limit, room)
             if batch or timeout <= 0:
                 return batch
             if not self._doorbell.wait(timeout):
@@ -273,18 +277,21 @@ class DeviceSessions:
             with_mail[mail.popleft()] = None
         return with_mail
 
-    def _gather(self, limit: int) -> list[Inbound]:
+    def _gather(self, limit: int, room: Callable[[str], int] | None) -> list[Inbound]:
         waiting = [s for s in self._rung() if s.queued]
         if not waiting:
             return []
         start = self._next % len(waiting)
         self._next = start + 1
         turn = waiting[start:] + waiting[:start]
+        left = {s: limit if room is None else room(s.name or "") for s in turn}
         batch: list[Inbound] = []
         for bound in (max(1, limit // len(waiting)), limit):
             for session in turn:
-                if session.queued:
-                    batch += session.get_batch(0.0, min(bound, limit - len(batch)))
+                if session.queued and left[session] > 0:
+                    taken = session.get_batch(0.0, min(bound, left[session], limit - len(batch)))
+                    left[session] -= len(taken)
+                    batch += taken
                 if len(batch) >= limit:
                     return batch
         return batch
