@@ -51,10 +51,12 @@ class CheckpointWriter:
         self._waiting_since: float | None = None  # jobs waited since then with no batch finished
 
     def submit(self, store: CheckpointStore, blob: bytes, done: Done) -> None:
-        """Write ``blob`` as ``store``'s checkpoint soon; ``done`` runs in a later :meth:`collect`."""
+        """Write ``blob`` as ``store``'s checkpoint soon; ``done`` runs in a later :meth:`collect` (told
+        of a failure when the writer was closed: the agent is stopping after a fatal error)."""
         with self._cond:
             if self._closed:
-                raise RuntimeError("the checkpoint writer is closed")
+                self._finished.append((done, CheckpointError("not written: the agent is stopping")))
+                return
             self._pending[store.path] = _Job(store, blob, done)
             if self._waiting_since is None:
                 self._waiting_since = time.monotonic()

@@ -1,5 +1,6 @@
 """The checkpoint writer (``edgedrift_edge.checkpoint_writer``): the worker hands a checkpoint over and
-goes on while the disk is busy; outcomes come back on the caller's thread; the newest bytes of a file win."""
+goes on while the disk is busy; outcomes come back on the caller's thread; the newest bytes of a file win;
+a disk that does not answer is reported by the watchdog."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from edgedrift_edge.checkpoint_writer import CheckpointWriter
 from edgedrift_edge.checkpoints import CheckpointError, CheckpointStore
+from edgedrift_edge.watchdog import watch
 
 
 class HeldStore(CheckpointStore):
@@ -112,5 +115,51 @@ def test_write_now_lands_after_what_the_thread_holds_and_instead_of_what_waits(
     assert writer.flush(10.0)
     assert store.path.read_bytes() == b"handed over"
     writer.close()
-    with pytest.raises(RuntimeError):
-        writer.submit(store, b"late", seen.append)
+    writer.submit(store, b"late", seen.append)  # after a stop: a failure to report, not an exception
+    assert writer.collect() == 1 and isinstance(seen[-1], CheckpointError)
+    assert store.path.read_bytes() == b"handed over"
+
+
+class WatchedAgent:
+    """What the watchdog reads of an agent and what it calls (``events`` records them): an agent whose
+    messages all moved, with a checkpoint writer."""
+
+    def __init__(self, writer: CheckpointWriter) -> None:
+        self.checkpoints = writer
+        self.settings = SimpleNamespace(watchdog_s=0.4)
+        self.stopping = threading.Event()
+        self.progress, self.waiting = 0, 0
+        self.fatal: str | None = None
+        self.degraded: str | None = None
+        self.events: list[tuple[str, str]] = []
+
+    def event_all(self, kind: str, reason: str) -> None:
+        self.events.append((kind, reason))
+
+    def publish_all_status(self, state: str | None) -> None:
+        self.events.append(("status", str(state)))
+
+
+def test_the_watchdog_reports_a_disk_that_does_not_answer_and_its_recovery(
+    tmp_path: Path, held: threading.Event
+) -> None:
+    """The worker no longer waits for the disk, so its progress cannot show a hung one: the writer's
+    stalled time does (``degraded``, then ``recovered`` once the checkpoints are written)."""
+    writer = CheckpointWriter()
+    agent = WatchedAgent(writer)
+    thread = threading.Thread(target=watch, args=(agent, threading.current_thread()), daemon=True)
+    thread.start()
+    writer.submit(HeldStore(tmp_path, "dev-1"), b"x", lambda e: None)
+    deadline = time.monotonic() + 10.0
+    while agent.degraded is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert agent.degraded is not None and "checkpoints not written" in agent.degraded
+    assert ("status", "degraded") in agent.events
+    held.set()
+    assert writer.flush(10.0)
+    while agent.degraded is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert agent.degraded is None and agent.events[-2][0] == "recovered"
+    agent.stopping.set()
+    thread.join(5.0)
+    writer.close()
