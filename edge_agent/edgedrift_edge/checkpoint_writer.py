@@ -72,8 +72,7 @@ class CheckpointWriter:
             self._pending.pop(store.path, None)
             while self._writing:  # a batch in hand may hold an older one of this file
                 self._cond.wait()
-            store.write(blob)  # under the lock: the thread takes no batch meanwhile
-            store.sync_directory()
+            store.save(None, blob)  # under the lock: the thread takes no batch meanwhile
 
     def collect(self) -> int:
         """Run the callbacks of the jobs finished since the last call (on this thread); how many."""
