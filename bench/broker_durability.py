@@ -7,7 +7,8 @@ session) at each autosave. ``autosave_interval 60`` alone saves once a minute; w
 ``autosave_on_changes true`` it saves after ``autosave_interval`` changes instead. This script runs the
 shipped ``deploy/mosquitto/mosquitto.conf`` (``edgedrift_harness.mosquitto.ShippedMosquitto``: the same file
 with the listener, auth and data paths moved; the shipped ACL and real passwords) once per configuration: the
-peer is the previous setting (``autosave_interval 60``, no on-changes), then on-changes with each N. With
+peer is the first setting (``autosave_interval 60``, no on-changes), then a save every N seconds for each
+of ``--seconds`` (the shipped one: 1), then on-changes with each N of ``--intervals``. With
 ``--broker rabbitmq`` or ``both`` (the default) one more configuration runs the same windows and the same
 throughput run on a RabbitMQ node of its own (``edgedrift_harness.rabbitmq``: deploy/rabbitmq/rabbitmq.conf,
 quorum queues, the same users and ACL); its database size is that of its data directory.
@@ -28,7 +29,7 @@ messages over the whole run and the size of its database file at the end. A conf
 longer than ``--budget`` seconds stops there; its deeper columns stay empty.
 
     .venv/bin/python bench/broker_durability.py                      # full run
-    .venv/bin/python bench/broker_durability.py --quick              # smoke run (the peer and N = 100)
+    .venv/bin/python bench/broker_durability.py --quick              # smoke run (the peer, 1 s, N = 100)
     .venv/bin/python bench/broker_durability.py --json out/broker_durability.json
     .venv/bin/python bench/broker_durability.py --broker rabbitmq --intervals 100   # RabbitMQ beside N = 100
 """
@@ -316,7 +317,12 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="smoke run: the peer and N = 100, one kill, shallow queues"
+        "--quick", action="store_true", help="smoke run: the peer, 1 s and N = 100, one kill, shallow queues"
+    )
+    parser.add_argument(
+        "--seconds",
+        default="1",
+        help="autosave_interval values without on-changes: a save every N s (default 1)",
     )
     parser.add_argument(
         "--intervals", default=None, help="autosave_interval values with on-changes (default 1,10,100,1000)"
@@ -357,6 +363,11 @@ def main() -> int:
     configs: list[Config] = []
     if args.broker != "rabbitmq":
         configs.append(Config(PEER, {"autosave_on_changes": None, "autosave_interval": "60"}))
+        configs += [
+            Config(f"every {n} s", {"autosave_on_changes": None, "autosave_interval": n})
+            for n in args.seconds.split(",")
+            if n.strip()
+        ]
     if args.broker != "rabbitmq" or args.intervals:
         configs += [
             Config(

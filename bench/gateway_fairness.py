@@ -339,12 +339,18 @@ def main() -> None:
         help="a Mosquitto option over the shipped one (KEY= removes it), e.g. autosave_interval=1000",
     )
     parser.add_argument("--quick", action="store_true", help="20 devices, 5,000 samples, labels and backlog")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (the logs)")
     args = parser.parse_args()
     if args.quick:
         args.devices, args.burst, args.labels, args.lead_s = 20, 5_000, 5_000, 11.0
         args.backlog, args.restart_s = 5_000, 3.0
-    with tempfile.TemporaryDirectory(prefix="edgedrift-fairness-") as tmp:
-        result = run(args, Path(tmp))
+    if args.keep:
+        workdir = Path(tempfile.mkdtemp(prefix="edgedrift-fairness-"))
+        print(f"work directory (kept): {workdir}", flush=True)
+        result = run(args, workdir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="edgedrift-fairness-") as tmp:
+            result = run(args, Path(tmp))
     summary = {k: v for k, v in result.items() if k != "ledger"}
     print(json.dumps(summary, indent=2))
     if args.json:

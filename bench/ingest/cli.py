@@ -78,6 +78,12 @@ def parse_args(description: str) -> tuple[Config, bool]:
         "HEAD, for a before/after of an agent change on the same machine state)",
     )
     parser.add_argument(
+        "--agent-python",
+        default="",
+        help="the interpreter of the agents and gateways (default: this one), e.g. the python of a venv "
+        "holding only ./shared and ./edge_agent, as a gateway host has",
+    )
+    parser.add_argument(
         "--switch-interval",
         type=float,
         default=0.0,
@@ -127,6 +133,7 @@ def parse_args(description: str) -> tuple[Config, bool]:
         [int(n) for n in args.gateway_devices.split(",") if n.strip() not in ("", "none")],
         tuple(int(n) for n in args.gateway_rss.split(",")), args.json,
         tuple(m.strip() for m in args.gateway_modes.split(",") if m.strip()), args.gateway_processes,
+        args.agent_python,
     )  # fmt: skip
     if unknown := set(cfg.gateway_modes) - {"exact", "vectorised"}:
         parser.error(f"--gateway-modes: unknown mode(s) {', '.join(sorted(unknown))}")

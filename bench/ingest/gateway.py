@@ -172,6 +172,7 @@ def gateway_row(
             lab.workdir / f"{gateway}.log",
             {**_gateway_values(cfg, lab, gateway, secrets_of[gateway], warmup), "batch_mode": batch_mode},
             env=lab.agent_env(),
+            command=lab.agent_command(),
         ).spawn()
         for gateway in shares
     ]

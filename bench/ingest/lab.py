@@ -44,6 +44,10 @@ class Config:
     gateway_modes: tuple[str, ...] = ("exact",)
     #: Gateway processes sharing each row's devices.
     gateway_processes: int = 1
+    #: The interpreter of the agents and gateways (empty: this one), e.g. a venv holding only
+    #: ``pip install ./shared ./edge_agent``, as a gateway host has: the dev venv's extra packages (httpx
+    #: imports click, rich and pygments whenever they are installed) cost every process memory.
+    agent_python: str = ""
 
 
 def topic(device: str, kind: str) -> str:
@@ -89,7 +93,11 @@ class IngestLab:
             **settings,
         }
         log = self.workdir / f"agent-{device}.log"
-        return AgentProcess(log, values, env=self.agent_env(), command=list(AGENT_COMMAND)).spawn()
+        return AgentProcess(log, values, env=self.agent_env(), command=self.agent_command()).spawn()
+
+    def agent_command(self) -> list[str]:
+        """How an agent or a gateway starts: ``--agent-python``'s interpreter, or this one."""
+        return [self.cfg.agent_python or AGENT_COMMAND[0], *AGENT_COMMAND[1:]]
 
     def agent_env(self) -> dict[str, str]:
         """What an agent (or a gateway) gets on top of this environment: ``--agent-pythonpath`` first."""

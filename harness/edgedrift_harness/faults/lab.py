@@ -202,12 +202,13 @@ class FaultLab:
         self.broker.stop()
 
     @property
-    def loss_window(self) -> int:
-        """Acknowledged messages a broker SIGKILL may lose: Mosquitto's ``autosave_interval`` (it saves its
-        store after that many changes), 0 for RabbitMQ (quorum queues fsync before the PUBACK)."""
+    def save_window_s(self) -> float:
+        """Seconds before a broker SIGKILL whose acknowledged messages it may lose: on Mosquitto twice its
+        ``autosave_interval`` (a save every that many seconds, counted in whole seconds), 0 on RabbitMQ
+        (quorum queues fsync before the PUBACK)."""
         if isinstance(self.broker, ShippedMosquitto):
-            return int(self.broker.options["autosave_interval"][0])
-        return 0
+            return 2.0 * int(self.broker.options["autosave_interval"][0])
+        return 0.0
 
     def url(self, user: str) -> str:
         """The broker's URL with ``user``'s login."""
