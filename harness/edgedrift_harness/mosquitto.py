@@ -45,6 +45,7 @@ __all__ = [
     "local_mosquitto",
     "make_certs",
     "parse_config",
+    "save_window_s",
     "supports_websockets",
     "tls_listeners",
 ]
@@ -82,6 +83,15 @@ def parse_config(text: str) -> dict[str, list[str]]:
             key, _, value = line.partition(" ")
             options.setdefault(key, []).append(value.strip())
     return options
+
+
+def save_window_s(options: dict[str, list[str]]) -> float:
+    """Seconds before a SIGKILL whose acknowledged messages a broker with these options may lose: twice its
+    ``autosave_interval`` (a save once more than that many whole seconds passed since the last one).
+    A save every N changes has no window in seconds: ValueError."""
+    if options.get("autosave_on_changes", ["false"])[0] == "true":
+        raise ValueError("autosave_on_changes: the window is a number of changes, not of seconds")
+    return 2.0 * int(options["autosave_interval"][0])
 
 
 def as_root() -> str:

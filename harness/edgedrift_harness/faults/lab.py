@@ -25,7 +25,7 @@ from edgedrift.data.generators import sine1plus
 from edgedrift_edge.transport.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
 from edgedrift_harness.cloud import CloudProcess
-from edgedrift_harness.mosquitto import ShippedMosquitto, make_certs
+from edgedrift_harness.mosquitto import ShippedMosquitto, make_certs, save_window_s
 from edgedrift_harness.mqtt import DeviceWatcher
 from edgedrift_harness.rabbitmq import RabbitMQProcess
 
@@ -203,11 +203,11 @@ class FaultLab:
 
     @property
     def save_window_s(self) -> float:
-        """Seconds before a broker SIGKILL whose acknowledged messages it may lose: on Mosquitto twice its
-        ``autosave_interval`` (a save every that many seconds, counted in whole seconds), 0 on RabbitMQ
-        (quorum queues fsync before the PUBACK)."""
+        """Seconds before a broker SIGKILL whose acknowledged messages it may lose: Mosquitto's save window
+        (:func:`~edgedrift_harness.mosquitto.save_window_s`), 0 on RabbitMQ (quorum queues fsync before
+        the PUBACK)."""
         if isinstance(self.broker, ShippedMosquitto):
-            return 2.0 * int(self.broker.options["autosave_interval"][0])
+            return save_window_s(self.broker.options)
         return 0.0
 
     def url(self, user: str) -> str:
