@@ -137,6 +137,54 @@ def test_a_quiet_device_is_never_refused_even_past_its_share() -> None:
     assert not queues.over_share("d1", unacknowledged=1000, now=12.9)
 
 
+class _CountedArrivals(Arrivals[str]):
+    """Arrivals that count the quiet checks asked of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    def quiet(self, key: str, now: float, limit: float) -> bool:
+        self.checks += 1
+        return super().quiet(key, now, limit)
+
+
+def test_the_refusal_rule_is_the_scan_of_every_key_asked_once_per_message() -> None:
+    """Random arrivals of 40 keys over 60 s: every answer is the rule's definition (past its share under
+    pressure, not quiet itself, another key quiet) computed from every key, while a refusal mostly costs
+    two quiet checks (the key's own and the quiet key found last), not one per key (a scan of 1,000 keys
+    every 0.1 s was a twentieth of the worker)."""
+    rng = np.random.default_rng(3)
+    limit = 10.0
+    queues: FairQueues[str, int] = FairQueues(share=2, pressure=5, quiet_limit=limit)
+    keys = [f"k{i}" for i in range(40)]
+    rates = {key: float(rng.choice([2.0, 5.0, 60.0])) for key in keys}
+    for key in keys:
+        queues.put(key, 0)
+        queues.put(key, 1)
+    arrivals = _CountedArrivals()
+    queues.arrivals = arrivals
+    quiet = Arrivals.quiet.__get__(arrivals)  # the definition, not counted
+    now, asked, refused, answered_by_one = 0.0, 0, 0, 0
+    while now < 60.0:
+        for key in keys:
+            if rng.random() < rates[key] * 0.15:
+                queues.arrivals.add(key, now)
+        if now > 11 and rng.random() < 0.3:  # from some second on, the slow keys stop: none is quiet
+            rates.update({key: 0.0 for key in keys if rates[key] < 60})
+        key = keys[int(rng.integers(len(keys)))]
+        before = arrivals.checks
+        got = queues.over_share(key, unacknowledged=10, now=now)
+        expected = not quiet(key, now, limit) and any(quiet(k, now, limit) for k in keys if k != key)
+        assert got == expected, (key, now)
+        asked += 1
+        refused += got
+        answered_by_one += got and arrivals.checks - before <= 2
+        now += 0.15  # more than QUIET_REFRESH_S: a scan that found no quiet key is not trusted here
+    assert refused > 20 and asked - refused > 20, "both answers were exercised"
+    assert answered_by_one > 0.9 * refused, f"{answered_by_one} of {refused} refusals from the key found last"
+
+
 def test_a_device_is_quiet_after_a_span_under_the_limit_and_stops_being_after_a_burst() -> None:
     arrivals: Arrivals[str] = Arrivals(span=10)
     for t in range(10):

@@ -43,7 +43,8 @@ T = TypeVar("T")
 #: A quiet key's busiest second, in multiples of its average limit.
 PEAK = 5
 
-#: Seconds between two reckonings of which keys are quiet (a scan of every key).
+#: Seconds a scan of every key that found no quiet one is trusted (the next refusal asked for sooner is
+#: answered from it).
 QUIET_REFRESH_S = 0.1
 
 #: The worker's time a key is given per turn (seconds): a message cheaper than this is taken at every
@@ -109,8 +110,9 @@ class FairQueues(Generic[K, T]):
         #: Seconds of the worker's time each key may still take (negative: owes); a key absent has 0.
         self._credit: dict[K, float] = {}
         self.arrivals: Arrivals[K] = Arrivals(span)
-        self._quiet: set[K] = set()
-        self._quiet_at = -1.0
+        #: The last key found quiet (checked again before it is trusted), and when a scan found none.
+        self._quiet_key: K | None = None
+        self._none_quiet_at = -math.inf
         self._queues: dict[K, deque[T]] = {}
         self._turns: deque[K] = deque()  # keys with a non-empty queue, in the order they are served
         self._size = 0
@@ -131,11 +133,24 @@ class FairQueues(Generic[K, T]):
         and the window's back-pressure holds the rest at the broker."""
         if self.held(key) < self.share or unacknowledged + self._size < self.pressure:
             return False
-        if now - self._quiet_at >= QUIET_REFRESH_S:
-            limit = self.quiet_limit
-            self._quiet = {k for k in self.arrivals.heard() if self.arrivals.quiet(k, now, limit)}
-            self._quiet_at = now
-        return key not in self._quiet and bool(self._quiet)
+        if self.arrivals.quiet(key, now, self.quiet_limit):
+            return False
+        return self._another_quiet(key, now)
+
+    def _another_quiet(self, key: K, now: float) -> bool:
+        """Whether a key other than ``key`` is quiet now: the last one found, checked again, or the first a
+        scan finds (a scan of every key every 0.1 s, as before, cost a gateway of 1,000 devices a twentieth of
+        its worker); a scan that found none is trusted for :data:`QUIET_REFRESH_S`."""
+        arrivals, limit, last = self.arrivals, self.quiet_limit, self._quiet_key
+        if last is not None and last != key and arrivals.quiet(last, now, limit):
+            return True
+        if now - self._none_quiet_at < QUIET_REFRESH_S:
+            return False
+        found = next((k for k in arrivals.heard() if k != key and arrivals.quiet(k, now, limit)), None)
+        self._quiet_key = found
+        if found is None:
+            self._none_quiet_at = now
+        return found is not None
 
     def put(self, key: K, item: T) -> None:
         """Queue ``item`` behind ``key``'s earlier ones."""
