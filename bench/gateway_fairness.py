@@ -248,6 +248,13 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 latency[phase].append(got[r] - (max(at, back) if phase == "restart" else at))
             else:
                 unanswered[phase] += 1
+    drained = []  # per quiet device: from the return until its last sample sent while away was answered
+    for device in quiet:
+        got = watch.answered(device)
+        away = [got[r] for r, at in sent[device].items() if at < back and r in got]
+        if away:
+            drained.append(max(away) - back)
+    drained.sort()
     per_phase = {}
     for phase, values in latency.items():
         values.sort()
@@ -295,6 +302,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "quiet_broker_dropped": sum(ledger[d]["broker_dropped"] for d in quiet),
         "backlog": args.backlog,
         "restart_away_s": round(back - marks["restart"], 1),
+        "restart_drained_s": {
+            "p50": round(statistics.median(drained), 3) if drained else None,
+            "p90": round(drained[int(0.9 * (len(drained) - 1))], 3) if drained else None,
+            "max": round(drained[-1], 3) if drained else None,
+            "devices_over_1s": sum(1 for v in drained if v > 1.0),
+        },
         "rss_mb": round(rss, 1),
         "rss_peak_mb": round(max(hwm, peak[0]), 1),
         "ledger": ledger,

@@ -59,7 +59,7 @@ from edgedrift_edge.device_ids import DeviceIds, configured_devices
 from edgedrift_edge.handover.moves import HANDOVER_SYNC_S, Incoming, Outgoing
 from edgedrift_edge.handover.steps import Handovers
 from edgedrift_edge.session.device_session import DeviceSession, Output
-from edgedrift_edge.session.messages import count_items, message_digest
+from edgedrift_edge.session.messages import Samples, count_items, message_digest
 from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel, Trainer
 from edgedrift_edge.settings import AgentSettings
 from edgedrift_edge.transport.connection import Bell, Inbound, MqttTransport
@@ -80,9 +80,16 @@ BATCH = 256  #: messages the worker takes from the inbox at once (their publishe
 #: Messages a gateway's worker handles between two looks at the inbox: a quiet device's message that
 #: arrives behind a flood waits for at most this many before it is queued on its device's turn.
 ROUND = 32
+#: A device's queued messages of one topic the worker hands its session at once (a queue after a restart).
+GROUP = 32
 #: Seconds between two housekeeping turns, and at most between two visits of one device by them
 #: (:class:`~edgedrift_edge.buffers.sweep.Sweep`), and the devices a turn visits at least.
 TURN_S, SWEEP_S, SWEEP_MIN = 0.05, 0.5, 32
+
+
+def _on_topic(kind: str, item: tuple[DeviceRuntime, str, Inbound]) -> bool:
+    """Whether a queued message is of the topic ``kind`` (the worker's groups are of one topic)."""
+    return item[1] == kind
 
 
 @dataclass
@@ -397,11 +404,14 @@ class EdgeAgent:
                     taken = self.queues.take()
                     if taken is None or self.stopping.is_set():  # what stays queued is delivered again
                         break
-                    self.in_hand = 1
+                    key, (device, kind, message) = taken
+                    more = self.queues.take_more(key, GROUP - 1, partial(_on_topic, kind))
+                    group = [message, *(m for _, _, m in more)]
+                    self.in_hand = len(group)
                     began = time.perf_counter()
-                    self._handle(*taken[1])
-                    self.queues.charge(taken[0], time.perf_counter() - began)
-                    self.progress += 1
+                    self._handle_group(device, kind, group)
+                    self.queues.charge(key, time.perf_counter() - began)
+                    self.progress += len(group)
                     self.in_hand = 0
                 self._periodic()
         except Exception as exc:
@@ -479,6 +489,52 @@ class EdgeAgent:
         finally:
             self.finished.set()
 
+    def _handle_group(self, device: DeviceRuntime, kind: str, messages: list[Inbound]) -> None:
+        """A device's queued messages of one topic, in order. Runs of single samples go through its
+        session together (:meth:`DeviceSession.handle_singles`: the outputs of one by one, in one call to
+        the loop), each with its own publishes and acknowledgement; the rest one by one."""
+        start = 0
+        while start < len(messages):
+            rest = messages[start:]
+            together = len(rest) > 1 and self._serves(device, rest)
+            singles = self._singles(device, kind, rest) if together else []
+            if len(singles) < 2:
+                self._handle(device, kind, rest[0])
+                start += 1
+                continue
+            part = rest[: len(singles)]
+            try:
+                outs = device.session.handle_singles(singles)
+                device.errors = 0
+            except Exception as exc:
+                log.exception("%s: unexpected error while handling %d messages", device.device_id, len(part))
+                reason = f"internal error: {type(exc).__name__}: {exc}"[:300]
+                outs = [self._rejected_whole(device, kind, m, reason) for m in part]
+                outs[0].events.append({"type": "error", "reason": reason})
+                device.errors += 1
+            for message, out in zip(part, outs, strict=True):
+                self._finish(device, kind, message, out)
+            if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
+                self._fail(device, f"{device.errors} consecutive messages failed; giving up")
+            start += len(part)
+
+    def _serves(self, device: DeviceRuntime, messages: list[Inbound]) -> bool:
+        """Whether the device's session takes these messages as usual (served, in service, not retained)."""
+        return (
+            self.devices.get(device.device_id) is device
+            and device.failed is None
+            and not any(m.retain for m in messages)
+        )
+
+    @staticmethod
+    def _singles(device: DeviceRuntime, kind: str, messages: list[Inbound]) -> list[Samples]:
+        """The leading single samples its session may take together; a message it cannot parse is left to
+        :meth:`_handle` (which words the rejection)."""
+        try:
+            return device.session.singles(kind, [m.payload for m in messages])
+        except Exception:
+            return []
+
     def _handle(self, device: DeviceRuntime, kind: str, message: Inbound) -> None:
         """One message through its device's session; its publishes and its acknowledgement."""
         if self.devices.get(device.device_id) is not device:  # removed while its message was queued
@@ -499,14 +555,18 @@ class EdgeAgent:
                 out = self._rejected_whole(device, kind, message, reason)
                 out.events.append({"type": "error", "reason": reason})
                 device.errors += 1
+        self._finish(device, kind, message, out)
+        if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
+            self._fail(device, f"{device.errors} consecutive messages failed; giving up")
+
+    def _finish(self, device: DeviceRuntime, kind: str, message: Inbound, out: Output) -> None:
+        """A handled message's publishes, its acknowledgement, the hand-over's note and its latency."""
         self._publish_output(device, out, message)
         self.transport.done(message)
         if isinstance(device.handover, Outgoing):
             device.handover.note(kind, message.payload)
         if self.metrics is not None:
             self.metrics.observe(device.device_id, time.monotonic() - message.received)
-        if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
-            self._fail(device, f"{device.errors} consecutive messages failed; giving up")
 
     @staticmethod
     def _rejected_whole(device: DeviceRuntime, kind: str, message: Inbound, reason: str) -> Output:

@@ -36,6 +36,23 @@ def test_queues_are_drained_round_robin_so_a_quiet_key_waits_for_one_message_per
     assert queues.take() is None and len(queues) == 0
 
 
+def test_take_more_gives_a_keys_next_messages_while_alike_and_keeps_the_turns() -> None:
+    queues: FairQueues[str, str] = FairQueues(share=1000, pressure=1000)
+    for item in ["s1", "s2", "l3", "s4"]:
+        queues.put("a", item)
+    queues.put("b", "s1")
+    first = queues.take()
+    assert first == ("a", "s1")
+    assert queues.take_more("a", 5, lambda m: m.startswith("s")) == ["s2"]  # stops at the label
+    assert len(queues) == 3 and queues.held("a") == 2
+    assert queues.take() == ("b", "s1")
+    assert queues.take() == ("a", "l3")
+    assert queues.take_more("a", 5, lambda m: True) == ["s4"]  # emptied: "a" has no turn left
+    assert len(queues) == 0 and queues.take() is None
+    queues.put("a", "s5")
+    assert queues.take() == ("a", "s5")
+
+
 def test_turns_are_shared_by_the_workers_time_not_by_messages() -> None:
     """A device whose messages take 100 ms each (wide rows, a d x d monitor) gets about the worker time of
     its neighbours whose messages take 0.1 ms, not one message a turn: the quiet keys' messages are

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -189,6 +189,22 @@ class FairQueues(Generic[K, T]):
         else:
             del self._queues[key]
         return key, item
+
+    def take_more(self, key: K, limit: int, same: Callable[[T], bool]) -> list[T]:
+        """Up to ``limit`` more of ``key``'s oldest messages, while ``same`` holds for them (the worker
+        handles them with the one :meth:`take` gave, charged as one turn)."""
+        queue = self._queues.get(key)
+        more: list[T] = []
+        while queue and len(more) < limit and same(queue[0]):
+            more.append(queue.popleft())
+        self._size -= len(more)
+        if queue is not None and not queue:
+            del self._queues[key]
+            if self._turns and self._turns[-1] == key:  # where take() just put it
+                self._turns.pop()
+            else:
+                self._turns.remove(key)
+        return more
 
     def balance(self, key: K) -> float:
         """Seconds of the worker's time ``key`` may still take (negative: it owes)."""

@@ -178,6 +178,58 @@ class DeviceSession:
         self._payload = b""  # a gateway's thousand sessions would each keep their last message
         return out
 
+    def singles(self, kind: str, payloads: Sequence[bytes]) -> list[Samples]:
+        """The leading messages of ``payloads`` that :meth:`handle_singles` may take together: while the
+        device runs in ``exact`` mode, single valid samples whose ids are new (not in the recent samples)
+        and distinct. Nothing changes here: a gateway asks it of a device's queue after a restart."""
+        if kind != "samples" or self.phase != "running" or self.config.batch_mode != "exact":
+            return []
+        group: list[Samples] = []
+        taken: set[SampleId] = set()
+        for k, payload in enumerate(payloads):
+            try:
+                s = self.class_names.parse_samples(payload, self.n_features, self.next_seq + k)
+            except MessageError:
+                break
+            if s.batch or s.rejected or s.rows is not None or len(s.ids) != 1:
+                break
+            sid = s.ids[0]
+            if sid in taken or self.recent_samples.lookup(*id_key(sid)) is not None:
+                break
+            group.append(s)
+            taken.add(sid)
+        return group
+
+    def handle_singles(self, group: Sequence[Samples]) -> list[Output]:
+        """The messages :meth:`singles` found, as :meth:`handle` one by one gives them: one output each,
+        in order, with the same predictions and the same state after, in one dedup pass and one call to
+        ``EdgeLoop.process_many`` (per-sample semantics: each labeled sample is learned before the next is
+        predicted). The group's events (an outlier count, a drift) come with its last output."""
+        if not group:
+            return []
+        self._events = []
+        for s in group:
+            self.counters.messages += 1
+            self.seq.check(s.seq, 1)
+        self.next_seq += len(group)
+        self._release_cooldown()
+        merged = Samples(
+            [s.ids[0] for s in group],
+            np.vstack([s.X for s in group]),
+            np.concatenate([s.y for s in group]),
+            np.concatenate([s.ts for s in group]),
+            batch=True,
+        )
+        predictions = self.class_names.named(self._samples(merged))
+        if len(predictions) != len(group):  # every sample is new and of the device's width: one each
+            raise RuntimeError(f"{len(predictions)} predictions for {len(group)} single samples")
+        outs = [Output(predictions=[p]) for p in predictions]
+        last = outs[-1]
+        self._events.extend(self.summaries.due())
+        last.history = self.take_history()
+        last.events, self._events = self._events, []
+        return outs
+
     def due_events(self, flush: bool = False) -> list[Event]:
         """Events that fall due without a message (the agent's housekeeping asks): summaries past their
         interval (``flush``: all of them, at a stop), gaps in ``seq`` past their grace (the broker's
