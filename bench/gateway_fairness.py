@@ -56,12 +56,16 @@ def sample(i: int) -> bytes:
 
 
 class Watch(Subscriber):
-    """Prediction arrival times by device and id, and every device's latest status with counters."""
+    """Prediction arrival times of the ``timed`` devices by id, and every device's latest status with
+    counters. The flooder's predictions are not subscribed: this process also publishes and stamps the
+    quiet samples, and decoding a flood's predictions here (thousands a second once the gateway drains a
+    backlog) delayed its stamps, which showed as the quiet devices' latency."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timed: list[str]) -> None:
         self.at: dict[str, dict[int, float]] = {}
         self.status: dict[str, dict[str, Any]] = {}
-        super().__init__(url, [("edgedrift/+/predictions", 1), ("edgedrift/+/status", 1)])
+        topics = [(f"edgedrift/{device}/predictions", 1) for device in timed]
+        super().__init__(url, [*topics, ("edgedrift/+/status", 1)])
 
     def handle(self, topic: str, payload: bytes) -> None:
         now = time.monotonic()
@@ -141,7 +145,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     settings["broker_sessions"] = args.broker_sessions
     settings |= key_values("--gateway-option", args.gateway_option)
     gateway = AgentProcess(workdir / "gateway.log", settings)
-    watch = Watch(url)
+    watch = Watch(url, quiet)
     sent: dict[str, dict[int, float]] = {d: {} for d in quiet}
     marks: dict[str, float] = {}
     stop = threading.Event()

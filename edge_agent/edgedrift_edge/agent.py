@@ -80,7 +80,9 @@ BATCH = 256  #: messages the worker takes from the inbox at once (their publishe
 #: Messages a gateway's worker handles between two looks at the inbox: a quiet device's message that
 #: arrives behind a flood waits for at most this many before it is queued on its device's turn.
 ROUND = 32
-#: A device's queued messages of one topic the worker hands its session at once (a queue after a restart).
+#: Queued messages of one topic a single-device agent's worker hands the session at once. A gateway keeps
+#: one message a turn: its devices' groups made the quiet devices' p99 worse while a backlog drained
+#: (docs/benchmarks.md section 6, "A device's queued single samples").
 GROUP = 32
 #: Seconds between two housekeeping turns, and at most between two visits of one device by them
 #: (:class:`~edgedrift_edge.buffers.sweep.Sweep`), and the devices a turn visits at least.
@@ -139,7 +141,7 @@ class EdgeAgent:
         self.fatal: str | None = None
         self.degraded: str | None = None
         self.progress = 0
-        self.in_hand = 0  # the message the worker is handling (0 or 1)
+        self.in_hand = 0  # the messages the worker is handling (a device's group)
         #: Messages taken from the inbox, per device, drained round-robin (issue 30 row 1).
         self.queues: FairQueues[str, tuple[DeviceRuntime, str, Inbound]] = FairQueues(
             settings.device_share, max(1, settings.broker_inflight // 2), 2 * settings.device_rate_per_s
@@ -400,12 +402,13 @@ class EdgeAgent:
                     self._periodic()
                     continue
                 self.idle.clear()
-                for _ in range(BATCH if len(self.devices) == 1 else ROUND):
+                alone = len(self.devices) == 1
+                for _ in range(BATCH if alone else ROUND):
                     taken = self.queues.take()
                     if taken is None or self.stopping.is_set():  # what stays queued is delivered again
                         break
                     key, (device, kind, message) = taken
-                    more = self.queues.take_more(key, GROUP - 1, partial(_on_topic, kind))
+                    more = self.queues.take_more(key, GROUP - 1, partial(_on_topic, kind)) if alone else []
                     group = [message, *(m for _, _, m in more)]
                     self.in_hand = len(group)
                     began = time.perf_counter()
@@ -514,8 +517,6 @@ class EdgeAgent:
                 device.errors += 1
             for message, out in zip(part, outs, strict=True):
                 self._finish(device, kind, message, out)
-            if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
-                self._fail(device, f"{device.errors} consecutive messages failed; giving up")
             start += len(part)
 
     def _serves(self, device: DeviceRuntime, messages: list[Inbound]) -> bool:
@@ -556,17 +557,18 @@ class EdgeAgent:
                 out.events.append({"type": "error", "reason": reason})
                 device.errors += 1
         self._finish(device, kind, message, out)
-        if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
-            self._fail(device, f"{device.errors} consecutive messages failed; giving up")
 
     def _finish(self, device: DeviceRuntime, kind: str, message: Inbound, out: Output) -> None:
-        """A handled message's publishes, its acknowledgement, the hand-over's note and its latency."""
+        """A handled message's publishes, its acknowledgement, the hand-over's note and its latency; a
+        device whose messages failed too often in a row is taken out of service."""
         self._publish_output(device, out, message)
         self.transport.done(message)
         if isinstance(device.handover, Outgoing):
             device.handover.note(kind, message.payload)
         if self.metrics is not None:
             self.metrics.observe(device.device_id, time.monotonic() - message.received)
+        if device.errors >= MAX_CONSECUTIVE_ERRORS and device.failed is None:
+            self._fail(device, f"{device.errors} consecutive messages failed; giving up")
 
     @staticmethod
     def _rejected_whole(device: DeviceRuntime, kind: str, message: Inbound, reason: str) -> Output:
