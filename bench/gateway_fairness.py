@@ -58,8 +58,8 @@ def sample(i: int) -> bytes:
 class Watch(Subscriber):
     """Prediction arrival times of the ``timed`` devices by id, and every device's latest status with
     counters. The flooder's predictions are not subscribed: this process also publishes and stamps the
-    quiet samples, and decoding a flood's predictions here (thousands a second once the gateway drains a
-    backlog) delayed its stamps, which showed as the quiet devices' latency."""
+    quiet samples, and need not decode a flood's predictions (thousands a second while the gateway drains
+    a backlog) beside them."""
 
     def __init__(self, url: str, timed: list[str]) -> None:
         self.at: dict[str, dict[int, float]] = {}
