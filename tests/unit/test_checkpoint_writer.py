@@ -151,13 +151,14 @@ def test_the_watchdog_reports_a_disk_that_does_not_answer_and_its_recovery(
     thread.start()
     writer.submit(HeldStore(tmp_path, "dev-1"), b"x", lambda e: None)
     deadline = time.monotonic() + 10.0
-    while agent.degraded is None and time.monotonic() < deadline:
+    # The watchdog sets ``degraded`` before it reports it: wait for the report itself.
+    while ("status", "degraded") not in agent.events and time.monotonic() < deadline:
         time.sleep(0.05)
     assert agent.degraded is not None and "checkpoints not written" in agent.degraded
     assert ("status", "degraded") in agent.events
     held.set()
     assert writer.flush(10.0)
-    while agent.degraded is not None and time.monotonic() < deadline:
+    while ("status", "None") not in agent.events and time.monotonic() < deadline:
         time.sleep(0.05)
     assert agent.degraded is None and agent.events[-2][0] == "recovered"
     agent.stopping.set()
