@@ -171,10 +171,7 @@ class DeviceSession:
             self._reject([Rejection(str(exc))], kind, exc.count)
             if kind != "labels":
                 self.seq.skipped += exc.count
-        self._events.extend(self.summaries.due())
-        out.history = self.take_history()
-        out.events = self._events
-        self._events = []
+        self._close(out)
         self._payload = b""  # a gateway's thousand sessions would each keep their last message
         return out
 
@@ -224,11 +221,14 @@ class DeviceSession:
         if len(predictions) != len(group):  # every sample is new and of the device's width: one each
             raise RuntimeError(f"{len(predictions)} predictions for {len(group)} single samples")
         outs = [Output(predictions=[p]) for p in predictions]
-        last = outs[-1]
-        self._events.extend(self.summaries.due())
-        last.history = self.take_history()
-        last.events, self._events = self._events, []
+        self._close(outs[-1])
         return outs
+
+    def _close(self, out: Output) -> None:
+        """``out`` gets the events gathered while handling (and the summaries due) and the history."""
+        self._events.extend(self.summaries.due())
+        out.history = self.take_history()
+        out.events, self._events = self._events, []
 
     def due_events(self, flush: bool = False) -> list[Event]:
         """Events that fall due without a message (the agent's housekeeping asks): summaries past their
