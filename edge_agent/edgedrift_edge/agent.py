@@ -80,9 +80,10 @@ BATCH = 256  #: messages the worker takes from the inbox at once (their publishe
 #: Messages a gateway's worker handles between two looks at the inbox: a quiet device's message that
 #: arrives behind a flood waits for at most this many before it is queued on its device's turn.
 ROUND = 32
-#: Queued messages of one topic a single-device agent's worker hands the session at once. A gateway keeps
-#: one message a turn: its devices' groups made the quiet devices' p99 worse while a backlog drained
-#: (docs/benchmarks.md section 6, "A device's queued single samples").
+#: Queued messages of one topic the worker hands a device's session at once (a gateway's device holds at
+#: most ``device_share`` of them). A gateway takes a flooding device's messages one a turn: its groups
+#: made the quiet devices' p99 worse while its backlog drained (docs/benchmarks.md section 6, "A
+#: device's queued single samples"); the other devices' groups drain a restart's queues sooner (§23).
 GROUP = 32
 #: Seconds between two housekeeping turns, and at most between two visits of one device by them
 #: (:class:`~edgedrift_edge.buffers.sweep.Sweep`), and the devices a turn visits at least.
@@ -408,7 +409,8 @@ class EdgeAgent:
                     if taken is None or self.stopping.is_set():  # what stays queued is delivered again
                         break
                     key, (device, kind, message) = taken
-                    more = self.queues.take_more(key, GROUP - 1, partial(_on_topic, kind)) if alone else []
+                    together = alone or not self.queues.floods(key, time.monotonic())
+                    more = self.queues.take_more(key, GROUP - 1, partial(_on_topic, kind)) if together else []
                     group = [message, *(m for _, _, m in more)]
                     self.in_hand = len(group)
                     began = time.perf_counter()

@@ -220,6 +220,25 @@ def test_a_device_is_quiet_after_a_span_under_the_limit_and_stops_being_after_a_
     assert not arrivals.quiet("d", 40.0, 2), "not heard within the span"
 
 
+def test_a_device_is_busy_only_after_a_span_over_the_limit() -> None:
+    arrivals: Arrivals[str] = Arrivals(span=10)
+    for _ in range(100):  # a backlog delivered at once after a restart
+        arrivals.add("d", 0.0)
+    assert not arrivals.busy("d", 5.0, 2), "heard for less than the span: catching up, not flooding"
+    for t in range(1, 11):
+        for _ in range(30):
+            arrivals.add("d", float(t))
+    assert arrivals.busy("d", 10.5, 2), "30 a second for a span"
+    assert not arrivals.quiet("d", 10.5, 2)
+    arrivals.add("d", 25.0)
+    assert not arrivals.busy("d", 25.5, 2), "the flood left the span"
+    assert not arrivals.busy("d", 40.0, 2), "not heard within the span"
+    assert not arrivals.busy("unknown", 40.0, 2)
+    for t in range(41, 52):
+        arrivals.add("d", float(t))
+    assert not arrivals.busy("d", 51.5, 2), "one a second is under the limit"
+
+
 def test_recent_samples_are_bounded_in_bytes_at_the_devices_width() -> None:
     budget = 8 * 1024 * 1024
     wide = RecentSamples(50_000, 1000, budget)

@@ -178,7 +178,7 @@ class DeviceSession:
     def singles(self, kind: str, payloads: Sequence[bytes]) -> list[Samples]:
         """The leading messages of ``payloads`` that :meth:`handle_singles` may take together: while the
         device runs in ``exact`` mode, single valid samples whose ids are new (not in the recent samples)
-        and distinct. Nothing changes here: a single device's agent asks it of the messages it has queued."""
+        and distinct. Nothing changes here: the agent's worker asks it of a device's queued messages."""
         if kind != "samples" or self.phase != "running" or self.config.batch_mode != "exact":
             return []
         group: list[Samples] = []
