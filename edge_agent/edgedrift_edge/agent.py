@@ -409,8 +409,8 @@ class EdgeAgent:
                     if taken is None or self.stopping.is_set():  # what stays queued is delivered again
                         break
                     key, (device, kind, message) = taken
-                    together = alone or not self.queues.floods(key, time.monotonic())
-                    more = self.queues.take_more(key, GROUP - 1, partial(_on_topic, kind)) if together else []
+                    floods = not alone and self.queues.floods(key, time.monotonic())
+                    more = [] if floods else self.queues.take_more(key, GROUP - 1, partial(_on_topic, kind))
                     group = [message, *(m for _, _, m in more)]
                     self.in_hand = len(group)
                     began = time.perf_counter()
@@ -418,6 +418,8 @@ class EdgeAgent:
                     self.queues.charge(key, time.perf_counter() - began)
                     self.progress += len(group)
                     self.in_hand = 0
+                    if floods:  # the other devices' messages and predictions pass the I/O thread first
+                        self.transport.yield_io()
                 self._periodic()
         except Exception as exc:
             self.die(f"worker died: {type(exc).__name__}: {exc}", traceback.format_exc())

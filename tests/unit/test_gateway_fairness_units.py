@@ -220,11 +220,17 @@ def test_a_device_is_quiet_after_a_span_under_the_limit_and_stops_being_after_a_
     assert not arrivals.quiet("d", 40.0, 2), "not heard within the span"
 
 
-def test_a_device_is_busy_only_after_a_span_over_the_limit() -> None:
+def test_a_device_is_busy_past_a_span_of_messages_at_the_limit() -> None:
+    """Busy is more than ``limit`` a second's worth within the last span, however long the device has been
+    heard: a quiet device's short backlog after a restart is not, a flooder's is at once."""
     arrivals: Arrivals[str] = Arrivals(span=10)
-    for _ in range(100):  # a backlog delivered at once after a restart
+    for _ in range(20):  # a quiet device's queue from a restart, delivered at once
+        arrivals.add("q", 0.0)
+    assert not arrivals.busy("q", 0.5, 2), "20 messages: a span's worth at the limit"
+    assert not arrivals.quiet("q", 0.5, 2), "heard for less than the span: not quiet either"
+    for _ in range(21):  # a flooder's backlog, delivered as fast as it is taken
         arrivals.add("d", 0.0)
-    assert not arrivals.busy("d", 5.0, 2), "heard for less than the span: catching up, not flooding"
+    assert arrivals.busy("d", 0.5, 2), "more than a span's worth at once"
     for t in range(1, 11):
         for _ in range(30):
             arrivals.add("d", float(t))

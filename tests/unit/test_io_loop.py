@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from edgedrift_edge.transport.io_loop import LOOP_TIMEOUT_S, IoLoop
+from edgedrift_edge.transport.io_loop import LOOP_TIMEOUT_S, YIELD_NAP_S, YIELD_S, IoLoop, yield_to
 
 TIMEOUT_S = 5.0
 _OPENED: list[socket.socket] = []
@@ -138,3 +138,64 @@ def test_the_loop_closes_what_it_opened_when_its_last_connection_ends() -> None:
     second.ended = True
     loop.wake()
     wait_for(lambda: not loop.running)
+
+
+class Serving(Pipe):
+    """A connection whose I/O notes whether the loop said it was in a turn."""
+
+    def __init__(self, loop: IoLoop) -> None:
+        super().__init__()
+        self.loop = loop
+        self.seen: list[bool] = []
+
+    def io_ready(self, readable: bool, writable: bool, misc: bool) -> None:
+        self.seen.append(self.loop.serving)
+        super().io_ready(readable, writable, misc)
+
+
+def test_the_loop_serves_in_a_turn_and_not_while_it_waits() -> None:
+    loop = IoLoop("io-test")
+    pipe = Serving(loop)
+    loop.add(pipe)
+    pipe.theirs.send(b"x")
+    wait_for(lambda: pipe.got == b"x")
+    assert pipe.seen and all(pipe.seen)
+    wait_for(lambda: not loop.serving)  # back in its wait
+    pipe.ended = True
+    wait_for(lambda: not loop.running)
+    assert not loop.serving
+
+
+def test_yield_to_naps_until_the_turn_ends_and_no_longer_than_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Loop:
+        serving = False
+
+    naps: list[float] = []
+    loop: Any = Loop()
+    yield_to(loop)
+    yield_to(None)
+
+    def nap(seconds: float) -> None:  # the turn ends after the third nap
+        naps.append(seconds)
+        loop.serving = len(naps) < 3
+
+    monkeypatch.setattr(time, "sleep", nap)
+    assert naps == []  # not in a turn: no nap
+    loop.serving = True
+    yield_to(loop)
+    assert naps == [YIELD_NAP_S] * 3
+
+    clock = [0.0]
+
+    def tick() -> float:  # a turn that never ends: each look at the clock a nap later
+        clock[0] += YIELD_NAP_S
+        return clock[0]
+
+    monkeypatch.setattr(time, "sleep", lambda s: naps.append(s))
+    monkeypatch.setattr(time, "perf_counter", tick)
+    naps.clear()
+    loop.serving = True
+    yield_to(loop)
+    assert 0 < len(naps) <= YIELD_S / YIELD_NAP_S

@@ -10,10 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.sessions import D, gateway, running, sample
+from support.sessions import D, gateway, running, sample, train
 
 from edgedrift import state
+from edgedrift_edge.device import session_config
 from edgedrift_edge.session.device_session import DeviceSession, Output
+from edgedrift_edge.session.trainer import RecomputeRequest, TrainedModel
 
 
 def rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,12 +77,14 @@ def together(s: DeviceSession, payloads: list[bytes], sizes: list[int]) -> tuple
 
 
 def state_of(s: DeviceSession) -> bytes:
-    """The session's checkpoint without its epoch (a random id per session) and the loop's flags of its
-    last ``process_many`` call (an output of that call, not state)."""
+    """The session's checkpoint without its epoch (a random id per session, which also names a pending
+    request) and the loop's flags of its last ``process_many`` call (an output of that call, not state)."""
     assert s.loop is not None
     s.loop.last_outliers = s.loop.last_incremental = np.zeros(0, dtype=bool)
     tree = s.snapshot()
-    tree.pop("epoch")
+    epoch = tree.pop("epoch")
+    if tree.get("pending"):
+        tree["pending"] = {**tree["pending"], "request_id": tree["pending"]["request_id"].replace(epoch, "")}
     return state.dumps(tree)
 
 
@@ -117,6 +121,48 @@ def test_singles_together_predict_count_and_learn_as_one_by_one(
     rejected = [e for o in one_by_one for e in o.events if e["type"] == "rejected"]
     rejected_b = [e for o in grouped_outs for e in o.events if e["type"] == "rejected"]
     assert rejected_b == rejected  # each bad message rejected alone, by its own digest
+
+
+def test_singles_together_through_the_warm_up_and_the_wait_for_the_first_model(tmp_path: Path) -> None:
+    """A fresh device's queue (a restart's, when the warm-up ends while the gateway was away): grouped, it
+    warms up, asks for its first model, waits for it (answered later, as the cloud does) and runs on it
+    exactly as one by one; with a cloud that answers at once the model comes in a group's middle."""
+    asked: dict[int, list[RecomputeRequest]] = {0: [], 1: []}
+
+    def later(k: int) -> Any:
+        def trainer(request: RecomputeRequest) -> TrainedModel | None:
+            asked[k].append(request)
+            return None
+
+        return trainer
+
+    payloads = queue(7)
+    config = session_config(gateway(tmp_path), "dev-1")
+    a, b = DeviceSession(config, later(0), lambda: 0.0), DeviceSession(config, later(1), lambda: 0.0)
+    sizes = np.random.default_rng(17).integers(1, 40, size=len(payloads)).tolist()
+    first, rest = payloads[:300], payloads[300:]
+    one_by_one = [a.handle("samples", p) for p in first]
+    grouped_outs, grouped = together(b, first, sizes)
+    assert grouped > len(first) // 2
+    assert a.phase == b.phase == "awaiting_model" and len(asked[0]) == len(asked[1]) == 1
+    assert [o.predictions for o in grouped_outs] == [o.predictions for o in one_by_one]
+    assert b.counters == a.counters
+    a.install(train(asked[0][0]))
+    b.install(train(asked[1][0]))
+    assert (a.phase, b.phase) == ("running", "running")
+    one_by_one = [a.handle("samples", p) for p in rest]
+    grouped_outs, _ = together(b, rest, sizes)
+    assert [o.predictions for o in grouped_outs] == [o.predictions for o in one_by_one]
+    assert b.counters == a.counters
+    assert state_of(b) == state_of(a)
+
+    sync_a, sync_b = DeviceSession(config, train, lambda: 0.0), DeviceSession(config, train, lambda: 0.0)
+    one_by_one = [sync_a.handle("samples", p) for p in payloads]
+    grouped_outs, grouped = together(sync_b, payloads, sizes)
+    assert grouped > len(payloads) // 2 and sync_b.phase == "running"
+    assert [o.predictions for o in grouped_outs] == [o.predictions for o in one_by_one]
+    assert sync_b.counters == sync_a.counters
+    assert state_of(sync_b) == state_of(sync_a)
 
 
 def test_singles_stops_at_what_handle_must_take_and_changes_nothing(tmp_path: Path) -> None:

@@ -27,8 +27,8 @@ message a turn whatever it cost let a device whose messages are expensive (wide 
 60 ms a labeled sample at 2,048 features) set every round's length, and its quiet neighbours waited that
 long for each of their messages. When every waiting device is in debt the rounds are skipped ahead at
 once: the worker never idles while messages wait. A turn may take several of a device's queued messages
-at once, unless the device floods (:meth:`FairQueues.floods`: more than ``quiet_limit`` a second over the
-last ``span`` seconds), whose messages are taken one a turn. Pure: no threads, no I/O, the clock is
+at once, unless the device floods (:meth:`FairQueues.floods`: more than ``quiet_limit`` a second's worth
+over the last ``span`` seconds), whose messages are taken one a turn. Pure: no threads, no I/O, the clock is
 passed in; the agent's worker owns one.
 """
 
@@ -83,21 +83,23 @@ class Arrivals(Generic[K]):
         on average over them and never ``PEAK`` times that in one second (arrivals bunch up when the
         broker's window stalls, so one second alone says little)."""
         window = self._window(key, now)
-        return window is not None and sum(window) <= limit * self.span and max(window) <= PEAK * limit
+        if window is None or now - self._first[key] < self.span:
+            return False
+        return sum(window) <= limit * self.span and max(window) <= PEAK * limit
 
     def busy(self, key: K, now: float, limit: float) -> bool:
-        """Heard for ``span`` seconds and within the last ``span``, more than ``limit`` messages a second on
-        average over them: a device that floods, not one catching up on a backlog (a gateway that has
-        just restarted has heard nobody for ``span`` seconds)."""
+        """More than ``limit`` messages a second's worth over the last ``span`` seconds, however long it
+        has been heard: a device that floods, or whose backlog is larger than a span of traffic at the
+        limit (a quiet device's queue from a gateway's short absence is not)."""
         window = self._window(key, now)
         return window is not None and sum(window) > limit * self.span
 
     def _window(self, key: K, now: float) -> list[int] | None:
-        """``key``'s messages in each second of the last ``span``, or None unless it has been heard for
-        ``span`` seconds and within the last ``span``."""
+        """``key``'s messages in each second of the last ``span`` (none before it was first heard), or None
+        unless it has been heard within the last ``span``."""
         counts = self._counts.get(key)
         second, last = int(now), self._last.get(key, 0)
-        if counts is None or now - self._first[key] < self.span or second - last >= self.span:
+        if counts is None or second - last >= self.span:
             return None
         return [counts[s % self.span] for s in range(second - self.span + 1, last + 1)]
 
@@ -221,7 +223,7 @@ class FairQueues(Generic[K, T]):
         return more
 
     def floods(self, key: K, now: float) -> bool:
-        """Whether ``key`` has sent more than ``quiet_limit`` messages a second for a span
+        """Whether ``key`` has sent more than ``quiet_limit`` messages a second's worth over the last span
         (:meth:`Arrivals.busy`): the worker then takes its messages one a turn, not together."""
         return self.arrivals.busy(key, now, self.quiet_limit)
 

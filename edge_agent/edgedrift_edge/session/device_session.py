@@ -176,10 +176,12 @@ class DeviceSession:
         return out
 
     def singles(self, kind: str, payloads: Sequence[bytes]) -> list[Samples]:
-        """The leading messages of ``payloads`` that :meth:`handle_singles` may take together: while the
-        device runs in ``exact`` mode, single valid samples whose ids are new (not in the recent samples)
-        and distinct. Nothing changes here: the agent's worker asks it of a device's queued messages."""
-        if kind != "samples" or self.phase != "running" or self.config.batch_mode != "exact":
+        """The leading messages of ``payloads`` that :meth:`handle_singles` may take together: in ``exact``
+        mode and once the width is known, single valid samples whose ids are new (not in the recent
+        samples) and distinct, in any phase (the warm-up and the wait for the first model take a batch
+        sample by sample too, so a restart's queue that ends a warm-up goes through together). Nothing
+        changes here: the agent's worker asks it of a device's queued messages."""
+        if kind != "samples" or self.config.batch_mode != "exact":
             return []
         group: list[Samples] = []
         taken: set[SampleId] = set()

@@ -76,7 +76,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from edgedrift_edge.transport.io_loop import LOOP_TIMEOUT_S, IoLoop
+from edgedrift_edge.transport.io_loop import LOOP_TIMEOUT_S, IoLoop, yield_to
 from edgedrift_edge.transport.mqtt import (
     MAX_EXPIRY_S,
     SESSION_EXPIRY_S,
@@ -1376,6 +1376,10 @@ class MqttTransport:
         """Messages processed or in the inbox whose acknowledgement is still due."""
         with self._lock:
             return len(self._pending) + len(self._inbox)
+
+    def yield_io(self) -> None:
+        """Let the I/O thread's turn end first (the worker, between two of its turns: :func:`yield_to`)."""
+        yield_to(self._io)
 
     def wait_flushed(self, timeout: float) -> bool:
         """Wait until every processed message is acknowledged (used on stop)."""

@@ -33,6 +33,9 @@ from typing import Any, Protocol
 #: Seconds between two visits of every connection (its keep-alive, paho's ``loop_misc``; a stop or a
 #: deadline missed otherwise is noticed by then at worst).
 LOOP_TIMEOUT_S = 0.25
+#: The longest a CPU-bound thread waits for the loop's turn to end (:func:`yield_to`), and its naps.
+YIELD_S = 0.002
+YIELD_NAP_S = 0.00005
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 
 
@@ -66,6 +69,8 @@ class IoLoop:
         self._broken: set[IoDriven] = set()
         #: The loop thread's ident (publishes from it need no wake-up).
         self.ident: int | None = None
+        #: Whether the loop is in a turn (doing its connections' I/O), not waiting for one (:func:`yield_to`).
+        self.serving = False
 
     def _open(self) -> None:
         """The wake-up socket pair and the selector of a run of the thread (closed when it ends)."""
@@ -134,6 +139,7 @@ class IoLoop:
                     connections = [c for c in connections if not c.io_ended]
                     if not connections and not self._dirty:
                         self._thread = None
+                        self.serving = False
                         self._close()  # nothing left open once the last connection ended
                         return
             dirty = self._take_dirty()
@@ -151,7 +157,10 @@ class IoLoop:
                     self._due.pop(connection, None)
             wait_until = min([visited_at + LOOP_TIMEOUT_S, *self._due.values()])
             ready: dict[IoDriven, int] = {}
-            for key, mask in self._selector.select(max(0.0, wait_until - time.monotonic())):
+            self.serving = False
+            events = self._selector.select(max(0.0, wait_until - time.monotonic()))
+            self.serving = True
+            for key, mask in events:
                 if key.data is None:
                     with contextlib.suppress(OSError):
                         self._waker_r.recv(4096)
@@ -219,3 +228,17 @@ class IoLoop:
         if key is not None and key.data is connection:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self._selector.unregister(fd)
+
+
+def yield_to(loop: IoLoop | None) -> None:
+    """Let ``loop``'s turn end before a CPU-bound thread goes on (at most :data:`YIELD_S`). Every system
+    call of a turn (a ``recv``, a ``send``, an ``epoll_ctl``) releases the GIL, and taking it back from a
+    thread that computes waits up to the switch interval (5 ms): while a gateway's worker drained a
+    flood, a turn over the 99 quiet devices' sockets took a tenth of a second and more, on the way in and
+    again on the way out (docs/benchmarks.md §23). A thread napping here holds no GIL, so the turn runs
+    through."""
+    if loop is None or not loop.serving:
+        return
+    end = time.perf_counter() + YIELD_S
+    while loop.serving and time.perf_counter() < end:
+        time.sleep(YIELD_NAP_S)

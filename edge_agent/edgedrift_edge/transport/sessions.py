@@ -39,7 +39,7 @@ from dataclasses import fields
 from typing import Any
 
 from edgedrift_edge.transport.connection import Bell, Inbound, MqttTransport, TransportCounters
-from edgedrift_edge.transport.io_loop import IoLoop
+from edgedrift_edge.transport.io_loop import IoLoop, yield_to
 
 log = logging.getLogger("edgedrift_edge.transport.sessions")
 
@@ -386,6 +386,10 @@ class DeviceSessions:
     @property
     def reconnects(self) -> int:
         return sum(s.reconnects for s in self.sessions)
+
+    def yield_io(self) -> None:
+        """Let the I/O thread's turn over the sessions end first (:func:`yield_to`)."""
+        yield_to(self._io)
 
 
 #: What the agent sends and receives through: one session, or one per device.
