@@ -498,8 +498,8 @@ class EdgeAgent:
 
     def _handle_group(self, device: DeviceRuntime, kind: str, messages: list[Inbound]) -> None:
         """A device's queued messages of one topic, in order. Runs of single samples go through its
-        session together (:meth:`DeviceSession.handle_singles`: the outputs of one by one, in one call to
-        the loop), each with its own publishes and acknowledgement; the rest one by one. Once the agent
+        session together (:meth:`DeviceSession.handle_singles`: the outputs of one by one, in one pass),
+        each with its own publishes and acknowledgement; the rest one by one. Once the agent
         stops (a death on the way), what is left is neither handled nor acknowledged: the broker delivers
         it again, as what stays queued."""
         start = 0

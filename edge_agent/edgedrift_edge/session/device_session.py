@@ -203,7 +203,8 @@ class DeviceSession:
         """The messages :meth:`singles` found, as :meth:`handle` one by one gives them: one output each,
         in order, with the same predictions and the same state after, in one dedup pass and one call to
         ``EdgeLoop.process_many`` (per-sample semantics: each labeled sample is learned before the next is
-        predicted). The group's events (an outlier count, a drift) come with its last output."""
+        predicted), or to the warm-up's sample-by-sample path before the first model. The group's events
+        (an outlier count, a drift, the warm-up's end) come with its last output."""
         if not group:
             return []
         self._events = []
