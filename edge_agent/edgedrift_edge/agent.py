@@ -85,6 +85,11 @@ ROUND = 32
 #: made the quiet devices' p99 worse while its backlog drained (docs/benchmarks.md section 6, "A
 #: device's queued single samples"); the other devices' groups drain a restart's queues sooner (§23).
 GROUP = 32
+#: A gateway's seconds of first models installed a round and of checkpoints written a housekeeping turn
+#: (at least one of each): a restart's 100 devices end their warm-up together, and their models, which
+#: come back within a second, installed and checkpointed at once held every device's samples for half a
+#: second (docs/benchmarks.md section 23); what is left waits for the next round or turn.
+DEFERRABLE_S = 0.005
 #: Seconds between two housekeeping turns, and at most between two visits of one device by them
 #: (:class:`~edgedrift_edge.buffers.sweep.Sweep`), and the devices a turn visits at least.
 TURN_S, SWEEP_S, SWEEP_MIN = 0.05, 0.5, 32
@@ -396,7 +401,7 @@ class EdgeAgent:
                 if not isinstance(device.handover, Incoming):
                     self._publish_startup(device)
             while not self.stopping.is_set():
-                self._drain_control()
+                self._drain_control(math.inf if len(self.devices) == 1 else DEFERRABLE_S)
                 self._take_in()
                 if not self.queues:
                     self.idle.set()
@@ -435,7 +440,7 @@ class EdgeAgent:
         fair = len(self.devices) > 1
         if self.queues and not fair:
             return
-        timeout = 0.0 if self.queues else 0.05
+        timeout = 0.0 if self.queues or not self.control.empty() else 0.05
         if fair and isinstance(self.transport, DeviceSessions):
             batch = self.transport.get_batch(timeout, limit=BATCH, room=self._room)
             refuse = False
@@ -607,30 +612,38 @@ class EdgeAgent:
             device.event(event.pop("type"), owner=owner, **event)
         device.forward_history(self.cloud, out.history)
 
-    def _drain_control(self) -> None:
+    def _drain_control(self, budget_s: float) -> None:
+        """What the cloud thread handed over (models, failures, heartbeats' answers, the device list), in
+        order, for about ``budget_s`` (at least one item); the rest at the next round."""
+        until = time.perf_counter() + budget_s
         while True:
             try:
                 item = self.control.get_nowait()
             except queue.Empty:
                 return
-            device = item.device
-            if item.kind == "devices":
-                self._apply_devices(*item.value)
-                continue
-            if device is None or self.devices.get(device.device_id) is not device:
-                continue  # a device removed since
-            if item.kind.startswith("handover:"):
-                self.handovers.on_answer(item.kind.split(":", 1)[1], device, item.value)
-                continue
-            events = []
-            if item.kind == "trained" and item.value is not None:
-                self.traces.arrived(device.device_id)
-                events = device.session.install(item.value)
-            elif item.kind == "failed":
-                events = device.session.recompute_failed(item.value)
-            elif item.kind in ("heartbeat", "batch"):
-                device.heartbeat_done(item.value, device_credential=item.kind == "heartbeat")
-            self._publish_output(device, Output(events=events), None)
+            self._on_control(item)
+            if time.perf_counter() >= until:
+                return
+
+    def _on_control(self, item: _Control) -> None:
+        device = item.device
+        if item.kind == "devices":
+            self._apply_devices(*item.value)
+            return
+        if device is None or self.devices.get(device.device_id) is not device:
+            return  # a device removed since
+        if item.kind.startswith("handover:"):
+            self.handovers.on_answer(item.kind.split(":", 1)[1], device, item.value)
+            return
+        events = []
+        if item.kind == "trained" and item.value is not None:
+            self.traces.arrived(device.device_id)
+            events = device.session.install(item.value)
+        elif item.kind == "failed":
+            events = device.session.recompute_failed(item.value)
+        elif item.kind in ("heartbeat", "batch"):
+            device.heartbeat_done(item.value, device_credential=item.kind == "heartbeat")
+        self._publish_output(device, Output(events=events), None)
 
     def _periodic(self) -> None:
         """Housekeeping, at most every ``TURN_S``: publish retries, hand-overs and the device list at every
@@ -642,6 +655,7 @@ class EdgeAgent:
         self.checkpoints.collect()
         self.transport.retry_failed()
         due: list[DeviceRuntime] = []
+        checkpoints_until = math.inf  # a gateway's: DEFERRABLE_S after the turn's first checkpoint began
         cutoff = now - self.settings.silent_after_s  # heard (or connected) before this: silent
         watching = self.transport.connected.is_set() and self._connected_at <= cutoff
         for device in self._sweep.turn():
@@ -655,10 +669,12 @@ class EdgeAgent:
             if now >= device.next_heartbeat:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
                 due.append(device)
-            if now >= device.next_checkpoint and device.failed is None:
-                began = time.perf_counter()
+            began = time.perf_counter()
+            if now >= device.next_checkpoint and device.failed is None and began < checkpoints_until:
                 device.checkpoint()  # its own cost: charged to its turns as its messages are
                 self.queues.charge(device.device_id, time.perf_counter() - began)
+                if len(self.devices) > 1:  # the rest stay due, for their next visit
+                    checkpoints_until = min(checkpoints_until, began + DEFERRABLE_S)
         if due:
             self._send_heartbeats(due)
         if self.settings.gateway_secret is None:

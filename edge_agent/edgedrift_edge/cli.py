@@ -13,6 +13,7 @@ OMP_NUM_THREADS or MKL_NUM_THREADS says otherwise (``edgedrift-edge threads`` sh
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -126,6 +127,7 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
         "keepalive_s",
         "session_expiry_s",
         "switch_interval_s",
+        "gc_threshold",
     ),
 }
 
@@ -169,6 +171,13 @@ def _add_setting(group: argparse._ArgumentGroup, name: str) -> None:
     )
 
 
+def tune_interpreter(settings: AgentSettings) -> None:
+    """The agent process's thread switch interval and its cyclic collector's youngest generation
+    (``switch_interval_s``, ``gc_threshold``; the older generations keep Python's thresholds)."""
+    sys.setswitchinterval(settings.switch_interval_s)
+    gc.set_threshold(settings.gc_threshold, *gc.get_threshold()[1:])
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the agent until SIGTERM/SIGINT (exit 0) or until it cannot work any more (exit 1)."""
     default_one_blas_thread()
@@ -183,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"edgedrift-edge agent: error: invalid settings: {problems}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sys.setswitchinterval(settings.switch_interval_s)
+    tune_interpreter(settings)
     try:
         agent = EdgeAgent(settings)
     except SettingsError as exc:

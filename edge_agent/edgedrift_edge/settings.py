@@ -201,8 +201,9 @@ class AgentSettings(BaseSettings):
         "device is quiet (under twice device_rate_per_s for 10 s), a device holding this many is refused "
         "further messages, counted in dropped and overloaded with one overloaded event per second, so "
         "that a flood cannot delay the quiet devices (otherwise, and in a single-device agent, "
-        "back-pressure holds the rest)",
-        default=8,
+        "back-pressure holds the rest). As many as the worker hands a session at once: a restart's "
+        "queues drain in groups of this many",
+        default=32,
     )
     broker_sessions: Literal["gateway", "device"] = _described(
         "gateway: one broker session for all its devices, or one per device (its own connection and "
@@ -324,6 +325,13 @@ class AgentSettings(BaseSettings):
         "5 ms; shorter hands the GIL to the MQTT I/O thread sooner for more switches, which cost the "
         "MQTT transport CPU per message (docs/benchmarks.md, section 6)",
         default=0.005,
+    )
+    gc_threshold: Annotated[int, Field(ge=100)] = _described(
+        "allocations (less deallocations) between two collections of the cyclic garbage collector's "
+        "youngest generation (gc.set_threshold) in the agent command. Python's 700 moves a gateway's "
+        "short-lived objects to the oldest generation while it drains a backlog, whose collections over "
+        "86,000-340,000 objects then held every thread for 60-240 ms (docs/benchmarks.md, section 23)",
+        default=20_000,
     )
 
     @field_validator("broker_url")

@@ -4,6 +4,7 @@ run BLAS on one thread unless the user says otherwise."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -11,7 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from edgedrift_edge.cli import BLAS_THREAD_VARS, add_run_arguments, default_one_blas_thread, replay_broker_url
+from edgedrift_edge.cli import (
+    BLAS_THREAD_VARS,
+    add_run_arguments,
+    default_one_blas_thread,
+    replay_broker_url,
+    tune_interpreter,
+)
 from edgedrift_edge.settings import AgentSettings
 
 
@@ -89,6 +96,19 @@ def test_default_one_blas_thread_sets_only_what_is_unset() -> None:
     environ = {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": ""}
     assert default_one_blas_thread(environ) == ["OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"]
     assert environ == {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def test_the_agent_tunes_the_switch_interval_and_the_collectors_youngest_generation_only() -> None:
+    before, interval = gc.get_threshold(), sys.getswitchinterval()
+    try:
+        tune_interpreter(AgentSettings(device_id="d", switch_interval_s=0.002))
+        assert gc.get_threshold() == (20_000, *before[1:])  # the default gc_threshold
+        assert sys.getswitchinterval() == 0.002
+        tune_interpreter(AgentSettings(device_id="d", gc_threshold=700))
+        assert gc.get_threshold() == (700, *before[1:])
+    finally:
+        gc.set_threshold(*before)
+        sys.setswitchinterval(interval)
 
 
 def test_the_replay_refuses_device_ids_and_a_prefix_no_topic_can_take_before_it_connects() -> None:
