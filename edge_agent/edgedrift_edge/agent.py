@@ -230,6 +230,11 @@ class EdgeAgent:
         return DeviceSessions(session, device_of)
 
     @property
+    def alone(self) -> bool:
+        """A single device's agent: no fairness between devices, nothing spread over rounds."""
+        return len(self.devices) == 1
+
+    @property
     def waiting(self) -> int:
         """Messages received and not handled yet: in the inbox, in the devices' queues or in hand."""
         return self.transport.queued + len(self.queues) + self.in_hand
@@ -401,14 +406,14 @@ class EdgeAgent:
                 if not isinstance(device.handover, Incoming):
                     self._publish_startup(device)
             while not self.stopping.is_set():
-                self._drain_control(math.inf if len(self.devices) == 1 else DEFERRABLE_S)
+                self._drain_control(math.inf if self.alone else DEFERRABLE_S)
                 self._take_in()
                 if not self.queues:
                     self.idle.set()
                     self._periodic()
                     continue
                 self.idle.clear()
-                alone = len(self.devices) == 1
+                alone = self.alone
                 for _ in range(BATCH if alone else ROUND):
                     taken = self.queues.take()
                     if taken is None or self.stopping.is_set():  # what stays queued is delivered again
@@ -437,7 +442,7 @@ class EdgeAgent:
         less than its share (the rest waits at the broker in the device's own queue, costing no one else);
         with one session it refuses a device past its share under pressure
         (:mod:`~edgedrift_edge.buffers.fair_queue`), since what waits at the broker waits for everyone."""
-        fair = len(self.devices) > 1
+        fair = not self.alone
         if self.queues and not fair:
             return
         timeout = 0.0 if self.queues or not self.control.empty() else 0.05
@@ -626,6 +631,7 @@ class EdgeAgent:
                 return
 
     def _on_control(self, item: _Control) -> None:
+        """One item of :meth:`_drain_control`, for the device it names unless removed since."""
         device = item.device
         if item.kind == "devices":
             self._apply_devices(*item.value)
@@ -669,11 +675,11 @@ class EdgeAgent:
             if now >= device.next_heartbeat:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
                 due.append(device)
-            began = time.perf_counter()
-            if now >= device.next_checkpoint and device.failed is None and began < checkpoints_until:
+            checkpoint_due = now >= device.next_checkpoint and device.failed is None
+            if checkpoint_due and (began := time.perf_counter()) < checkpoints_until:
                 device.checkpoint()  # its own cost: charged to its turns as its messages are
                 self.queues.charge(device.device_id, time.perf_counter() - began)
-                if len(self.devices) > 1:  # the rest stay due, for their next visit
+                if not self.alone:  # the rest stay due, for their next visit
                     checkpoints_until = min(checkpoints_until, began + DEFERRABLE_S)
         if due:
             self._send_heartbeats(due)
