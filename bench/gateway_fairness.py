@@ -15,7 +15,10 @@ dropped, labels: + label misses) and what is lost; the gateway's peak RSS. Every
 so the samples the broker drops while the gateway is away (its queue for the gateway is full of the
 backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost unseen; every
 device sends one last sample once the gateway drained its queue, so a gap at the tail of its stream
-shows too, and the ledger is read once every gap waited the gateway's ``seq_grace_s``.
+shows too, and the ledger is read once every gap waited the gateway's ``seq_grace_s``. ``restart_drain``:
+how many quiet samples the restarted gateway found queued and how fast it answered them, beside how fast a
+bare paho subscriber receives as many queued samples on the same broker (the floor a Python MQTT client
+has on this machine; the restart phase's p99 of 1 s needs about ``samples`` answers a second).
 
     python bench/gateway_fairness.py --json results/gateway_fairness.json
     python bench/gateway_fairness.py --quick          # 20 devices, smaller floods (the smoke run)
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import secrets
 import statistics
 import tempfile
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from ingest.sink import Sink
 
 from edgedrift_edge.transport.mqtt import broker_address, make_client
 from edgedrift_harness.agent import AgentProcess
@@ -104,6 +109,59 @@ def rss_mb(pid: int) -> tuple[float, float]:
         return 0.0, 0.0
     fields = dict(line.split(":", 1) for line in text.splitlines())
     return int(fields.get("VmRSS", "0").split()[0]) / 1024, int(fields.get("VmHWM", "0").split()[0]) / 1024
+
+
+def restart_drain(
+    watch: Watch, sent: dict[str, dict[int, float]], started: float, back: float
+) -> dict[str, Any]:
+    """The quiet samples the restarted gateway found queued (published before it was back, answered after
+    it was started) and how fast it answered them: from its first answer to the last of them. A quiet
+    p99 of 1 s in the restart phase needs about ``samples`` answers a second."""
+    per_device: dict[str, int] = {}
+    first, last = math.inf, 0.0
+    for device, times in sent.items():
+        got = {r: t for r, t in watch.answered(device).items() if t >= started}
+        away = [got[r] for r, at in times.items() if at < back and r in got]
+        per_device[device] = len(away)
+        first = min(first, *got.values()) if got else first
+        last = max(last, *away) if away else last
+    samples = sum(per_device.values())
+    seconds = last - first if samples else 0.0
+    return {
+        "samples": samples,
+        "gateway_s": round(seconds, 3),
+        "gateway_per_s": round(samples / seconds) if seconds > 0 else None,
+        "per_device": per_device,
+    }
+
+
+def peer_drain(url: str, workdir: Path, per_device: dict[str, int]) -> dict[str, Any]:
+    """The floor of the restart drain on this machine, in the same run: a bare paho subscriber in its own
+    process (``bench/ingest/sink.py``: it json-decodes every message, answers nothing) with one persistent
+    session, away while as many samples per quiet device as the gateway drained are queued for it, then
+    back; from its first message to its last. The gateway had a broker session per device (or one) and
+    also predicted, published and drained the flooder's backlog meanwhile."""
+    client_id = f"bench-peer-drain-{secrets.token_hex(3)}"
+    topic = "peer/+/samples"
+    Sink(workdir, url, topic, 1, "samples", client_id).stop()  # the session and its subscription stay
+    for device, count in per_device.items():
+        publish(url, f"peer/{device}/samples", [sample(i) for i in range(count)])
+    samples = sum(per_device.values())
+    sink = Sink(workdir, url, topic, 1, "samples", client_id)
+    try:
+        deadline = time.monotonic() + 300.0
+        while (tally := sink.read()).msgs < samples and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        sink.stop()
+    if tally.msgs < samples:
+        raise RuntimeError(f"the bare subscriber received {tally.msgs} of {samples} queued samples")
+    seconds = tally.t_last - tally.t_first
+    return {
+        "peer_received": tally.msgs,
+        "peer_s": round(seconds, 3),
+        "peer_per_s": round(tally.msgs / seconds) if seconds > 0 else None,
+    }
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -181,6 +239,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             time.sleep(0.5)
 
     gateway.start(timeout=120)
+    code: int | None = None
     threads = [threading.Thread(target=stream), threading.Thread(target=sample_rss)]
     warm = 300
     try:
@@ -204,6 +263,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             part = [sample(i) for i in range(start, min(start + 50_000, first + args.backlog))]
             publish_from_process(url, f"edgedrift/{flood}/samples", part, timeout=600)
         time.sleep(max(0.0, marks["restart"] + args.restart_s - time.monotonic()))
+        marks["started"] = time.monotonic()
         gateway.start(timeout=120)
         back = time.monotonic()
         time.sleep(3.0)
@@ -233,9 +293,14 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         while time.monotonic() < deadline and any(accounted(watch.counters(d)) < published[d] for d in every):
             time.sleep(0.5)
         rss, hwm = rss_mb(gateway.pid)
+        code = gateway.stop(timeout=60)
+        drain = restart_drain(watch, sent, marks["started"], back)
+        per_device = drain.pop("per_device")
+        if drain["samples"]:
+            drain |= peer_drain(url, workdir, per_device)
     finally:
         stop.set()
-        code = gateway.stop(timeout=60)
+        code = gateway.stop(timeout=60) if code is None else code
         time.sleep(1.0)
         watch.close()
         cloud.stop()
@@ -312,6 +377,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "max": round(drained[-1], 3) if drained else None,
             "devices_over_1s": sum(1 for v in drained if v > 1.0),
         },
+        "restart_drain": drain,
         "rss_mb": round(rss, 1),
         "rss_peak_mb": round(max(hwm, peak[0]), 1),
         "ledger": ledger,

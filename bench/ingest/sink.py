@@ -1,6 +1,7 @@
 """A counting subscriber in its own process: a bare paho client that json-decodes every message and counts
 its samples into a small shared file (the peer of the benchmark, and the counter of the agent's
-predictions). Run as ``python bench/ingest/sink.py URL TOPIC QOS FILE KEY``."""
+predictions). Run as ``python bench/ingest/sink.py URL TOPIC QOS FILE KEY [CLIENT_ID]``: with a client id,
+a persistent session (what the broker queues for it while it is away arrives when it comes back)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ from edgedrift_harness.processes import stop_process
 SINK = struct.Struct("<qqdddq")
 
 
-def run_sink(url: str, topic: str, qos: int, shared: str, key: str) -> int:
-    """Count every message of ``topic`` (and the items under ``key`` of a batch) into ``shared``."""
+def run_sink(url: str, topic: str, qos: int, shared: str, key: str, client_id: str | None = None) -> int:
+    """Count every message of ``topic`` (and the items under ``key`` of a batch) into ``shared``; with
+    ``client_id``, in a persistent session of that id."""
     fd = os.open(shared, os.O_RDWR)
     buf = mmap.mmap(fd, SINK.size)
     pack = SINK.pack_into
@@ -55,7 +57,13 @@ def run_sink(url: str, topic: str, qos: int, shared: str, key: str) -> int:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    subscriber = Subscriber(url, [(topic, qos)], client_id=f"bench-sink-{os.getpid()}", on_message=on_message)
+    subscriber = Subscriber(
+        url,
+        [(topic, qos)],
+        client_id=client_id or f"bench-sink-{os.getpid()}",
+        clean_session=client_id is None,
+        on_message=on_message,
+    )
     pack(buf, 0, tally[0], tally[1], tally[2], tally[3], tally[4], 1)
     stop.wait()
     subscriber.close()
@@ -75,13 +83,25 @@ class Tally:
 
 
 class Sink:
-    """A counting subscriber process (see :func:`run_sink`) and its tally."""
+    """A counting subscriber process (see :func:`run_sink`) and its tally; ``client_id``: a persistent
+    session (a second sink of the same id gets what the broker queued since the first one stopped)."""
 
-    def __init__(self, workdir: Path, url: str, topic: str, qos: int, key: str) -> None:
+    def __init__(
+        self, workdir: Path, url: str, topic: str, qos: int, key: str, client_id: str | None = None
+    ) -> None:
         self.path = workdir / f"sink-{secrets.token_hex(4)}.bin"
         self.path.write_bytes(b"\0" * SINK.size)
         self.topic = topic
-        cmd = [sys.executable, __file__, url, topic, str(qos), str(self.path), key]
+        cmd = [
+            sys.executable,
+            __file__,
+            url,
+            topic,
+            str(qos),
+            str(self.path),
+            key,
+            *([client_id] if client_id else []),
+        ]
         with (workdir / "sinks.log").open("ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
         self._fd = os.open(self.path, os.O_RDONLY)
@@ -103,4 +123,4 @@ class Sink:
 
 if __name__ == "__main__":
     url_, topic_, qos_, shared_, key_ = sys.argv[1:6]
-    sys.exit(run_sink(url_, topic_, int(qos_), shared_, key_))
+    sys.exit(run_sink(url_, topic_, int(qos_), shared_, key_, sys.argv[6] if len(sys.argv) > 6 else None))
