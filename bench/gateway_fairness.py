@@ -2,8 +2,8 @@
 ones at 5 labeled samples/s and one that floods, on the shipped Mosquitto configuration (its queue,
 in-flight and persistence settings; anonymous here, so without the ACL and the user-name client ids)
 with the real cloud trainer (at ``--cloud-nice`` 10: in a deployment it has a host of its own; on the bench's
-cores its first models for the 99 quiet devices, whose warm-up ends in the restart phase, took about a core
-from the gateway's drain).
+cores, its service process answering the first models of the 99 quiet devices, whose warm-up ends in the
+restart phase, took CPU from the gateway's drain; its training processes run 10 below it as always).
 
 Phases, timed by when a quiet sample was published: ``before`` (quiet traffic only; the flooding device
 warms up and gets its model), ``burst`` (the flooder publishes ``--burst`` labeled samples as fast as the

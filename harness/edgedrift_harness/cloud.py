@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, Self
@@ -28,6 +29,13 @@ def server_tree_env(tree: Path | None) -> dict[str, str]:
     tree = tree.resolve()
     paths = [str(tree / "cloud_trainer"), str(tree / "shared"), os.environ.get("PYTHONPATH", "")]
     return {"PYTHONPATH": os.pathsep.join(filter(None, paths))}
+
+
+def _then_nice(first: Callable[[], object] | None, nice: int) -> None:
+    """A child's ``preexec_fn``: the caller's own first (the demo's, say), then ``os.nice(nice)``."""
+    if first is not None:
+        first()
+    os.nice(nice)
 
 
 class CloudProcessError(RuntimeError):
@@ -81,7 +89,7 @@ class CloudProcess:
             "--database-url", self.database_url, "--workers", str(self.workers),
         ]  # fmt: skip
         if self.nice:
-            popen.setdefault("preexec_fn", partial(os.nice, self.nice))
+            popen["preexec_fn"] = partial(_then_nice, popen.get("preexec_fn"), self.nice)
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
                 cmd, cwd=self.workdir, env=self.env, stdin=subprocess.DEVNULL, stdout=out,
