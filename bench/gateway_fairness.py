@@ -10,17 +10,19 @@ warms up and gets its model), ``burst`` (the flooder publishes ``--burst`` label
 broker takes them), ``labels`` (it publishes ``--labels`` late labels for ids it never sent), ``restart``
 (the gateway stops; while it is away, at least ``--restart-s``, the flooder uploads a backlog of
 ``--backlog`` samples and the quiet devices go on; then it starts again), ``after`` (until the quiet
-stream ends). Reported per phase: the quiet samples' latency (publish to prediction, p50/p99/max; in the
-restart phase from when the gateway was back, for the samples published while it was away) and how many
-are still unanswered; per device the ledger from its final status (published = predicted + rejected +
-dropped, labels: + label misses) and what is lost; the gateway's peak RSS. Every sample carries ``seq``,
-so the samples the broker drops while the gateway is away (its queue for the gateway is full of the
-backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost unseen; every
-device sends one last sample once the gateway drained its queue, so a gap at the tail of its stream
-shows too, and the ledger is read once every gap waited the gateway's ``seq_grace_s``. ``restart_drain``:
-how many quiet samples the restarted gateway found queued and how fast it answered them, beside how fast a
-bare paho subscriber receives as many queued samples on the same broker (the floor a Python MQTT client
-has on this machine; the restart phase's p99 of 1 s needs about ``samples`` answers a second).
+stream ends). Reported per phase: the quiet samples' latency (publish to prediction less the gateway's
+absence, p50/p99/max: a sample published while it was away counts from its return, and one published
+before the stop but left unanswered by it, ``held_at_stop``, until the stop and again from the return)
+and how many are still unanswered; per device the ledger from its final status (published = predicted +
+rejected + dropped, labels: + label misses) and what is lost; the gateway's peak RSS. Every sample
+carries ``seq``, so the samples the broker drops while the gateway is away (its queue for the gateway is
+full of the backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost
+unseen; every device sends one last sample once the gateway drained its queue, so a gap at the tail of
+its stream shows too, and the ledger is read once every gap waited the gateway's ``seq_grace_s``.
+``restart_drain``: how many quiet samples the restarted gateway found queued and how fast it answered
+them, beside how fast a bare paho subscriber receives as many queued samples on the same broker (the floor
+a Python MQTT client has on this machine; the restart phase's p99 of 1 s needs about ``samples`` answers
+a second).
 
     python bench/gateway_fairness.py --json results/gateway_fairness.json
     python bench/gateway_fairness.py --quick          # 20 devices, smaller floods (the smoke run)
@@ -111,6 +113,14 @@ def rss_mb(pid: int) -> tuple[float, float]:
         return 0.0, 0.0
     fields = dict(line.split(":", 1) for line in text.splitlines())
     return int(fields.get("VmRSS", "0").split()[0]) / 1024, int(fields.get("VmHWM", "0").split()[0]) / 1024
+
+
+def waited(at: float, got: float, stopped: float, back: float) -> float:
+    """A sample's latency from its publish to its prediction less the gateway's absence (from the stop to
+    its return): no gateway answers while it is away, so a sample published while it was away waits from
+    the return, and one sent before the stop that the gateway had not answered yet waits until the stop
+    and again from the return."""
+    return got - at - max(0.0, min(got, back) - max(at, stopped))
 
 
 def restart_drain(
@@ -261,6 +271,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         time.sleep(3.0)
         marks["restart"] = time.monotonic()
         gateway.stop(timeout=60)
+        marks["stopped"] = time.monotonic()
         first = warm + args.burst
         for start in range(first, first + args.backlog, 50_000):  # paho queues 65,535 messages at most
             part = [sample(i) for i in range(start, min(start + 50_000, first + args.backlog))]
@@ -316,10 +327,16 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         got = watch.answered(device)
         for r, at in sent[device].items():
             phase = next(p for p, lo, hi in zip(phases, bounds, bounds[1:], strict=False) if lo <= at < hi)
-            if r in got:  # a sample published while the gateway was away waits from its return
-                latency[phase].append(got[r] - (max(at, back) if phase == "restart" else at))
+            if r in got:
+                latency[phase].append(waited(at, got[r], marks["restart"], back))
             else:
                 unanswered[phase] += 1
+    held = sorted(  # how long before the stop the quiet samples it left for after the return were sent
+        marks["restart"] - at
+        for device in quiet
+        for r, at in sent[device].items()
+        if at < marks["restart"] and watch.answered(device).get(r, 0.0) > back
+    )
     drained = []  # per quiet device: from the return until its last sample sent while away was answered
     for device in quiet:
         got = watch.answered(device)
@@ -375,6 +392,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "quiet_broker_dropped": sum(ledger[d]["broker_dropped"] for d in quiet),
         "backlog": args.backlog,
         "restart_away_s": round(back - marks["restart"], 1),
+        "restart_stop_s": round(marks["stopped"] - marks["restart"], 2),
+        "held_at_stop": {
+            "samples": len(held),
+            "p50_s": round(held[len(held) // 2], 3) if held else None,
+            "oldest_s": round(held[-1], 3) if held else None,
+        },
         "restart_drained_s": {
             "p50": round(statistics.median(drained), 3) if drained else None,
             "p90": round(drained[int(0.9 * (len(drained) - 1))], 3) if drained else None,
