@@ -11,9 +11,10 @@ broker takes them), ``labels`` (it publishes ``--labels`` late labels for ids it
 (the gateway stops; while it is away, at least ``--restart-s``, the flooder uploads a backlog of
 ``--backlog`` samples and the quiet devices go on; then it starts again), ``after`` (until the quiet
 stream ends). Reported per phase: the quiet samples' latency (publish to prediction less the gateway's
-absence, p50/p99/max: a sample published while it was away counts from its return, and one published
-before the stop but left unanswered by it, ``held_at_stop``, until the stop and again from the return)
-and how many are still unanswered; per device the ledger from its final status (published = predicted +
+absence, from the stop to its return: its first answer, or its ``ready`` line if that came first;
+p50/p99/max: a sample published while it was away counts from the return, and one published before the
+stop but left unanswered by it, ``held_at_stop``, until the stop and again from the return) and how many
+are still unanswered; per device the ledger from its final status (published = predicted +
 rejected + dropped, labels: + label misses) and what is lost; the gateway's peak RSS. Every sample
 carries ``seq``, so the samples the broker drops while the gateway is away (its queue for the gateway is
 full of the backlog) count in ``dropped`` (``broker_dropped``, issue 30 row 2) instead of being lost
@@ -116,11 +117,20 @@ def rss_mb(pid: int) -> tuple[float, float]:
 
 
 def waited(at: float, got: float, stopped: float, back: float) -> float:
-    """A sample's latency from its publish to its prediction less the gateway's absence (from the stop to
-    its return): no gateway answers while it is away, so a sample published while it was away waits from
-    the return, and one sent before the stop that the gateway had not answered yet waits until the stop
-    and again from the return."""
-    return got - at - max(0.0, min(got, back) - max(at, stopped))
+    """A sample's latency from its publish to its prediction, less the gateway's absence (from the stop to
+    its return) for a sample answered after the return: no gateway answers while it is away, so a sample
+    published while it was away waits from the return, and one sent before the stop that the stopping
+    gateway left to the broker waits until the stop and again from the return. A sample answered before
+    the return (the stop finishes the message at hand) counts whole."""
+    if got < back:
+        return got - at
+    return got - at - max(0.0, back - max(at, stopped))
+
+
+def returned(watch: Watch, devices: list[str], started: float, ready: float) -> float:
+    """When the restarted gateway was back: its ``ready`` line, or its first answer after it was started
+    if that came first (it drains its queue as soon as it is subscribed)."""
+    return min([ready, *(t for d in devices for t in watch.answered(d).values() if t >= started)])
 
 
 def restart_drain(
@@ -279,7 +289,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         time.sleep(max(0.0, marks["restart"] + args.restart_s - time.monotonic()))
         marks["started"] = time.monotonic()
         gateway.start(timeout=120)
-        back = time.monotonic()
+        ready = time.monotonic()
         time.sleep(3.0)
         marks["after"] = time.monotonic()
         time.sleep(args.after_s)
@@ -308,6 +318,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             time.sleep(0.5)
         rss, hwm = rss_mb(gateway.pid)
         code = gateway.stop(timeout=60)
+        back = returned(watch, quiet, marks["started"], ready)
         drain = restart_drain(watch, sent, marks["started"], back)
         per_device = drain.pop("per_device")
         if drain["samples"]:
@@ -393,6 +404,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "backlog": args.backlog,
         "restart_away_s": round(back - marks["restart"], 1),
         "restart_stop_s": round(marks["stopped"] - marks["restart"], 2),
+        "restart_answered_before_ready_s": round(ready - back, 2),
         "held_at_stop": {
             "samples": len(held),
             "p50_s": round(held[len(held) // 2], 3) if held else None,
