@@ -346,7 +346,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         marks["restart"] - at
         for device in quiet
         for r, at in sent[device].items()
-        if at < marks["restart"] and watch.answered(device).get(r, 0.0) > back
+        if at < marks["restart"] and watch.answered(device).get(r, -math.inf) >= back
     )
     drained = []  # per quiet device: from the return until its last sample sent while away was answered
     for device in quiet:
@@ -404,6 +404,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "backlog": args.backlog,
         "restart_away_s": round(back - marks["restart"], 1),
         "restart_stop_s": round(marks["stopped"] - marks["restart"], 2),
+        "restart_first_answer_s": round(back - marks["started"], 2),  # from the restart's spawn
         "restart_answered_before_ready_s": round(ready - back, 2),
         "held_at_stop": {
             "samples": len(held),
