@@ -88,7 +88,8 @@ GROUP = 32
 #: A gateway's seconds of first models installed a round and of checkpoints written a housekeeping turn
 #: (at least one of each): a restart's 100 devices end their warm-up together, and their models, which
 #: come back within a second, installed and checkpointed at once held every device's samples for half a
-#: second (docs/benchmarks.md section 23); what is left waits for the next round or turn.
+#: second (docs/benchmarks.md section 23); what is left waits for the next round or turn. A turn goes on
+#: with its checkpoints past it while no message waits: an idle gateway's first checkpoints are not spread.
 DEFERRABLE_S = 0.005
 #: Seconds between two housekeeping turns, and at most between two visits of one device by them
 #: (:class:`~edgedrift_edge.buffers.sweep.Sweep`), and the devices a turn visits at least.
@@ -661,7 +662,8 @@ class EdgeAgent:
         self.checkpoints.collect()
         self.transport.retry_failed()
         due: list[DeviceRuntime] = []
-        checkpoints_until = math.inf  # a gateway's: DEFERRABLE_S after the turn's first checkpoint began
+        checkpoints_until = math.inf  # a gateway's: DEFERRABLE_S after the turn's first checkpoint began,
+        # then only while no message waits (each checkpoint looks: one arriving waits for one at most)
         cutoff = now - self.settings.silent_after_s  # heard (or connected) before this: silent
         watching = self.transport.connected.is_set() and self._connected_at <= cutoff
         for device in self._sweep.turn():
@@ -676,7 +678,7 @@ class EdgeAgent:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
                 due.append(device)
             checkpoint_due = now >= device.next_checkpoint and device.failed is None
-            if checkpoint_due and (began := time.perf_counter()) < checkpoints_until:
+            if checkpoint_due and ((began := time.perf_counter()) < checkpoints_until or not self.waiting):
                 device.checkpoint()  # its own cost: charged to its turns as its messages are
                 self.queues.charge(device.device_id, time.perf_counter() - began)
                 if not self.alone:  # the rest stay due, for their next visit

@@ -40,6 +40,7 @@ QUICK: dict[str, list[str]] = {
         "--json",
         "{tmp}/storm.json",
     ],
+    "first_checkpoints.py": ["--quick", "--json", "{tmp}/first_checkpoints.json"],
     "footprint.py": ["--quick", "--json", "{tmp}/footprint.json"],
     "gateway_fairness.py": ["--quick", "--json", "{tmp}/gateway_fairness.json"],
     "heartbeat_store.py": ["--quick", "--json", "{tmp}/heartbeat_store.json"],

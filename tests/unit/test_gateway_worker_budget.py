@@ -1,7 +1,8 @@
 """A gateway's worker spreads the work that comes in bursts (first models, first checkpoints) over its
 rounds and housekeeping turns, at most ``DEFERRABLE_S`` each and at least one item, so that a restart's
-devices' samples are not held while 100 models are installed (docs/benchmarks.md section 23); a
-single-device agent does it all at once. No broker is needed: the agent is built, not started."""
+devices' samples are not held while 100 models are installed (docs/benchmarks.md section 23); its
+checkpoints go on past the budget while no message waits, and a single-device agent does it all at once.
+No broker is needed: the agent is built, not started."""
 
 from __future__ import annotations
 
@@ -53,9 +54,15 @@ def slow_checkpoints(agent: EdgeAgent, seconds: float) -> list[str]:
     return written
 
 
+def messages_waiting(agent: EdgeAgent, monkeypatch: pytest.MonkeyPatch, count: int = 1) -> None:
+    """``count`` messages received and not handled yet (in the inbox, where the I/O thread puts them)."""
+    monkeypatch.setattr(type(agent.transport), "queued", property(lambda _: count))
+
+
 def test_a_gateways_housekeeping_turn_writes_checkpoints_for_its_budget_and_the_rest_later(
-    gateway: EdgeAgent,
+    gateway: EdgeAgent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    messages_waiting(gateway, monkeypatch)
     written = slow_checkpoints(gateway, 2 * DEFERRABLE_S)
     gateway._periodic()
     assert len(written) == 1  # the first goes whatever it costs; the budget is spent after it
@@ -63,6 +70,27 @@ def test_a_gateways_housekeeping_turn_writes_checkpoints_for_its_budget_and_the_
         gateway._next_periodic = 0.0
         gateway._periodic()
     assert sorted(written) == sorted(gateway.devices)  # the rest stayed due and went at later visits
+
+
+def test_an_idle_gateway_writes_every_due_checkpoint_in_one_turn_and_stops_once_a_message_waits(
+    gateway: EdgeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written = slow_checkpoints(gateway, 2 * DEFERRABLE_S)
+    gateway._periodic()  # nothing waits: past the budget, on to the last one due
+    assert sorted(written) == sorted(gateway.devices)
+
+    for device in gateway.devices.values():
+        device.next_checkpoint = 0.0
+    written.clear()
+    arrived = {"after": 2}  # a message arrives while the second checkpoint is written
+
+    def waiting(_: object) -> int:
+        return int(len(written) >= arrived["after"])
+
+    monkeypatch.setattr(type(gateway.transport), "queued", property(waiting))
+    gateway._next_periodic = 0.0
+    gateway._periodic()
+    assert len(written) == 2  # the one in hand finished; the rest stay due for a later turn
 
 
 def test_a_single_device_agent_checkpoints_at_once(tmp_path: Path) -> None:
