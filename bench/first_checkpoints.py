@@ -74,24 +74,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     tag = secrets.token_hex(3)
     devices = {f"d{i:04d}-{tag}": secrets.token_urlsafe(24) for i in range(args.devices)}
     (workdir / "devices.json").write_text(json.dumps(devices))
-    broker = ShippedMosquitto(
-        workdir / "broker",
-        {"bench": "bench-password-0123456789"},
-        overrides={
-            "allow_anonymous": "true",
-            "password_file": None,
-            "acl_file": None,
-            "use_username_as_clientid": "false",
-        },
-    ).start()
-    cloud = CloudProcess(
-        f"sqlite:///{workdir / 'registry.db'}",
-        workdir,
-        operator_token=OPERATOR,
-        devices=devices,
-        env={"EDGEDRIFT_CLOUD_AUTH_FAILURES_PER_10S": "1000000"},
-        nice=10,
-    ).start()
+    broker = ShippedMosquitto.anonymous(workdir / "broker").start()
+    cloud = CloudProcess.on_sqlite(workdir, devices, operator_token=OPERATOR, nice=10).start()
     url = f"mqtt://127.0.0.1:{broker.port}"
     state = workdir / "state"
     settings = {

@@ -191,25 +191,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     flood, quiet = f"flood-{tag}", [f"q{i:03d}-{tag}" for i in range(args.devices - 1)]
     devices = {d: secrets.token_urlsafe(24) for d in [flood, *quiet]}
     (workdir / "devices.json").write_text(json.dumps(devices))
-    broker = ShippedMosquitto(
-        workdir / "broker",
-        {"bench": "bench-password-0123456789"},
-        overrides={
-            "allow_anonymous": "true",
-            "password_file": None,
-            "acl_file": None,
-            "use_username_as_clientid": "false",  # anonymous clients have no user name
-            **{k: v or None for k, v in key_values("--broker-option", args.broker_option).items()},
-        },
-    ).start()
-    cloud = CloudProcess(
-        f"sqlite:///{workdir / 'registry.db'}",
-        workdir,
-        operator_token=OPERATOR,
-        devices=devices,
-        env={"EDGEDRIFT_CLOUD_AUTH_FAILURES_PER_10S": "1000000"},
-        nice=args.cloud_nice,
-    ).start()
+    options = {k: v or None for k, v in key_values("--broker-option", args.broker_option).items()}
+    broker = ShippedMosquitto.anonymous(workdir / "broker", options).start()
+    cloud = CloudProcess.on_sqlite(workdir, devices, operator_token=OPERATOR, nice=args.cloud_nice).start()
     url = f"mqtt://127.0.0.1:{broker.port}"
     settings: dict[str, Any] = {
         "gateway_id": f"gw-{tag}",

@@ -76,6 +76,19 @@ class CloudProcess:
         }
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @classmethod
+    def on_sqlite(cls, workdir: Path, devices: dict[str, str], *, operator_token: str, nice: int = 0) -> Self:
+        """A cloud on a SQLite file in ``workdir`` with ``devices`` registered and no limit on failed
+        authentications (a bench's hundreds of devices all connect from 127.0.0.1)."""
+        return cls(
+            f"sqlite:///{workdir / 'registry.db'}",
+            workdir,
+            operator_token=operator_token,
+            devices=devices,
+            env={"EDGEDRIFT_CLOUD_AUTH_FAILURES_PER_10S": "1000000"},
+            nice=nice,
+        )
+
     @property
     def pid(self) -> int:
         """The process id (of the uvicorn supervisor when workers > 1)."""

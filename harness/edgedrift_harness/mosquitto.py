@@ -380,6 +380,22 @@ class ShippedMosquitto(MosquittoProcess):
 
         super().__init__(workdir, config, port=port)
 
+    @classmethod
+    def anonymous(cls, workdir: Path, overrides: Mapping[str, str | None] | None = None) -> ShippedMosquitto:
+        """The shipped configuration (its queue, in-flight and persistence settings) admitting anonymous
+        clients: without its password file, ACL and user-name client ids (a bench's many devices)."""
+        return cls(
+            workdir,
+            {"bench": "bench-password-0123456789"},  # written, not read: the password file is left out
+            overrides={
+                "allow_anonymous": "true",
+                "password_file": None,
+                "acl_file": None,
+                "use_username_as_clientid": "false",  # anonymous clients have no user name
+                **(overrides or {}),
+            },
+        )
+
     def _write_users(self, users: Mapping[str, str], acl: Path) -> None:
         passwd = shutil.which("mosquitto_passwd")
         if passwd is None:
