@@ -403,7 +403,8 @@ def main() -> None:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run: a small subset of every part on the first 3,000 rows of SEA, into a temp dir",
+        help="smoke run: a small subset of every part on the first 3,000 rows of SEA (the paper part on the "
+        "real keystroke stream, from the data directory), into a temp dir",
     )
     ap.add_argument("--match", default="", help="only run the SE configurations whose name contains this")
     ap.add_argument("--out", type=Path, default=OUT)

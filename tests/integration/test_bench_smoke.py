@@ -68,6 +68,7 @@ NEEDS_DATA = {
     "footprint.py",
     "liblinear_speed.py",
     "session_cost.py",
+    "shrub_ensembles.py",  # its quick run replays the real keystroke stream beside SEA
 }
 TIMEOUT_S = 180
 
