@@ -89,8 +89,11 @@ GROUP = 32
 #: (at least one of each): a restart's 100 devices end their warm-up together, and their models, which
 #: come back within a second, installed and checkpointed at once held every device's samples for half a
 #: second (docs/benchmarks.md section 23); what is left waits for the next round or turn. A turn goes on
-#: with its checkpoints past it while no message waits: an idle gateway's first checkpoints are not spread.
+#: with its checkpoints past it while no message waits and the writer holds less than
+#: ``CHECKPOINTS_AHEAD_BYTES``: an idle gateway's first checkpoints are not spread, and its encoded
+#: checkpoints do not pile up in memory ahead of the disk (docs/benchmarks.md section 6).
 DEFERRABLE_S = 0.005
+CHECKPOINTS_AHEAD_BYTES = 4 << 20
 #: Seconds between two housekeeping turns, and at most between two visits of one device by them
 #: (:class:`~edgedrift_edge.buffers.sweep.Sweep`), and the devices a turn visits at least.
 TURN_S, SWEEP_S, SWEEP_MIN = 0.05, 0.5, 32
@@ -239,6 +242,11 @@ class EdgeAgent:
     def waiting(self) -> int:
         """Messages received and not handled yet: in the inbox, in the devices' queues or in hand."""
         return self.transport.queued + len(self.queues) + self.in_hand
+
+    @property
+    def _idle(self) -> bool:
+        """No message waits and the checkpoint writer keeps up: work that can wait may go on."""
+        return not self.waiting and self.checkpoints.held_bytes < CHECKPOINTS_AHEAD_BYTES
 
     @property
     def session(self) -> DeviceSession:
@@ -663,7 +671,7 @@ class EdgeAgent:
         self.transport.retry_failed()
         due: list[DeviceRuntime] = []
         checkpoints_until = math.inf  # a gateway's: DEFERRABLE_S after the turn's first checkpoint began,
-        # then only while no message waits (each checkpoint looks: one arriving waits for one at most)
+        # then only while it is idle (each checkpoint looks: a message arriving waits for one at most)
         cutoff = now - self.settings.silent_after_s  # heard (or connected) before this: silent
         watching = self.transport.connected.is_set() and self._connected_at <= cutoff
         for device in self._sweep.turn():
@@ -678,7 +686,7 @@ class EdgeAgent:
                 device.next_heartbeat = now + self.settings.heartbeat_every_s
                 due.append(device)
             checkpoint_due = now >= device.next_checkpoint and device.failed is None
-            if checkpoint_due and ((began := time.perf_counter()) < checkpoints_until or not self.waiting):
+            if checkpoint_due and ((began := time.perf_counter()) < checkpoints_until or self._idle):
                 device.checkpoint()  # its own cost: charged to its turns as its messages are
                 self.queues.charge(device.device_id, time.perf_counter() - began)
                 if not self.alone:  # the rest stay due, for their next visit

@@ -9,7 +9,10 @@ broker saves its own database) held every other device's messages for about a se
 Outcomes come back through :meth:`collect`, which runs each job's callback on the caller's thread (the
 worker's housekeeping), so a device's counters and events stay the worker's alone. A newer checkpoint
 of a file that is not written yet replaces it (its callback is dropped: only what reached the disk is
-counted). :meth:`flush` waits until everything handed over is on disk (a stop).
+counted). :meth:`flush` waits until everything handed over is on disk (a stop). :attr:`held_bytes`
+is what the writer holds in memory, so that a worker with time to spare does not hand over faster than
+the disk takes them (a gateway's first checkpoints, encoded a hundred an idle turn, piled up ahead of the
+disk, and the heap kept that memory resident afterwards: docs/benchmarks.md section 6).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class CheckpointWriter:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._waiting_since: float | None = None  # jobs waited since then with no batch finished
+        self._held = 0  # bytes of the blobs pending and in the batch being written
 
     def submit(self, store: CheckpointStore, blob: bytes, done: Done) -> None:
         """Write ``blob`` as ``store``'s checkpoint soon; ``done`` runs in a later :meth:`collect` (told
@@ -57,6 +61,8 @@ class CheckpointWriter:
             if self._closed:
                 self._finished.append((done, CheckpointError("not written: the agent is stopping")))
                 return
+            replaced = self._pending.get(store.path)
+            self._held += len(blob) - (len(replaced.blob) if replaced is not None else 0)
             self._pending[store.path] = _Job(store, blob, done)
             if self._waiting_since is None:
                 self._waiting_since = time.monotonic()
@@ -69,7 +75,8 @@ class CheckpointWriter:
         """Write ``blob`` before returning (raises :class:`CheckpointError`), after anything of the same
         file the thread holds already and instead of what waits for it."""
         with self._cond:
-            self._pending.pop(store.path, None)
+            dropped = self._pending.pop(store.path, None)
+            self._held -= len(dropped.blob) if dropped is not None else 0
             while self._writing:  # a batch in hand may hold an older one of this file
                 self._cond.wait()
             store.save(None, blob)  # under the lock: the thread takes no batch meanwhile
@@ -88,6 +95,11 @@ class CheckpointWriter:
         """Jobs handed over and not written yet."""
         with self._cond:
             return bool(self._pending) or self._writing > 0
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the checkpoints handed over and not written yet."""
+        return self._held
 
     def stalled_s(self, now: float) -> float:
         """Seconds checkpoints have waited with no batch written (0 when none waits): a disk that does
@@ -135,6 +147,7 @@ class CheckpointWriter:
             with self._cond:
                 self._finished.extend(outcomes)
                 self._writing = 0
+                self._held -= sum(len(job.blob) for job in batch)
                 self._waiting_since = time.monotonic() if self._pending else None
                 self._cond.notify_all()
 

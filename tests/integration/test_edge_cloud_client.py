@@ -12,6 +12,7 @@ import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 from support.cloud import DEVICES, CloudServer
 
@@ -125,3 +126,30 @@ def test_requests_import_nothing_once_the_client_is_warm() -> None:
         server.shutdown()
         server.server_close()
     assert recorder.names == []
+
+
+def test_requests_leave_nothing_for_the_cycle_collector() -> None:
+    """httpx 0.28 binds each response's stream back to the response (encode/httpx#3733), a cycle that
+    kept every request's objects until a collection of the oldest generation: a gateway's thousand
+    devices' requests held its memory up between two of them. The client releases each response, so
+    reference counting frees it."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowForSome)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = CloudClient(f"http://127.0.0.1:{server.server_address[1]}", concurrency=2, deadline_s=30)
+    try:
+        client.heartbeat("fast-0", None, Heartbeat(samples=0)).result(timeout=30)
+        gc.collect()
+        gc.disable()
+        for call in [client.heartbeat(f"fast-{i}", None, Heartbeat(samples=i)) for i in range(1, 21)]:
+            call.result(timeout=30)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, (httpx.Response, httpx.Request))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+        client.close()
+        server.shutdown()
+        server.server_close()
+    assert left == []

@@ -66,6 +66,26 @@ def test_a_newer_checkpoint_replaces_one_not_written_yet(tmp_path: Path, held: t
     writer.close()
 
 
+def test_the_writer_counts_the_bytes_it_holds_until_they_are_on_disk(
+    tmp_path: Path, held: threading.Event
+) -> None:
+    """What the worker asks before encoding more checkpoints while idle: blobs handed over and in hand,
+    a replaced one no longer, written ones no longer."""
+    writer = CheckpointWriter()
+    one, two = HeldStore(tmp_path, "dev-1"), HeldStore(tmp_path, "dev-2")
+    writer.submit(one, b"x" * 100, lambda e: None)
+    writer.submit(two, b"y" * 30, lambda e: None)
+    assert writer.held_bytes == 130
+    writer.submit(two, b"z" * 10, lambda e: None)  # replaces dev-2's, if the thread has not taken it
+    assert writer.held_bytes in (110, 140)
+    held.set()
+    assert writer.flush(10.0)
+    assert writer.held_bytes == 0
+    writer.write_now(one, b"w" * 50)
+    assert writer.held_bytes == 0
+    writer.close()
+
+
 def test_a_batch_of_devices_is_written_whole_with_one_directory_sync(
     tmp_path: Path, held: threading.Event
 ) -> None:

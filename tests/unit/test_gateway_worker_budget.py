@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from edgedrift_edge.agent import DEFERRABLE_S, EdgeAgent, _Control
+from edgedrift_edge.agent import CHECKPOINTS_AHEAD_BYTES, DEFERRABLE_S, EdgeAgent, _Control
 from edgedrift_edge.settings import AgentSettings
 
 
@@ -91,6 +91,21 @@ def test_an_idle_gateway_writes_every_due_checkpoint_in_one_turn_and_stops_once_
     gateway._next_periodic = 0.0
     gateway._periodic()
     assert len(written) == 2  # the one in hand finished; the rest stay due for a later turn
+
+
+def test_an_idle_gateway_stops_past_its_budget_while_the_writer_holds_enough(
+    gateway: EdgeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle is also a writer that keeps up: checkpoints encoded faster than the disk takes them would
+    pile up in memory (a gateway's first checkpoints held its heap's high-water up for good)."""
+    written = slow_checkpoints(gateway, 2 * DEFERRABLE_S)
+    monkeypatch.setattr(type(gateway.checkpoints), "held_bytes", property(lambda _: CHECKPOINTS_AHEAD_BYTES))
+    gateway._periodic()
+    assert len(written) == 1, "the turn's first goes whatever it costs; the rest wait for the disk"
+    monkeypatch.setattr(type(gateway.checkpoints), "held_bytes", property(lambda _: 0))
+    gateway._next_periodic = 0.0
+    gateway._periodic()
+    assert sorted(written) == sorted(gateway.devices)
 
 
 def test_a_single_device_agent_checkpoints_at_once(tmp_path: Path) -> None:
