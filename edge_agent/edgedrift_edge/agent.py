@@ -93,6 +93,7 @@ GROUP = 32
 #: ``CHECKPOINTS_AHEAD_BYTES``: an idle gateway's first checkpoints are not spread, and its encoded
 #: checkpoints do not pile up in memory ahead of the disk (docs/benchmarks.md section 6).
 DEFERRABLE_S = 0.005
+#: Encoded checkpoints the writer may hold before an idle turn stops going on with more (the disk's pace).
 CHECKPOINTS_AHEAD_BYTES = 4 << 20
 #: Seconds between two housekeeping turns, and at most between two visits of one device by them
 #: (:class:`~edgedrift_edge.buffers.sweep.Sweep`), and the devices a turn visits at least.

@@ -92,15 +92,14 @@ def retry_after_seconds(value: str | None) -> float | None:
     return seconds if 0.0 <= seconds < 86_400 else None
 
 
-def released(response: httpx.Response) -> httpx.Response:
-    """``response`` without its reference cycle: httpx 0.28 binds a read response's stream back to the
+def release(response: httpx.Response) -> None:
+    """Break ``response``'s reference cycle: httpx 0.28 binds a read response's stream back to the
     response (``BoundAsyncStream._response``, encode/httpx#3733), so every request left 43 objects (its
     request, headers, the pool's request and events) for the cyclic collector. A gateway's thousand
     devices' requests reached the oldest generation (``gc_threshold``) and held the gateway's memory up
     until a full collection (docs/benchmarks.md, section 6). The body is read whole here, so the stream
     becomes a plain one of its bytes and the rest is freed by reference counting."""
     response.stream = httpx.ByteStream(response.content)
-    return response
 
 
 def error_from_response(response: httpx.Response) -> CloudError:
@@ -545,7 +544,7 @@ class CloudClient:
         finally:
             self._on_wire -= 1
             self._gate.release()
-        released(response)
+        release(response)
         if response.status_code >= 400:
             raise error_from_response(response)
         return response
