@@ -61,10 +61,16 @@ class GatewayRow:
     #: The gateways' summed CPU (% of one core) while only the peer gets messages: their housekeeping.
     idle_cpu_pct: float = math.nan
 
+    @property
+    def rss_per_1000_devices_mb(self) -> float:
+        """The processes' summed RSS at the last point per 1,000 of their devices (issue 29's density)."""
+        return self.rss_3m_mb * 1000 / self.devices
+
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)
         row["single_ratio"] = self.single_msgs_per_s / self.peer_msgs_per_s
         row["batched_ratio"] = self.batched_samples_per_s / self.peer_batched_samples_per_s
+        row["rss_per_1000_devices_mb"] = self.rss_per_1000_devices_mb
         return row
 
 
@@ -309,6 +315,8 @@ def _measure(
 
 def describe_row(row: GatewayRow) -> str:
     processes = "" if row.processes == 1 else f" x{row.processes} processes"
+    # Per 1,000 devices only where there are as many: the imports dominate a smaller row.
+    density = f", {row.rss_per_1000_devices_mb:.0f} MB per 1,000 devices" if row.devices >= 1000 else ""
     return (
         f"  gateway{processes}, {row.devices:>5} devices, {row.batch_mode}: "
         f"single {row.single_msgs_per_s:>9,.0f} msgs/s "
@@ -316,7 +324,7 @@ def describe_row(row: GatewayRow) -> str:
         f"batches of 100 {row.batched_samples_per_s:>9,.0f} samples/s "
         f"(peer {row.peer_batched_samples_per_s:,.0f}); RSS ready {row.rss_ready_mb:.0f} MB, "
         f"{row.rss_1m_mb:.0f} / {row.rss_3m_mb:.0f} MB after {row.rss_points[-2][0]:,} / "
-        f"{row.rss_points[-1][0]:,} samples (PSS {row.pss_ready_mb:.0f} / {row.pss_end_mb:.0f} MB); "
+        f"{row.rss_points[-1][0]:,} samples (PSS {row.pss_ready_mb:.0f} / {row.pss_end_mb:.0f} MB){density}; "
         f"lost {row.lost}\n"
         f"    ledger of the devices (their last status): {row.ledger}\n"
         f"    CPU µs per sample: single {row.single_cpu_us:.1f} (peer {row.peer_single_cpu_us:.1f}, "
